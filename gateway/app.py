@@ -1,0 +1,169 @@
+"""`create_app(settings)`: builds every stateful object once and hangs it on the app."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from sqlalchemy import text
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment, build_deployments
+from gateway.errors import GatewayError, InvalidRequest, error_response
+from gateway.metrics import Metrics
+from gateway.pipeline import Pipeline, build_stages
+from gateway.routes import admin, openai
+from gateway.settings import Settings
+from gateway.stages.route import RouteTarget
+from gateway.storage.db import create_engine, create_tables
+from gateway.storage.keys import KeyStore
+from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.upstream import DirectTarget
+
+log = logging.getLogger("costgate")
+
+
+def admin_key_for(settings: Settings) -> str:
+    """The configured admin key, or one generated on first start and kept in the data dir."""
+    if settings.admin_key:
+        return settings.admin_key
+    path = Path(settings.data_dir) / "admin_key"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = "sk-cg-admin-" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    log.warning("no admin key configured: generated one and wrote it to %s", path)
+    return key
+
+
+class Gateway:
+    """Everything a request needs, built once per app. Tests build their own."""
+
+    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.settings = settings
+        self.admin_key = admin_key_for(settings)
+        self.engine = create_engine(settings.database_url)
+        self.keys = KeyStore(self.engine, settings.key_cache_ttl_s)
+        self.ledger = LedgerWriter(self.engine, settings.ledger_flush_interval_s, settings.ledger_batch_size)
+        self.metrics = Metrics()
+        self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport)
+        self.targets: dict[str, RouteTarget] = {
+            name: DirectTarget(dep, self.deployments, self.metrics) for name, dep in self.deployments.items()}
+        self.pipeline = Pipeline(build_stages(self))
+
+    async def start(self) -> None:
+        await create_tables(self.engine)
+        self.ledger.start()
+
+    async def stop(self) -> None:
+        await self.ledger.close()
+        for dep in self.deployments.values():
+            await dep.provider.aclose()
+        await self.engine.dispose()
+
+    async def record_rejected(self, request_id: str, endpoint: Endpoint, err: GatewayError,
+                              api_key: str | None) -> None:
+        """A request refused before the pipeline (unreadable body) still gets its ledger row."""
+        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=api_key, headers={})
+        try:
+            ctx.principal = await self.keys.authenticate(api_key)
+        except GatewayError:
+            pass  # unattributable: recorded without a team
+        ctx.status_code, ctx.error = err.status, err.message
+        ctx.finish()
+        self.ledger.record(LedgerRow.from_context(ctx))
+        self.metrics.observe(ctx)
+
+
+def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
+    gateway = Gateway(settings, transport)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    app = FastAPI(title="costgate", version="0.1.0", lifespan=lifespan)
+    app.state.gateway = gateway
+    app.include_router(openai.router)
+    app.include_router(admin.router)
+    _add_health_routes(app, gateway)
+    _add_error_handlers(app)
+    _hoist_schema_defs(app)
+    return app
+
+
+def _add_health_routes(app: FastAPI, gateway: Gateway) -> None:
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> Response:
+        try:
+            async with gateway.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        except Exception as err:  # any database failure means "not ready"; report it, keep serving
+            return JSONResponse({"status": "unavailable", "database": type(err).__name__}, status_code=503)
+        return JSONResponse({"status": "ready", "ledger_pending": gateway.ledger.pending})
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def gateway_error(_request: Request, err: GatewayError) -> Response:
+        return error_response(err)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, err: HTTPException) -> Response:
+        mapped = GatewayError(str(err.detail), code="not_found" if err.status_code == 404 else "http_error")
+        mapped.status, mapped.type = err.status_code, "invalid_request_error"
+        return error_response(mapped, dict(err.headers or {}))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, err: RequestValidationError) -> Response:
+        first = err.errors()[0] if err.errors() else {"loc": (), "msg": "invalid request"}
+        param = ".".join(str(p) for p in first["loc"] if p != "body")
+        return error_response(InvalidRequest(f"invalid '{param}': {first['msg']}", param=param or None))
+
+    @app.exception_handler(Exception)
+    async def unexpected(_request: Request, err: Exception) -> Response:
+        log.exception("unhandled error", exc_info=err)
+        return error_response(GatewayError("internal error in the gateway"))
+
+
+def _hoist_schema_defs(app: FastAPI) -> None:
+    """The OpenAI routes describe their bodies with pydantic schemas whose `$defs` must live
+    in the OpenAPI document's components for the references to resolve."""
+    original = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = original()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for path in schema.get("paths", {}).values():
+            for op in path.values():
+                body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+                components.update(body.pop("$defs", {}))
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

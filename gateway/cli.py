@@ -1,0 +1,44 @@
+"""The `costgate` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import load_settings
+
+    settings = load_settings(args.config)
+    if not settings.models:
+        logging.getLogger("costgate").warning(
+            "no models configured: set OPENAI_API_KEY / ANTHROPIC_API_KEY or pass --config")
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, loop="uvloop", http="httptools",
+                access_log=False, log_level=args.log_level, timeout_graceful_shutdown=10)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="costgate", description="A cost-optimizing LLM gateway")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", help="YAML config file (default: embedded defaults)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=4000)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

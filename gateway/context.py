@@ -1,0 +1,117 @@
+"""The data that flows through the pipeline: who is asking, what they asked, what it cost."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from policies.pricing import ZERO, Usage
+
+
+class Endpoint(enum.Enum):
+    CHAT = "chat.completions"
+    COMPLETIONS = "completions"
+    EMBEDDINGS = "embeddings"
+
+
+class CacheStatus(enum.Enum):
+    MISS = "miss"
+    EXACT = "exact"
+    SEMANTIC = "semantic"
+
+
+class CacheControl(enum.Flag):
+    """The client's `x-costgate-cache` header: what the caches may do for this request."""
+
+    DEFAULT = 0
+    NO_CACHE = enum.auto()  # do not read
+    NO_STORE = enum.auto()  # do not write
+
+    @classmethod
+    def parse(cls, header: str | None) -> CacheControl:
+        flags = cls.DEFAULT
+        for part in (header or "").lower().split(","):
+            part = part.strip()
+            if part == "no-cache":
+                flags |= cls.NO_CACHE
+            elif part == "no-store":
+                flags |= cls.NO_STORE
+        return flags
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The caller, resolved from its API key."""
+
+    team_id: str
+    team_name: str
+    key_id: str
+    plan: str = "pro"
+    allowed_models: frozenset[str] | None = None  # None: every model
+    tags: tuple[str, ...] = ()
+
+    def may_use(self, model: str) -> bool:
+        return self.allowed_models is None or model in self.allowed_models
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """One request's state. Stages fill it in order; settle reads all of it.
+
+    Invariant: `cost` is only ever the sum of real upstream calls made for this request
+    (cascade tiers and shadow calls included); a cache hit leaves it at zero and records the
+    avoided cost in `saved`.
+    """
+
+    request_id: str
+    endpoint: Endpoint
+    body: dict[str, Any]
+    api_key: str | None
+    headers: dict[str, str]
+    stream: bool = False
+    started: float = field(default_factory=time.perf_counter)
+    created_at: float = field(default_factory=time.time)
+    principal: Principal | None = None
+    user: str | None = None
+    tags: tuple[str, ...] = ()
+    trace_id: str | None = None
+    cache_control: CacheControl = CacheControl.DEFAULT
+    max_cost: Decimal | None = None
+    requested_model: str = ""
+    served_model: str | None = None
+    provider: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    cost: Decimal = ZERO
+    saved: Decimal = ZERO
+    cache_status: CacheStatus = CacheStatus.MISS
+    status_code: int = 200
+    error: str | None = None
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    wants_usage_chunk: bool = False
+    completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
+    response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
+
+    def add_call(self, usage: Usage, cost: Decimal) -> None:
+        """Record one upstream call's usage and cost (a request may make several)."""
+        u = self.usage
+        self.usage = Usage(u.prompt_tokens + usage.prompt_tokens,
+                           u.completion_tokens + usage.completion_tokens,
+                           u.cached_tokens + usage.cached_tokens)
+        self.cost += cost
+
+    def finish(self) -> None:
+        if self.finished_at is None:
+            self.finished_at = time.perf_counter()
+
+    @property
+    def latency_s(self) -> float:
+        end = self.finished_at if self.finished_at is not None else time.perf_counter()
+        return end - self.started
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.started

@@ -1,0 +1,68 @@
+"""Deployments: each configured model with its provider client, price and limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+import httpx
+
+from gateway.providers.base import Provider
+from gateway.providers.litellm import LiteLLMProvider
+from gateway.providers.openai import OpenAIProvider
+from gateway.settings import ModelConfig
+from policies.pricing import FREE, Price, lookup
+
+DEFAULT_MAX_OUTPUT_TOKENS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    config: ModelConfig
+    provider: Provider
+    price: Price
+    max_output_tokens: int
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def price_for(config: ModelConfig) -> tuple[Price, int]:
+    """The config's price when it names one, else litellm's bundled map, else free (a local model)."""
+    info = lookup(config.upstream_model)
+    limit = config.max_output_tokens or (info.max_output_tokens if info else None) or DEFAULT_MAX_OUTPUT_TOKENS
+    if config.price is not None:
+        p = config.price
+        return Price.per_million(Decimal(p.input_per_mtok), Decimal(p.output_per_mtok),
+                                 None if p.cached_input_per_mtok is None else Decimal(p.cached_input_per_mtok)), limit
+    if info is not None:
+        return info.price, limit
+    if config.provider == "local":
+        return FREE, limit
+    raise ValueError(f"model {config.name!r}: {config.upstream_model!r} is not in the price map; "
+                     "give it a `price:` in the config")
+
+
+def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> Provider:
+    if config.provider == "litellm":
+        return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
+                               timeout_s=config.timeout_s, max_retries=config.max_retries)
+    if not config.api_base:
+        raise ValueError(f"model {config.name!r}: provider {config.provider!r} needs an api_base")
+    return OpenAIProvider(config.name, config.api_base, config.api_key, timeout_s=config.timeout_s,
+                          connect_timeout_s=config.connect_timeout_s, max_retries=config.max_retries,
+                          transport=transport)
+
+
+def build_deployments(models: list[ModelConfig],
+                      transport: httpx.AsyncBaseTransport | None = None) -> dict[str, Deployment]:
+    deployments = {}
+    for config in models:
+        price, limit = price_for(config)
+        deployments[config.name] = Deployment(config, build_provider(config, transport), price, limit)
+    for dep in deployments.values():
+        unknown = [f for f in dep.config.fallbacks if f not in deployments]
+        if unknown:
+            raise ValueError(f"model {dep.name!r}: unknown fallbacks {unknown}")
+    return deployments

@@ -1,0 +1,117 @@
+"""Every error costgate answers with, mapped to OpenAI's error shape by one handler.
+
+The tree (HTTP status, OpenAI `type`, `code`):
+
+    GatewayError                     500  api_error
+    ├── InvalidRequest               400  invalid_request_error
+    │   └── BodyTooLarge             413  invalid_request_error  request_too_large
+    ├── AuthenticationFailed         401  authentication_error   invalid_api_key
+    ├── PermissionDenied             403  permission_error       model_not_allowed
+    ├── NotFound                     404  invalid_request_error  model_not_found / not_found
+    ├── BudgetExceeded               402  budget_exceeded        budget_exceeded
+    ├── RateLimited                  429  rate_limit_error       rate_limit_exceeded (+ retry-after)
+    ├── UpstreamError                502  upstream_error         bad_gateway
+    │   ├── UpstreamTimeout          504  upstream_error         upstream_timeout
+    │   └── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
+    └── Unavailable                  503  service_unavailable    unavailable (+ retry-after)
+
+Stages raise these; `error_response` turns one into a response. Anything else that escapes is
+a bug: the app's fallback handler logs it and answers 500 in the same shape.
+"""
+
+from __future__ import annotations
+
+import orjson
+from starlette.responses import Response
+
+
+class GatewayError(Exception):
+    status = 500
+    type = "api_error"
+    code: str | None = "internal_error"
+
+    def __init__(self, message: str, *, code: str | None = None, param: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        self.param = param
+        self.retry_after = retry_after
+
+
+class InvalidRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+    code = "invalid_request"
+
+
+class BodyTooLarge(InvalidRequest):
+    status = 413
+    code = "request_too_large"
+
+
+class AuthenticationFailed(GatewayError):
+    status = 401
+    type = "authentication_error"
+    code = "invalid_api_key"
+
+
+class PermissionDenied(GatewayError):
+    status = 403
+    type = "permission_error"
+    code = "model_not_allowed"
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class BudgetExceeded(GatewayError):
+    status = 402
+    type = "budget_exceeded"
+    code = "budget_exceeded"
+
+
+class RateLimited(GatewayError):
+    status = 429
+    type = "rate_limit_error"
+    code = "rate_limit_exceeded"
+
+
+class UpstreamError(GatewayError):
+    status = 502
+    type = "upstream_error"
+    code = "bad_gateway"
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+
+
+class UpstreamRateLimited(UpstreamError):
+    status = 429
+    type = "rate_limit_error"
+    code = "upstream_rate_limited"
+
+
+class Unavailable(GatewayError):
+    status = 503
+    type = "service_unavailable"
+    code = "unavailable"
+
+
+def error_body(err: GatewayError) -> bytes:
+    return orjson.dumps({"error": {"message": err.message, "type": err.type,
+                                   "param": err.param, "code": err.code}})
+
+
+def error_response(err: GatewayError, headers: dict[str, str] | None = None) -> Response:
+    all_headers = dict(headers or {})
+    if err.retry_after is not None:
+        all_headers["retry-after"] = str(max(1, round(err.retry_after)))
+    return Response(error_body(err), status_code=err.status, headers=all_headers,
+                    media_type="application/json")

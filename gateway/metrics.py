@@ -1,0 +1,47 @@
+"""Prometheus metrics, in a registry owned by the app (never the global one)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+
+from gateway.context import RequestContext
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("costgate_requests", "Requests answered",
+                                ["team", "model", "status", "cache"], registry=r)
+        self.tokens = Counter("costgate_tokens", "Tokens used upstream", ["team", "model", "kind"], registry=r)
+        self.cost = Counter("costgate_cost_usd", "Dollars charged", ["team", "model"], registry=r)
+        self.saved = Counter("costgate_saved_usd", "Dollars avoided (cache hits, cheaper tiers)",
+                             ["team", "model", "reason"], registry=r)
+        self.latency = Histogram("costgate_request_latency_seconds", "Whole-request latency",
+                                 ["model"], buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram("costgate_ttft_seconds", "Time to first streamed token",
+                              ["model"], buckets=LATENCY_BUCKETS, registry=r)
+        self.upstream_errors = Counter("costgate_upstream_errors", "Failed upstream calls",
+                                       ["model", "code"], registry=r)
+
+    def observe(self, ctx: RequestContext) -> None:
+        team = ctx.principal.team_name if ctx.principal else ""
+        model = ctx.served_model or ctx.requested_model or ""
+        self.requests.labels(team, model, str(ctx.status_code), ctx.cache_status.value).inc()
+        if ctx.usage.prompt_tokens:
+            self.tokens.labels(team, model, "prompt").inc(ctx.usage.prompt_tokens)
+        if ctx.usage.completion_tokens:
+            self.tokens.labels(team, model, "completion").inc(ctx.usage.completion_tokens)
+        if ctx.cost:
+            self.cost.labels(team, model).inc(float(ctx.cost))
+        if ctx.saved:
+            self.saved.labels(team, model, ctx.cache_status.value).inc(float(ctx.saved))
+        self.latency.labels(model).observe(ctx.latency_s)
+        ttft = ctx.ttft_s
+        if ttft is not None:
+            self.ttft.labels(model).observe(ttft)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

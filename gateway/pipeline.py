@@ -1,0 +1,97 @@
+"""The request pipeline: every endpoint's requests pass through these stages, in this order.
+
+A stage is a small object with `async def __call__(ctx) -> Response | None`. Returning a
+response short-circuits the rest (a cache hit, the route's answer). A stage that also has
+`async def settle(ctx)` gets it called once the answer is complete — for a stream, after its
+last byte or when the client goes away — in reverse order, for every stage that was entered,
+whether the request succeeded or failed. That is where reservations are released, caches
+written and the ledger row recorded, and why nothing leaks when a request fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import anyio
+from starlette.responses import Response, StreamingResponse
+
+from gateway.context import CacheStatus, RequestContext
+from gateway.errors import GatewayError, error_response
+from policies.pricing import format_usd
+
+
+class Stage(Protocol):
+    async def __call__(self, ctx: RequestContext) -> Response | None: ...
+
+
+@runtime_checkable
+class Settles(Protocol):
+    async def settle(self, ctx: RequestContext) -> None: ...
+
+
+def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
+    """The whole pipeline, in order. Later policies slot in here, nowhere else."""
+    from gateway.stages import authenticate, record, route, tag
+
+    return [
+        record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last
+        authenticate.Authenticate(gateway.keys, gateway.targets),
+        tag.Tag(),
+        route.Route(gateway.targets),
+    ]
+
+
+class Pipeline:
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self.stages = list(stages)
+        self._settlers = [s for s in self.stages if isinstance(s, Settles)]
+
+    async def handle(self, ctx: RequestContext) -> Response:
+        entered: list[Stage] = []
+        try:
+            for stage in self.stages:
+                entered.append(stage)
+                response = await stage(ctx)
+                if response is not None:
+                    break
+            else:
+                raise RuntimeError("the pipeline's last stage must answer")
+        except GatewayError as err:
+            ctx.status_code, ctx.error = err.status, err.message
+            await self._settle(entered, ctx)
+            return with_headers(error_response(err), ctx)
+        if isinstance(response, StreamingResponse):
+            response.body_iterator = self._settle_after(response.body_iterator, entered, ctx)
+            return with_headers(response, ctx)
+        await self._settle(entered, ctx)
+        return with_headers(response, ctx)
+
+    async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
+                            ctx: RequestContext) -> AsyncIterator[bytes | str]:
+        try:
+            async for chunk in body:
+                yield chunk
+        finally:
+            # Shielded: when the client disconnects, the stream is cancelled, and settling
+            # (releasing the reservation, writing the ledger row) must still run to the end.
+            with anyio.CancelScope(shield=True):
+                await self._settle(entered, ctx)
+
+    async def _settle(self, entered: list[Stage], ctx: RequestContext) -> None:
+        ctx.finish()
+        for stage in reversed(entered):
+            if isinstance(stage, Settles):
+                await stage.settle(ctx)
+
+
+def with_headers(response: Response, ctx: RequestContext) -> Response:
+    """The contract headers. A streamed miss cannot know its cost when headers leave: it
+    reports the cost in its final usage chunk (and an SSE comment) instead."""
+    h = response.headers
+    h["x-costgate-request-id"] = ctx.request_id
+    h["x-costgate-cache"] = ctx.cache_status.value
+    h["x-costgate-model"] = ctx.served_model or ctx.requested_model
+    if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:
+        h["x-costgate-cost-usd"] = format_usd(ctx.cost)
+    return response

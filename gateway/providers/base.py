@@ -1,0 +1,70 @@
+"""The one interface every upstream implements, and the values that cross it.
+
+A provider turns an `UpstreamCall` into either a `Completion` (whole answer) or an
+`UpstreamStream` (server-sent events, relayed as they arrive). It raises only the
+`UpstreamError` family from gateway.errors, or `InvalidRequest` when the upstream blamed
+the request itself (its 4xx), so callers need no provider-specific handling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gateway.context import Endpoint
+from policies.pricing import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamCall:
+    endpoint: Endpoint
+    body: dict[str, Any]  # the client's body, `model` already rewritten to the upstream's name
+    stream: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    body: dict[str, Any]
+    raw: bytes  # the upstream's bytes, relayed untouched when nothing in them needs to change
+    usage: Usage | None  # None when the upstream reported none
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEvent:
+    """One SSE `data:` event: its raw payload and the parsed JSON object."""
+
+    raw: bytes
+    data: dict[str, Any]
+
+
+class UpstreamStream(Protocol):
+    def __aiter__(self) -> AsyncIterator[StreamEvent]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Provider(Protocol):
+    name: str
+
+    async def complete(self, call: UpstreamCall) -> Completion: ...
+
+    async def open_stream(self, call: UpstreamCall) -> UpstreamStream:
+        """Start a stream; errors before the first event raise here, so they can be retried."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def usage_from(data: dict[str, Any] | None) -> Usage | None:
+    """OpenAI's `usage` object (chat, completions or embeddings) as a Usage."""
+    if not isinstance(data, dict):
+        return None
+    prompt = data.get("prompt_tokens")
+    if not isinstance(prompt, int):
+        return None
+    completion = data.get("completion_tokens") or 0
+    details = data.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
+    return Usage(prompt, completion if isinstance(completion, int) else 0,
+                 cached if isinstance(cached, int) else 0)

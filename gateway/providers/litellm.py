@@ -1,0 +1,103 @@
+"""Every non-OpenAI provider (Anthropic, Bedrock, Vertex…) through litellm's async API.
+
+litellm is imported on first use, never at start-up: the import is slow, and it must not
+reach the network (the price map is pinned to the bundled copy before the import).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from gateway.context import Endpoint
+from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.retry import Retryable, with_retries
+
+
+def _litellm() -> Any:
+    os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    import litellm
+
+    return litellm
+
+
+def _translate(err: Exception) -> Exception:
+    """litellm's exception classes, as gateway errors."""
+    litellm = _litellm()
+    name = type(err).__name__
+    if isinstance(err, litellm.Timeout):
+        return UpstreamTimeout("upstream timed out")
+    if isinstance(err, (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
+                        litellm.APIConnectionError)):
+        status = 429 if isinstance(err, litellm.RateLimitError) else 503
+        return Retryable(f"upstream failed: {name}", status=status)
+    if isinstance(err, litellm.BadRequestError):
+        return InvalidRequest(f"upstream rejected the request: {getattr(err, 'message', name)}",
+                              code="upstream_invalid_request")
+    return UpstreamError(f"upstream failed: {name}")
+
+
+class LiteLLMStream:
+    def __init__(self, chunks: Any) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        try:
+            async for chunk in self._chunks:
+                data = chunk.model_dump(exclude_none=True)
+                yield StreamEvent(orjson.dumps(data), data)
+        except Exception as err:  # litellm raises its own tree; translate, never swallow
+            raise _translate(err) from err
+
+    async def aclose(self) -> None:
+        close = getattr(self._chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class LiteLLMProvider:
+    """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-3-5-haiku-20241022`."""
+
+    def __init__(self, name: str, model: str, api_key: str | None, api_base: str | None = None, *,
+                 timeout_s: float = 600.0, max_retries: int = 2) -> None:
+        self.name = name
+        self.model = model
+        self.max_retries = max_retries
+        self._extra = {k: v for k, v in (("api_key", api_key), ("api_base", api_base)) if v}
+        self._timeout = timeout_s
+
+    def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
+        body = {k: v for k, v in call.body.items() if k != "model"}
+        return {**body, **self._extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        return await with_retries(lambda: self._complete_once(call), self.max_retries)
+
+    async def _complete_once(self, call: UpstreamCall) -> Completion:
+        litellm = _litellm()
+        fn = litellm.aembedding if call.endpoint is Endpoint.EMBEDDINGS else (
+            litellm.atext_completion if call.endpoint is Endpoint.COMPLETIONS else litellm.acompletion)
+        try:
+            response = await fn(**self._kwargs(call))
+        except Exception as err:  # litellm raises its own tree; translate, never swallow
+            raise _translate(err) from err
+        body = response.model_dump(exclude_none=True)
+        return Completion(body, orjson.dumps(body), usage_from(body.get("usage")))
+
+    async def open_stream(self, call: UpstreamCall) -> LiteLLMStream:
+        return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
+
+    async def _open_stream_once(self, call: UpstreamCall) -> LiteLLMStream:
+        litellm = _litellm()
+        try:
+            chunks = await litellm.acompletion(**self._kwargs(call))
+        except Exception as err:
+            raise _translate(err) from err
+        return LiteLLMStream(chunks)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,156 @@
+"""Any OpenAI-compatible upstream, through one pooled httpx client per deployment."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import orjson
+
+from gateway.context import Endpoint
+from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.retry import RETRYABLE_STATUS, Retryable, parse_retry_after, with_retries
+
+PATHS = {
+    Endpoint.CHAT: "/chat/completions",
+    Endpoint.COMPLETIONS: "/completions",
+    Endpoint.EMBEDDINGS: "/embeddings",
+}
+# Upstream statuses that mean the request itself is wrong: the client sees them as 400.
+CLIENT_FAULT = frozenset({400, 404, 409, 413, 422})
+
+
+def _upstream_message(raw: bytes) -> str:
+    try:
+        err = orjson.loads(raw).get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return err["message"]
+    except (orjson.JSONDecodeError, AttributeError):
+        pass
+    return "no error message"
+
+
+def check_status(response: httpx.Response, raw: bytes) -> None:
+    """Raise the gateway error that an upstream's non-2xx answer stands for."""
+    status = response.status_code
+    if status < 300:
+        return
+    if status in RETRYABLE_STATUS:
+        raise Retryable(f"upstream answered {status}", status=status,
+                        retry_after=parse_retry_after(response.headers.get("retry-after")))
+    if status in CLIENT_FAULT:
+        raise InvalidRequest(f"upstream rejected the request: {_upstream_message(raw)}",
+                             code="upstream_invalid_request")
+    # 401/403 mean the gateway's own provider key is wrong: the client cannot fix that,
+    # and the upstream's message may quote the key, so it is not relayed.
+    raise UpstreamError(f"upstream answered {status}")
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise UpstreamError("upstream answered with a body that is not JSON", code="bad_upstream_body") from None
+    if not isinstance(body, dict):
+        raise UpstreamError("upstream answered with JSON that is not an object", code="bad_upstream_body")
+    return body
+
+
+class OpenAIStream:
+    """Server-sent events from an open httpx response; closes it when done or abandoned."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        try:
+            async for line in self._response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments, event names, blank separators
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    return
+                raw = payload.encode()
+                try:
+                    data = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    raise UpstreamError("upstream stream carried an event that is not JSON",
+                                        code="bad_upstream_stream") from None
+                if not isinstance(data, dict):
+                    raise UpstreamError("upstream stream carried an event that is not an object",
+                                        code="bad_upstream_stream")
+                if "error" in data and "choices" not in data:
+                    raise UpstreamError(f"upstream stream failed: {_upstream_message(raw)}")
+                yield StreamEvent(raw, data)
+            raise UpstreamError("upstream stream ended without [DONE]", code="truncated_stream")
+        except httpx.TimeoutException:
+            raise UpstreamTimeout("upstream stream timed out") from None
+        except httpx.TransportError as err:
+            raise UpstreamError(f"upstream stream broke: {type(err).__name__}", code="truncated_stream") from None
+        finally:
+            await self._response.aclose()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class OpenAIProvider:
+    """`provider: openai` — any host that speaks OpenAI's HTTP API."""
+
+    def __init__(self, name: str, api_base: str, api_key: str | None, *, timeout_s: float = 600.0,
+                 connect_timeout_s: float = 5.0, max_retries: int = 2,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.name = name
+        self.max_retries = max_retries
+        headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=api_base.rstrip("/"), headers=headers, transport=transport,
+            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        return await with_retries(lambda: self._complete_once(call), self.max_retries)
+
+    async def _complete_once(self, call: UpstreamCall) -> Completion:
+        try:
+            response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
+                                                headers={"content-type": "application/json"})
+        except httpx.ConnectError as err:
+            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.TimeoutException:
+            raise UpstreamTimeout("upstream timed out") from None
+        except httpx.TransportError as err:
+            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+        raw = response.content
+        check_status(response, raw)
+        body = parse_json_object(raw)
+        return Completion(body, raw, usage_from(body.get("usage")))
+
+    async def open_stream(self, call: UpstreamCall) -> OpenAIStream:
+        return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
+
+    async def _open_stream_once(self, call: UpstreamCall) -> OpenAIStream:
+        request = self._client.build_request("POST", PATHS[call.endpoint], content=orjson.dumps(call.body),
+                                             headers={"content-type": "application/json"})
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.ConnectError as err:
+            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.TimeoutException:
+            raise UpstreamTimeout("upstream timed out") from None
+        except httpx.TransportError as err:
+            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+        if response.status_code >= 300:
+            raw = await response.aread()
+            await response.aclose()
+            check_status(response, raw)
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            await response.aclose()
+            raise UpstreamError("upstream answered a stream request without server-sent events",
+                                code="bad_upstream_body")
+        return OpenAIStream(response)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

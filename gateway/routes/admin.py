@@ -1,0 +1,114 @@
+"""The admin API (DESIGN.md contract): teams, keys, spend. JSON in and out, money as decimal
+strings, authorized by the admin key alone."""
+
+from __future__ import annotations
+
+import hmac
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.errors import AuthenticationFailed, InvalidRequest
+from gateway.storage.keys import KeyRecord
+from gateway.storage.ledger import spend
+from policies.pricing import format_usd
+
+
+def require_admin(request: Request) -> None:
+    expected = request.app.state.gateway.admin_key
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+        raise AuthenticationFailed("admin routes need the admin key", code="invalid_admin_key")
+
+
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TeamIn(_In):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class KeyIn(_In):
+    team: str = Field(min_length=1)
+    name: str | None = Field(default=None, max_length=200)
+    models: list[str] | None = None
+    plan: Literal["free", "pro", "enterprise"] = "pro"
+    tags: list[str] | None = None
+    expires_at: datetime | float | None = None
+
+
+def _timestamp(value: datetime | float | None) -> float | None:
+    if value is None or isinstance(value, float | int):
+        return value
+    return value.timestamp()
+
+
+def _key_json(k: KeyRecord) -> dict:
+    return {"id": k.id, "team_id": k.team_id, "name": k.name, "prefix": k.prefix, "models": k.models,
+            "plan": k.plan, "tags": k.tags, "expires_at": k.expires_at, "revoked": k.revoked_at is not None,
+            "created_at": k.created_at}
+
+
+@router.post("/teams")
+async def create_team(body: TeamIn, request: Request) -> dict:
+    team = await request.app.state.gateway.keys.create_team(body.name)
+    return {"id": team.id, "name": team.name}
+
+
+@router.get("/teams")
+async def list_teams(request: Request) -> dict:
+    teams = await request.app.state.gateway.keys.list_teams()
+    return {"data": [{"id": t.id, "name": t.name} for t in teams]}
+
+
+@router.post("/keys")
+async def create_key(body: KeyIn, request: Request) -> dict:
+    gateway = request.app.state.gateway
+    unknown = [m for m in body.models or () if m not in gateway.targets]
+    if unknown:
+        raise InvalidRequest(f"unknown models {unknown}", param="models")
+    record, secret = await gateway.keys.create_key(body.team, name=body.name, models=body.models, plan=body.plan,
+                                                   tags=body.tags, expires_at=_timestamp(body.expires_at))
+    return {"id": record.id, "key": secret, "team_id": record.team_id}
+
+
+@router.get("/keys")
+async def list_keys(request: Request, team: str | None = None) -> dict:
+    keys = request.app.state.gateway.keys
+    team_id = (await keys.find_team(team)).id if team else None
+    return {"data": [_key_json(k) for k in await keys.list_keys(team_id)]}
+
+
+@router.delete("/keys/{key_id}")
+async def revoke_key(key_id: str, request: Request) -> dict:
+    await request.app.state.gateway.keys.revoke(key_id)
+    return {"id": key_id, "revoked": True}
+
+
+@router.post("/keys/{key_id}/rotate")
+async def rotate_key(key_id: str, request: Request) -> dict:
+    secret = await request.app.state.gateway.keys.rotate(key_id)
+    return {"id": key_id, "key": secret}
+
+
+@router.get("/spend")
+async def get_spend(request: Request,
+                    group_by: Literal["team", "key", "model", "tag", "day"] = "team",
+                    start: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
+                    end: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}")) -> dict:
+    gateway = request.app.state.gateway
+    await gateway.ledger.flush()
+    rows = await spend(gateway.engine, group_by, start, end)
+    total = sum((r.cost_usd for r in rows), Decimal(0)) if group_by != "tag" else \
+        sum((r.cost_usd for r in await spend(gateway.engine, "team", start, end)), Decimal(0))
+    return {"rows": [{"group": r.group, "requests": r.requests, "prompt_tokens": r.prompt_tokens,
+                      "completion_tokens": r.completion_tokens, "cost_usd": format_usd(r.cost_usd),
+                      "saved_usd": format_usd(r.saved_usd)} for r in rows],
+            "total_usd": format_usd(total)}

@@ -1,0 +1,89 @@
+"""OpenAI-compatible routes. Each one only turns HTTP into a RequestContext and hands it to
+the pipeline; no route wires a policy of its own."""
+
+from __future__ import annotations
+
+import secrets
+
+import orjson
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from gateway.context import Endpoint, RequestContext
+from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, error_response
+from gateway.wire import REQUEST_MODELS, validate_body
+
+router = APIRouter()
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(f"the request body is larger than {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(f"the request body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token:
+        return token.strip()
+    return request.headers.get("api-key")  # Azure-style clients
+
+
+async def handle(request: Request, endpoint: Endpoint) -> Response:
+    gateway = request.app.state.gateway
+    request_id = "req_" + secrets.token_hex(12)
+    try:
+        raw = await read_body(request, gateway.settings.max_body_bytes)
+        try:
+            body = orjson.loads(raw)  # rejects invalid UTF-8 too
+        except orjson.JSONDecodeError as err:
+            raise InvalidRequest(f"the request body is not valid JSON: {err}") from None
+        validate_body(endpoint, body)
+    except GatewayError as err:
+        response = error_response(err, {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0",
+                                        "x-costgate-cache": "miss"})
+        await gateway.record_rejected(request_id, endpoint, err, bearer(request))
+        return response
+    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=bearer(request),
+                         headers=request.headers, stream=bool(body.get("stream")))
+    return await gateway.pipeline.handle(ctx)
+
+
+def _openapi(endpoint: Endpoint) -> dict:
+    schema = REQUEST_MODELS[endpoint].model_json_schema(ref_template="#/components/schemas/{model}")
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+@router.post("/v1/chat/completions", openapi_extra=_openapi(Endpoint.CHAT))
+async def chat_completions(request: Request) -> Response:
+    return await handle(request, Endpoint.CHAT)
+
+
+@router.post("/v1/completions", openapi_extra=_openapi(Endpoint.COMPLETIONS))
+async def completions(request: Request) -> Response:
+    return await handle(request, Endpoint.COMPLETIONS)
+
+
+@router.post("/v1/embeddings", openapi_extra=_openapi(Endpoint.EMBEDDINGS))
+async def embeddings(request: Request) -> Response:
+    return await handle(request, Endpoint.EMBEDDINGS)
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> Response:
+    gateway = request.app.state.gateway
+    try:
+        principal = await gateway.keys.authenticate(bearer(request))
+    except GatewayError as err:
+        return error_response(err)
+    names = [n for n in gateway.targets if principal.may_use(n)]
+    data = [{"id": n, "object": "model", "created": 0, "owned_by": "costgate"} for n in names]
+    return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")

@@ -1,0 +1,136 @@
+"""The gateway's configuration: a YAML file (DESIGN.md's contract fields) or embedded defaults.
+
+Strings of the form `env:NAME` are read from the environment when the file is loaded, so a
+config can live in a ConfigMap while secrets stay in a Secret.
+"""
+
+from __future__ import annotations
+
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PriceConfig(_Strict):
+    input_per_mtok: Decimal
+    output_per_mtok: Decimal
+    cached_input_per_mtok: Decimal | None = None
+
+
+class ModelConfig(_Strict):
+    name: str
+    provider: Literal["openai", "litellm", "local"] = "openai"
+    model: str | None = None
+    api_base: str | None = None
+    api_key: str | None = None
+    price: PriceConfig | None = None
+    fallbacks: list[str] = Field(default_factory=list)
+    quality: int = 0  # rank for the cost router: higher is better
+    max_output_tokens: int | None = None  # overrides the price map's limit
+    timeout_s: float = 600.0
+    connect_timeout_s: float = 5.0
+    max_retries: int = Field(default=2, ge=0, le=2)
+    engine: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def upstream_model(self) -> str:
+        return self.model or self.name
+
+
+class CascadeConfig(_Strict):
+    name: str
+    tiers: list[str]
+    quality_target: float = 0.95
+    scorer: str = "rules"
+    thresholds: list[float] | None = None
+    shadow_rate: float = 0.05
+
+
+class ExactCacheConfig(_Strict):
+    enabled: bool = True
+
+
+class SemanticCacheConfig(_Strict):
+    enabled: bool = False
+    max_false_hit_rate: float = 0.01
+    ttl: str = "7d"
+
+
+class CacheConfig(_Strict):
+    exact: ExactCacheConfig = Field(default_factory=ExactCacheConfig)
+    semantic: SemanticCacheConfig = Field(default_factory=SemanticCacheConfig)
+    ttl: str = "7d"
+    max_entries: int = 100_000
+    max_temperature: float = 0.0  # requests sampled hotter than this are not cached
+
+
+class Settings(_Strict):
+    admin_key: str | None = None
+    database_url: str = "sqlite:///./costgate-data/costgate.db"
+    redis_url: str | None = None
+    data_dir: str = "./costgate-data"
+    models: list[ModelConfig] = Field(default_factory=list)
+    cascades: list[CascadeConfig] = Field(default_factory=list)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    max_body_bytes: int = 4 * 1024 * 1024
+    ledger_flush_interval_s: float = 0.05
+    ledger_batch_size: int = 500
+    key_cache_ttl_s: float = 5.0
+    log_prompts: bool = False
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, models: list[ModelConfig]) -> list[ModelConfig]:
+        names = [m.name for m in models]
+        dupes = {n for n in names if names.count(n) > 1}
+        if dupes:
+            raise ValueError(f"duplicate model names: {sorted(dupes)}")
+        return models
+
+
+def resolve_env(value: Any, environ: dict[str, str]) -> Any:
+    """Replace every `env:NAME` string in a parsed YAML tree by the variable's value."""
+    if isinstance(value, str) and value.startswith("env:"):
+        return environ.get(value[4:])
+    if isinstance(value, dict):
+        return {k: resolve_env(v, environ) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_env(v, environ) for v in value]
+    return value
+
+
+def default_models(environ: dict[str, str]) -> list[ModelConfig]:
+    """Models the embedded defaults serve: whatever providers the environment makes available."""
+    models: list[ModelConfig] = []
+    if environ.get("OPENAI_API_KEY"):
+        base = environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        for name in ("gpt-4o-mini", "gpt-4o"):
+            models.append(ModelConfig(name=name, provider="openai", api_base=base,
+                                      api_key=environ["OPENAI_API_KEY"]))
+    if environ.get("ANTHROPIC_API_KEY"):
+        models.append(ModelConfig(name="claude-3-5-haiku", provider="litellm",
+                                  model="anthropic/claude-3-5-haiku-20241022",
+                                  api_key=environ["ANTHROPIC_API_KEY"]))
+    return models
+
+
+def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    if path is None:
+        return Settings(admin_key=environ.get("COSTGATE_ADMIN_KEY"),
+                        database_url=environ.get("COSTGATE_DATABASE_URL", Settings().database_url),
+                        redis_url=environ.get("COSTGATE_REDIS_URL"),
+                        models=default_models(environ))
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    settings = Settings.model_validate(resolve_env(raw, environ))
+    if settings.admin_key is None and environ.get("COSTGATE_ADMIN_KEY"):
+        settings = settings.model_copy(update={"admin_key": environ["COSTGATE_ADMIN_KEY"]})
+    return settings

@@ -1,0 +1,190 @@
+"""The ledger: one row per request, written in batches off the request path.
+
+Durability: rows wait in memory for at most `flush_interval_s` (default 50 ms) or until
+`batch_size` rows are queued, then go to the database in one transaction. A clean shutdown
+flushes everything. A crash (SIGKILL, power loss) loses the rows still queued: at most the
+last flush interval's worth of requests. A failed flush keeps its rows queued and retries,
+so a database outage delays rows but does not drop them while the process lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from sqlalchemy import func, insert, select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.context import RequestContext
+from gateway.storage.db import from_pico, ledger, to_pico
+
+log = logging.getLogger("costgate.ledger")
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerRow:
+    request_id: str
+    created_at: float
+    day: str
+    team_id: str | None
+    key_id: str | None
+    user: str | None
+    tags: str | None
+    trace_id: str | None
+    endpoint: str
+    requested_model: str | None
+    served_model: str | None
+    provider: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cost_pusd: int
+    saved_pusd: int
+    latency_ms: float
+    ttft_ms: float | None
+    cache_status: str
+    status: int
+    error: str | None
+
+    @classmethod
+    def from_context(cls, ctx: RequestContext) -> LedgerRow:
+        p = ctx.principal
+        ttft = ctx.ttft_s
+        return cls(
+            request_id=ctx.request_id, created_at=ctx.created_at,
+            day=datetime.fromtimestamp(ctx.created_at, timezone.utc).strftime("%Y-%m-%d"),
+            team_id=p.team_id if p else None, key_id=p.key_id if p else None, user=ctx.user,
+            tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None, trace_id=ctx.trace_id,
+            endpoint=ctx.endpoint.value, requested_model=ctx.requested_model or None,
+            served_model=ctx.served_model, provider=ctx.provider,
+            prompt_tokens=ctx.usage.prompt_tokens, completion_tokens=ctx.usage.completion_tokens,
+            cached_tokens=ctx.usage.cached_tokens, cost_pusd=to_pico(ctx.cost), saved_pusd=to_pico(ctx.saved),
+            latency_ms=ctx.latency_s * 1000, ttft_ms=None if ttft is None else ttft * 1000,
+            cache_status=ctx.cache_status.value, status=ctx.status_code, error=ctx.error)
+
+
+class LedgerWriter:
+    def __init__(self, engine: AsyncEngine, flush_interval_s: float = 0.05, batch_size: int = 500) -> None:
+        self._engine = engine
+        self._interval = flush_interval_s
+        self._batch_size = batch_size
+        self._pending: list[LedgerRow] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="ledger-writer")
+
+    def record(self, row: LedgerRow) -> None:
+        self._pending.append(row)
+        if len(self._pending) >= self._batch_size:
+            self._wake.set()
+
+    async def flush(self) -> int:
+        """Write every queued row now; returns how many were written."""
+        batch, self._pending = self._pending, []
+        if not batch:
+            return 0
+        try:
+            async with self._engine.begin() as conn:
+                await conn.execute(insert(ledger), [asdict(r) for r in batch])
+        except SQLAlchemyError:
+            self._pending[:0] = batch  # keep them, oldest first, for the next try
+            raise
+        return len(batch)
+
+    async def _run(self) -> None:
+        while not self._closing:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self.flush()
+            except SQLAlchemyError as err:
+                log.warning("ledger flush failed, %d rows kept for retry: %s", len(self._pending), err)
+                await asyncio.sleep(min(1.0, self._interval * 10))
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._task is not None:
+            await self._task
+        deadline = time.monotonic() + 10
+        while self._pending and time.monotonic() < deadline:
+            try:
+                await self.flush()
+            except SQLAlchemyError as err:
+                log.error("ledger flush at shutdown failed: %s", err)
+                await asyncio.sleep(0.5)
+        if self._pending:
+            log.error("shutdown dropped %d ledger rows after 10 s of failed flushes", len(self._pending))
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+
+GROUPS = {
+    "team": ledger.c.team_id,
+    "key": ledger.c.key_id,
+    "model": ledger.c.served_model,
+    "day": ledger.c.day,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    group: str | None
+    requests: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: Decimal
+    saved_usd: Decimal
+
+
+def _day_bounds(start: str | None, end: str | None) -> list:  # type: ignore[type-arg]
+    conditions = []
+    if start:
+        conditions.append(ledger.c.day >= start[:10])
+    if end:
+        conditions.append(ledger.c.day <= end[:10])
+    return conditions
+
+
+async def spend(engine: AsyncEngine, group_by: str, start: str | None = None, end: str | None = None,
+                team_id: str | None = None) -> list[SpendRow]:
+    """Spend grouped by team, key, model or day, summed in SQL. Tags are grouped in Python
+    because one row can carry several tags (each gets the row's full cost)."""
+    conditions = _day_bounds(start, end)
+    if team_id is not None:
+        conditions.append(ledger.c.team_id == team_id)
+    sums = (func.count().label("requests"), func.coalesce(func.sum(ledger.c.prompt_tokens), 0).label("pt"),
+            func.coalesce(func.sum(ledger.c.completion_tokens), 0).label("ct"),
+            func.coalesce(func.sum(ledger.c.cost_pusd), 0).label("cost"),
+            func.coalesce(func.sum(ledger.c.saved_pusd), 0).label("saved"))
+    if group_by == "tag":
+        query = select(ledger.c.tags, *sums).where(*conditions).group_by(ledger.c.tags)
+        totals: dict[str | None, list[int]] = {}
+        async with engine.connect() as conn:
+            for r in await conn.execute(query):
+                for tag in (r.tags or ",,").strip(",").split(",") if r.tags else [None]:
+                    acc = totals.setdefault(tag, [0, 0, 0, 0, 0])
+                    for i, v in enumerate((r.requests, r.pt, r.ct, r.cost, r.saved)):
+                        acc[i] += int(v)
+        return [SpendRow(g, a[0], a[1], a[2], from_pico(a[3]), from_pico(a[4]))
+                for g, a in sorted(totals.items(), key=lambda kv: -kv[1][3])]
+    column = GROUPS[group_by]
+    query = select(column.label("g"), *sums).where(*conditions).group_by(column).order_by(
+        func.sum(ledger.c.cost_pusd).desc())
+    async with engine.connect() as conn:
+        rows = await conn.execute(query)
+    return [SpendRow(r.g, int(r.requests), int(r.pt), int(r.ct), from_pico(int(r.cost)), from_pico(int(r.saved)))
+            for r in rows]

@@ -1,0 +1,148 @@
+"""Calling one deployment for a request, and charging the request for it.
+
+`call` answers whole; `open_relay` starts a stream and hands back the relay that forwards it
+event by event. Both charge `ctx` with the exact cost of the call: from the upstream's usage,
+or, when an upstream sends none (or a stream is cut), from tiktoken counts.
+`DirectTarget` is the plain route: one deployment, then its fallbacks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import GatewayError, UpstreamError, error_body
+from gateway.metrics import Metrics
+from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
+from gateway.tokens import count_prompt, count_text
+from policies.pricing import Usage, cost_of, format_usd
+
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+
+
+def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
+    body = dict(ctx.body)
+    body["model"] = dep.config.upstream_model
+    if stream:
+        # Always ask for usage, so the stream is charged exactly; the client gets the usage
+        # chunk only if it asked for it.
+        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    return body
+
+
+def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "") -> Usage:
+    """Add one call's cost to the request; count tokens when the upstream reported none."""
+    if usage is None:
+        model = dep.config.upstream_model
+        usage = Usage(count_prompt(ctx.body, model), count_text(completion_text, model) if completion_text else 0)
+    ctx.add_call(usage, cost_of(usage, dep.price))
+    return usage
+
+
+async def call(ctx: RequestContext, dep: Deployment) -> Completion:
+    completion = await dep.provider.complete(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False)))
+    charge(ctx, dep, completion.usage, _answer_text(completion.body) if completion.usage is None else "")
+    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    return completion
+
+
+def _answer_text(body: dict[str, Any]) -> str:
+    parts = []
+    for choice in body.get("choices") or ():
+        if isinstance(choice, dict):
+            message = choice.get("message") or {}
+            parts.append(str(message.get("content") or "") if isinstance(message, dict) else "")
+            parts.append(str(choice.get("text") or ""))
+    return "".join(parts)
+
+
+async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
+    """Open the stream now (so failures before the first byte can fall back), then relay it."""
+    stream = await dep.provider.open_stream(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True))
+    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    options = ctx.body.get("stream_options") or {}
+    ctx.wants_usage_chunk = bool(options.get("include_usage"))
+    return _relay(ctx, dep, stream)
+
+
+async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
+    usage: Usage | None = None
+    last: dict[str, Any] = {}
+    failed = True
+    try:
+        async for event in stream:
+            data = event.data
+            reported = usage_from(data.get("usage"))
+            choices = data.get("choices")
+            if choices and ctx.first_token_at is None:
+                ctx.first_token_at = time.perf_counter()
+            for choice in choices or ():
+                delta = choice.get("delta") if ctx.endpoint is Endpoint.CHAT else choice
+                text = (delta or {}).get("content" if ctx.endpoint is Endpoint.CHAT else "text")
+                if text:
+                    ctx.completion_text.append(text)
+            last = data
+            if reported is None:
+                yield b"data: " + event.raw + b"\n\n"
+                continue
+            usage = reported
+            if choices:  # usage riding on a content chunk: forward the content only
+                yield b"data: " + orjson.dumps({k: v for k, v in data.items() if k != "usage"}) + b"\n\n"
+        failed = False
+    except GatewayError as err:
+        ctx.status_code, ctx.error = err.status, err.message
+        yield b"data: " + error_body(err) + b"\n\n"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+            final = charge(ctx, dep, usage, "".join(ctx.completion_text))
+    if failed:
+        return
+    cost = format_usd(ctx.cost)
+    if ctx.wants_usage_chunk:
+        yield b"data: " + orjson.dumps(usage_chunk(last, final, cost)) + b"\n\n"
+    yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
+    yield b"data: [DONE]\n\n"
+
+
+def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:
+    """OpenAI's final usage chunk, with the request's cost added as `usage.cost_usd`."""
+    return {
+        "id": last.get("id", ""), "object": last.get("object", "chat.completion.chunk"),
+        "created": last.get("created", int(time.time())), "model": last.get("model", ""),
+        "choices": [],
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                  "total_tokens": usage.total_tokens,
+                  "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}, "cost_usd": cost},
+    }
+
+
+class DirectTarget:
+    """A deployment, then each of its fallbacks in order, until one answers."""
+
+    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics) -> None:
+        self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
+        self.metrics = metrics
+
+    async def answer(self, ctx: RequestContext) -> Response:
+        error: UpstreamError | None = None
+        for dep in self.chain:
+            try:
+                if ctx.stream:
+                    return StreamingResponse(await open_relay(ctx, dep), media_type="text/event-stream",
+                                             headers=SSE_HEADERS)
+                completion = await call(ctx, dep)
+                ctx.response_body = completion.body
+                return Response(completion.raw, media_type="application/json")
+            except UpstreamError as err:
+                self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
+                error = err
+        assert error is not None
+        raise error

@@ -1,0 +1,75 @@
+"""OpenAI request shapes, used to check a body before anything is spent on it.
+
+Only what the gateway relies on is checked; every other field (tools, response_format,
+logprobs, seed, unknown vendor fields) is allowed and forwarded untouched, because the
+handler forwards the client's own parsed body, not these models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.context import Endpoint
+from gateway.errors import InvalidRequest
+
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StreamOptions(_Open):
+    include_usage: bool | None = None
+
+
+class Message(_Open):
+    role: Role
+    content: str | list[dict[str, Any]] | None = None
+
+
+class _Generation(_Open):
+    model: str = Field(min_length=1, max_length=256)
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    n: int | None = Field(default=None, ge=1, le=128)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    user: str | None = Field(default=None, max_length=256)
+    metadata: dict[str, str] | None = None
+
+
+class ChatRequest(_Generation):
+    messages: list[Message] = Field(min_length=1, max_length=10_000)
+
+
+class CompletionRequest(_Generation):
+    prompt: str | list[str] | list[int] | list[list[int]]
+
+
+class EmbeddingRequest(_Open):
+    model: str = Field(min_length=1, max_length=256)
+    input: str | list[str] | list[int] | list[list[int]]
+    user: str | None = Field(default=None, max_length=256)
+
+
+REQUEST_MODELS: dict[Endpoint, type[BaseModel]] = {
+    Endpoint.CHAT: ChatRequest,
+    Endpoint.COMPLETIONS: CompletionRequest,
+    Endpoint.EMBEDDINGS: EmbeddingRequest,
+}
+
+
+def validate_body(endpoint: Endpoint, body: Any) -> None:
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    try:
+        REQUEST_MODELS[endpoint].model_validate(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        param = ".".join(str(p) for p in first["loc"])
+        raise InvalidRequest(f"invalid '{param}': {first['msg']}", param=param) from None

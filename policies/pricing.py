@@ -1,0 +1,107 @@
+"""Prices in dollars per token, and the cost of a call: pure functions over Decimal.
+
+Prices come from litellm's bundled price map (read as a JSON file, so litellm is never
+imported and never reaches the network) and are overridden per model by the config.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from pathlib import Path
+
+MILLION = Decimal(1_000_000)
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """Dollars per token. `cached_input` applies to prompt tokens the upstream served from its cache."""
+
+    input: Decimal
+    output: Decimal
+    cached_input: Decimal | None = None
+
+    @classmethod
+    def per_million(cls, input_per_mtok: Decimal, output_per_mtok: Decimal,
+                    cached_input_per_mtok: Decimal | None = None) -> Price:
+        cached = None if cached_input_per_mtok is None else Decimal(cached_input_per_mtok) / MILLION
+        return cls(Decimal(input_per_mtok) / MILLION, Decimal(output_per_mtok) / MILLION, cached)
+
+    def scaled(self, factor: Decimal) -> Price:
+        cached = None if self.cached_input is None else self.cached_input * factor
+        return Price(self.input * factor, self.output * factor, cached)
+
+
+FREE = Price(ZERO, ZERO)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # the part of prompt_tokens the upstream served from its prompt cache
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def cost_of(usage: Usage, price: Price) -> Decimal:
+    """The exact dollar cost of one call."""
+    cached = min(usage.cached_tokens, usage.prompt_tokens) if price.cached_input is not None else 0
+    uncached = usage.prompt_tokens - cached
+    cost = uncached * price.input + usage.completion_tokens * price.output
+    if cached:
+        cost += cached * price.cached_input  # type: ignore[operator]
+    return cost
+
+
+def worst_case_cost(prompt_tokens: int, max_output_tokens: int, price: Price) -> Decimal:
+    """The most a call can cost: every prompt token uncached, every allowed output token used."""
+    return prompt_tokens * price.input + max_output_tokens * price.output
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    price: Price
+    max_output_tokens: int | None
+    max_input_tokens: int | None
+
+
+def _price_map_path() -> Path:
+    spec = importlib.util.find_spec("litellm")  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("litellm is not installed: its bundled price map is needed")
+    return Path(next(iter(spec.submodule_search_locations))) / "model_prices_and_context_window_backup.json"
+
+
+@cache
+def _price_map() -> dict[str, dict]:
+    return json.loads(_price_map_path().read_text())
+
+
+def _dec(value: object) -> Decimal | None:
+    # str() first: Decimal(1.5e-07) would carry the float's binary error into the ledger.
+    return None if value is None else Decimal(str(value))
+
+
+def lookup(model: str) -> ModelInfo | None:
+    """Price and limits of `model` in litellm's map; tries the name without a provider prefix."""
+    table = _price_map()
+    entry = table.get(model) or table.get(model.split("/", 1)[-1])
+    if entry is None or entry.get("input_cost_per_token") is None:
+        return None
+    price = Price(_dec(entry["input_cost_per_token"]) or ZERO,
+                  _dec(entry.get("output_cost_per_token")) or ZERO,
+                  _dec(entry.get("cache_read_input_token_cost")))
+    return ModelInfo(price, entry.get("max_output_tokens"), entry.get("max_input_tokens"))
+
+
+def format_usd(amount: Decimal) -> str:
+    """Decimal dollars as a plain string without exponent (`0.00000015`, not `1.5E-7`)."""
+    text = format(amount.normalize(), "f")
+    return "0" if text in ("-0", "") else text

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from tests.support import FakeUpstream, GatewayProcess, model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def fake_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeUpstream]:
+    fake = FakeUpstream(tmp_path_factory.mktemp("fake"))
+    yield fake
+    fake.stop()
+
+
+def standard_models(api_base: str) -> list[dict]:
+    return [
+        model("small", "echo-small", api_base, "0.15", "0.6"),
+        model("large", "echo-large", api_base, "2.5", "10"),
+        model("broken", "fail-500", api_base, fallbacks=["small"]),
+        model("always-500", "fail-500", api_base),
+        model("always-429", "fail-429", api_base),
+        model("flaky", "flaky", api_base),
+        model("html", "html", api_base),
+        model("garbage", "garbage", api_base),
+        model("truncate", "truncate", api_base),
+        model("no-usage", "no-usage", api_base),
+        model("reject", "reject", api_base),
+        model("slow", "slow", api_base, timeout_s=0.5, max_retries=0),
+        model("gpt-4o-mini", "gpt-4o-mini", api_base) | {"price": None},  # priced from litellm's map
+    ]
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url)}, tmp_path_factory.mktemp("gw"))
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def key(gateway: GatewayProcess) -> str:
+    return gateway.new_key("team-a")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,135 @@
+"""Real processes for tests: the fake upstream and the gateway, each on a free port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import yaml
+
+ADMIN_KEY = "sk-cg-admin-test-0123456789abcdef"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before serving {url}")
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    env.update(extra or {})
+    return env
+
+
+class FakeUpstream:
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._log = open(log_dir / f"fake-{self.port}.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_openai", "--port", str(self.port)],
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+        wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
+
+    def stats(self) -> dict[str, int]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/_stats").json()
+
+    def reset(self) -> None:
+        httpx.post(f"http://127.0.0.1:{self.port}/_reset")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self._log.close()
+
+
+class GatewayProcess:
+    """`costgate serve --config FILE` in its own process, as a user runs it."""
+
+    def __init__(self, config: dict[str, Any], workdir: Path, env: dict[str, str] | None = None) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{workdir}/costgate.db",
+                  "data_dir": str(workdir / "data"), **config}
+        self.config = config
+        self.config_path = workdir / "config.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / f"gateway-{self.port}.log"
+        self._env = env
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config_path),
+             "--port", str(self.port), "--log-level", "warning"],
+            stdout=self._log, stderr=subprocess.STDOUT, env=_env(self._env), cwd=self.workdir)
+        wait_http(self.url + "/healthz", self.proc)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(20)
+        self._log.close()
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+        self._log.close()
+
+    # admin API
+    def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.request(method, self.url + path, headers={"authorization": f"Bearer {ADMIN_KEY}"},
+                             timeout=30, **kwargs)
+
+    def new_key(self, team: str = "team-a", **fields: Any) -> str:
+        teams = self.admin("GET", "/admin/teams").json()["data"]
+        if not any(t["name"] == team for t in teams):
+            assert self.admin("POST", "/admin/teams", json={"name": team}).status_code == 200
+        response = self.admin("POST", "/admin/keys", json={"team": team, **fields})
+        assert response.status_code == 200, response.text
+        return response.json()["key"]
+
+    def client(self, key: str, **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kwargs)
+
+    def async_client(self, key: str, **kwargs: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kwargs)
+
+    def spend(self, group_by: str = "team") -> dict[str, Any]:
+        return self.admin("GET", f"/admin/spend?group_by={group_by}").json()
+
+
+def model(name: str, upstream: str, api_base: str, input_per_mtok: str = "1.5",
+          output_per_mtok: str = "6", **extra: Any) -> dict[str, Any]:
+    """A config entry for a model served by the fake upstream, at a chosen price."""
+    return {"name": name, "provider": "openai", "model": upstream, "api_base": api_base, "api_key": "fake-key",
+            "price": {"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok}, **extra}
