@@ -6,6 +6,7 @@ import enum
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
+from collections.abc import Mapping
 from typing import Any
 
 from policies.pricing import ZERO, Usage
@@ -70,7 +71,7 @@ class RequestContext:
     endpoint: Endpoint
     body: dict[str, Any]
     api_key: str | None
-    headers: dict[str, str]
+    headers: Mapping[str, str]  # the client's request headers (case-insensitive)
     stream: bool = False
     started: float = field(default_factory=time.perf_counter)
     created_at: float = field(default_factory=time.time)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Mapping
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ from gateway.errors import GatewayError, UpstreamError, error_body
 from gateway.metrics import Metrics
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.tokens import count_prompt, count_text
-from policies.pricing import Usage, cost_of, format_usd
+from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
@@ -44,6 +45,22 @@ def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion
         usage = Usage(count_prompt(ctx.body, model), count_text(completion_text, model) if completion_text else 0)
     ctx.add_call(usage, cost_of(usage, dep.price))
     return usage
+
+
+def max_output_tokens(ctx: RequestContext, dep: Deployment) -> int:
+    """The most output tokens a call may produce: the client's limit, else the model's, times `n`."""
+    if ctx.endpoint is Endpoint.EMBEDDINGS:
+        return 0
+    asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
+    limit = min(asked, dep.max_output_tokens) if isinstance(asked, int) else dep.max_output_tokens
+    n = ctx.body.get("n")
+    return limit * (n if isinstance(n, int) and n > 0 else 1)
+
+
+def worst_case(ctx: RequestContext, dep: Deployment) -> Decimal:
+    """The most one call to `dep` can cost for this request (what a budget must reserve)."""
+    prompt = count_prompt(ctx.body, dep.config.upstream_model)
+    return worst_case_cost(prompt, max_output_tokens(ctx, dep), dep.price)
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
@@ -130,6 +147,10 @@ class DirectTarget:
     def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics) -> None:
         self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
         self.metrics = metrics
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        # Failed calls are not charged, so only the one deployment that answers costs money.
+        return max(worst_case(ctx, dep) for dep in self.chain)
 
     async def answer(self, ctx: RequestContext) -> Response:
         error: UpstreamError | None = None
