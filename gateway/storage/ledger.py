@@ -135,7 +135,7 @@ class LedgerWriter:
 GROUPS = {
     "team": ledger.c.team_id,
     "key": ledger.c.key_id,
-    "model": ledger.c.served_model,
+    "model": func.coalesce(ledger.c.served_model, ledger.c.requested_model),  # failures: what was asked
     "day": ledger.c.day,
 }
 
