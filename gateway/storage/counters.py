@@ -1,0 +1,234 @@
+"""Budget and rate-limit counters behind one small interface, with the in-process backend.
+
+`BudgetStore.admit` checks every rate limit and every budget of a request and, only if all of
+them pass, counts the request and holds its worst-case cost against every budget — all at once,
+so no two requests can both see room that only one of them fits in (the check-then-increment
+race). `settle` commits the true cost and releases the hold. A hold carries a deadline; holds
+past it are reclaimed by the next `admit`, so a replica that dies mid-request cannot keep
+budget forever.
+
+Counters start uninitialized: `admit` reports them as `missing` and the caller seeds them from
+the ledger (`initialize`), so a fresh process or a restarted Redis starts from what was really
+spent instead of from zero. `settle` never creates a counter (a later seed from the ledger
+would count that cost twice).
+
+Two backends: `InProcessStore` here (one replica; each method runs without awaiting, so it is
+atomic under asyncio) and `RedisStore` (gateway/storage/redis_counters.py: one Lua script per
+call, shared by every replica).
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from policies.budgets import fits
+from policies.ratelimit import Limit, RateCheck, allows, retry_after
+
+
+class StoreUnavailable(Exception):
+    """The backend cannot be reached; the caller decides to fail open or closed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetCheck:
+    counter: str  # Budget.counter(now)
+    amount_pusd: int  # the budget's limit
+    ttl_s: int | None  # how long the counter must outlive its period's end; None: forever
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    reservation_id: str
+    now: float
+    deadline: float  # after this the hold may be reclaimed
+    want_pusd: int  # the worst-case cost held against every budget
+    rates: tuple[RateCheck, ...] = ()
+    budgets: tuple[BudgetCheck, ...] = ()
+
+
+class Outcome(enum.Enum):
+    ADMITTED = "admitted"
+    RATE_LIMITED = "rate_limited"
+    OVER_BUDGET = "over_budget"
+    UNINITIALIZED = "uninitialized"  # seed `missing` from the ledger, then admit again
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    outcome: Outcome
+    failed: int | None = None  # index into rates or budgets of the check that failed
+    retry_after_s: int | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RateAdjustment:
+    counter: str  # the window counter the admission counted into
+    delta: int  # true tokens minus the estimate counted at admission
+    ttl_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    reservation_id: str
+    now: float
+    cost_pusd: int
+    budgets: tuple[str, ...]  # the budget counters the admission held against
+    spend_counters: tuple[tuple[str, int], ...] = ()  # (counter, ttl) summing spend, e.g. per hour
+    rates: tuple[RateAdjustment, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CounterState:
+    spent_pusd: int
+    reserved_pusd: int
+    initialized: bool
+
+
+class BudgetStore(Protocol):
+    async def admit(self, admission: Admission) -> Verdict: ...
+
+    async def settle(self, settlement: Settlement) -> list[int]:
+        """Commit the cost, release the hold; returns the spend after it of each budget
+        counter, then of each spend counter."""
+        ...
+
+    async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
+        """Seed counters that do not exist yet: counter -> (spent, ttl). Existing ones win."""
+        ...
+
+    async def read(self, counters: Sequence[str]) -> list[CounterState]: ...
+
+    async def reclaim(self, now: float) -> int:
+        """Release holds whose deadline has passed; returns how many."""
+        ...
+
+    async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
+        """True exactly once per (counter, label): the caller then sends the alert."""
+        ...
+
+    async def alert_state(self, counter: str) -> dict[str, float]: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Hold:
+    amount: int
+    counters: tuple[str, ...]
+    deadline: float
+
+
+@dataclass(slots=True)
+class InProcessStore:
+    """Counters in this process's memory. Expired rate windows are pruned as time moves on."""
+
+    counters: dict[str, list[int]] = field(default_factory=dict)  # counter -> [spent, reserved]
+    windows: dict[str, int] = field(default_factory=dict)  # rate window counter -> count
+    holds: dict[str, _Hold] = field(default_factory=dict)
+    deadlines: list[tuple[float, str]] = field(default_factory=list)  # a heap over holds
+    alerts: dict[str, dict[str, float]] = field(default_factory=dict)
+    _pruned_minute: int = 0
+
+    async def admit(self, a: Admission) -> Verdict:
+        self._reclaim(a.now)
+        self._prune(a.now)
+        missing = tuple(b.counter for b in a.budgets if b.counter not in self.counters)
+        if missing:
+            return Verdict(Outcome.UNINITIALIZED, missing=missing)
+        for i, check in enumerate(a.rates):
+            current = self.windows.get(check.counter(a.now), 0)
+            previous = self.windows.get(check.counter(a.now, previous=True), 0)
+            if not allows(check, current, previous, a.now):
+                return Verdict(Outcome.RATE_LIMITED, failed=i, retry_after_s=retry_after(check, a.now))
+        for i, b in enumerate(a.budgets):
+            spent, reserved = self.counters[b.counter]
+            if not fits(spent, reserved, b.amount_pusd, a.want_pusd):
+                return Verdict(Outcome.OVER_BUDGET, failed=i)
+        for check in a.rates:
+            key = check.counter(a.now)
+            self.windows[key] = self.windows.get(key, 0) + check.amount
+        for b in a.budgets:
+            self.counters[b.counter][1] += a.want_pusd
+        self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline)
+        heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
+        return Verdict(Outcome.ADMITTED)
+
+    async def settle(self, s: Settlement) -> list[int]:
+        hold = self.holds.pop(s.reservation_id, None)
+        if hold is not None:
+            self._release(hold)
+        spent = []
+        for counter in s.budgets:
+            state = self.counters.get(counter)
+            if state is not None:
+                state[0] += s.cost_pusd
+            spent.append(state[0] if state is not None else 0)
+        for counter, _ttl in s.spend_counters:
+            state = self.counters.setdefault(counter, [0, 0])
+            state[0] += s.cost_pusd
+            spent.append(state[0])
+        for adj in s.rates:
+            if adj.counter in self.windows:
+                self.windows[adj.counter] += adj.delta
+        return spent
+
+    async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
+        for counter, (spent, _ttl) in seeds.items():
+            self.counters.setdefault(counter, [spent, 0])
+
+    async def read(self, counters: Sequence[str]) -> list[CounterState]:
+        out = []
+        for c in counters:
+            state = self.counters.get(c)
+            out.append(CounterState(state[0], state[1], True) if state else CounterState(0, 0, False))
+        return out
+
+    async def reclaim(self, now: float) -> int:
+        return self._reclaim(now)
+
+    async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
+        fired = self.alerts.setdefault(counter, {})
+        if label in fired:
+            return False
+        fired[label] = now
+        return True
+
+    async def alert_state(self, counter: str) -> dict[str, float]:
+        return dict(self.alerts.get(counter, {}))
+
+    async def close(self) -> None:
+        return None
+
+    def _release(self, hold: _Hold) -> None:
+        for counter in hold.counters:
+            state = self.counters.get(counter)
+            if state is not None:
+                state[1] -= hold.amount
+
+    def _reclaim(self, now: float) -> int:
+        count = 0
+        while self.deadlines and self.deadlines[0][0] <= now:
+            _deadline, rid = heapq.heappop(self.deadlines)
+            hold = self.holds.get(rid)
+            if hold is not None and hold.deadline <= now:
+                del self.holds[rid]
+                self._release(hold)
+                count += 1
+        return count
+
+    def _prune(self, now: float) -> None:
+        """Forget rate windows older than the previous one (at most once a minute)."""
+        minute = int(now // 60)
+        if minute == self._pruned_minute:
+            return
+        self._pruned_minute = minute
+        for key in list(self.windows):
+            window_s = Limit(key.split(":")[1]).window_s
+            index = int(key.rsplit(":", 1)[1])
+            if index < int(now // window_s) - 1:
+                del self.windows[key]

@@ -1,0 +1,59 @@
+-- Admit one request: check every rate limit and every budget; count and hold only if all pass.
+-- KEYS: [1] holds zset, [2..nb+1] budget counters, then per rate limit (current, previous) window.
+-- ARGV: prefix, now, deadline, id, want, nb, nr, hold_ttl, nb budget limits, then per rate limit
+--       (maximum, amount, window_s, sliding 0|1, ttl).
+-- Money stays in strings handed to HINCRBY (exact int64); Lua numbers (doubles) are used only
+-- to compare, where they are exact up to 2^53 pico-dollars ($9007) and off by < 1e-15 beyond.
+-- Returns {0} admitted, {1, j, retry_after_s} rate limit j, {2, i} budget i, {3, missing...}.
+local prefix, now, deadline, id, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+local nb, nr, hold_ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+reclaim(KEYS[1], prefix, now, 100)
+
+local missing = {}
+for i = 1, nb do
+  if redis.call('HEXISTS', KEYS[1 + i], 'spent') == 0 then missing[#missing + 1] = KEYS[1 + i] end
+end
+if #missing > 0 then
+  table.insert(missing, 1, 3)
+  return missing
+end
+
+local a = 9 + nb
+for j = 1, nr do
+  local maximum, amount, win = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local used = tonumber(redis.call('GET', KEYS[nb + 2 * j]) or '0')
+  if ARGV[a + 3] == '1' then
+    local previous = tonumber(redis.call('GET', KEYS[nb + 2 * j + 1]) or '0')
+    used = used + previous * (1 - (now % win) / win)
+  end
+  if used + amount > maximum then
+    return {1, j, math.max(1, math.ceil(win - (now % win)))}
+  end
+  a = a + 5
+end
+
+local w = tonumber(want)
+for i = 1, nb do
+  local v = redis.call('HMGET', KEYS[1 + i], 'spent', 'reserved')
+  if tonumber(v[1]) + tonumber(v[2] or '0') + w > tonumber(ARGV[8 + i]) then return {2, i} end
+end
+
+a = 9 + nb
+for j = 1, nr do
+  local k = KEYS[nb + 2 * j]
+  if ARGV[a + 1] ~= '0' then redis.call('INCRBY', k, ARGV[a + 1]) end
+  redis.call('EXPIRE', k, ARGV[a + 4])
+  a = a + 5
+end
+if nb > 0 and want ~= '0' then
+  local names = {}
+  for i = 1, nb do
+    redis.call('HINCRBY', KEYS[1 + i], 'reserved', want)
+    names[i] = KEYS[1 + i]
+  end
+  local hkey = prefix .. 'hold:' .. id
+  redis.call('HSET', hkey, 'amount', want, 'neg', '-' .. want, 'counters', table.concat(names, '\n'))
+  redis.call('EXPIRE', hkey, hold_ttl)
+  redis.call('ZADD', KEYS[1], deadline, id)
+end
+return {0}

@@ -1,0 +1,41 @@
+-- Settle one request: release its hold (if not reclaimed already), commit its true cost to
+-- every budget counter that exists (never recreating one: a later seed from the ledger will
+-- include this cost), add it to the spend counters, correct the token windows.
+-- KEYS: [1] holds zset, [2..nb+1] budget counters, then ns spend counters, then nr windows.
+-- ARGV: prefix, id, cost, nb, ns, nr, then ns ttls, then nr (delta) values.
+-- Returns the spend (as strings, exact) of each budget counter, then of each spend counter.
+local prefix, id, cost = ARGV[1], ARGV[2], ARGV[3]
+local nb, ns, nr = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local hkey = prefix .. 'hold:' .. id
+local h = redis.call('HMGET', hkey, 'neg', 'counters')
+if h[1] then
+  for c in string.gmatch(h[2], '[^\n]+') do
+    if redis.call('EXISTS', c) == 1 then redis.call('HINCRBY', c, 'reserved', h[1]) end
+  end
+  redis.call('DEL', hkey)
+  redis.call('ZREM', KEYS[1], id)
+end
+local out = {}
+for i = 1, nb do
+  local k = KEYS[1 + i]
+  if redis.call('HEXISTS', k, 'spent') == 1 then
+    if cost ~= '0' then redis.call('HINCRBY', k, 'spent', cost) end
+    out[#out + 1] = redis.call('HGET', k, 'spent')
+  else
+    out[#out + 1] = '0'
+  end
+end
+for i = 1, ns do
+  local k = KEYS[1 + nb + i]
+  if cost ~= '0' then
+    redis.call('HINCRBY', k, 'spent', cost)
+    redis.call('EXPIRE', k, ARGV[6 + i])
+  end
+  out[#out + 1] = redis.call('HGET', k, 'spent') or '0'
+end
+for j = 1, nr do
+  local k = KEYS[1 + nb + ns + j]
+  local delta = ARGV[6 + ns + j]
+  if delta ~= '0' and redis.call('EXISTS', k) == 1 then redis.call('INCRBY', k, delta) end
+end
+return out

@@ -1,0 +1,70 @@
+"""Rate-limit arithmetic: per-minute sliding windows and daily quotas, as pure functions.
+
+A per-minute limit is a sliding window approximated from two fixed windows (the current
+minute and the previous one, weighted by how much of it still overlaps the last 60 s) — the
+same estimate Cloudflare and Redis's own docs use: two counters per limit, exact within a few
+percent, and no burst of twice the limit at a minute boundary as a fixed window allows. A daily
+quota is a fixed UTC day. The Redis Lua script computes the same formula (`admit.lua`).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+MINUTE = 60
+DAY = 86_400
+
+
+class Limit(enum.Enum):
+    REQUESTS_PER_MINUTE = "rpm"
+    TOKENS_PER_MINUTE = "tpm"
+    TOKENS_PER_DAY = "tpd"
+
+    @property
+    def window_s(self) -> int:
+        return DAY if self is Limit.TOKENS_PER_DAY else MINUTE
+
+    @property
+    def sliding(self) -> bool:
+        return self is not Limit.TOKENS_PER_DAY
+
+
+@dataclass(frozen=True, slots=True)
+class RateCheck:
+    """One limit to check and count for a request: `amount` more of `limit` for `subject`
+    (`key:key_1`, `team:team_1`) must stay within `maximum`."""
+
+    limit: Limit
+    subject: str
+    maximum: int
+    amount: int
+
+    def counter(self, now: float, previous: bool = False) -> str:
+        index = window_index(self.limit.window_s, now) - (1 if previous else 0)
+        return f"rl:{self.limit.value}:{self.subject}:{index}"
+
+
+def window_index(window_s: int, now: float) -> int:
+    return int(now // window_s)
+
+
+def estimate(current: int, previous: int, window_s: int, now: float, sliding: bool) -> float:
+    """How much of the limit the last `window_s` seconds used."""
+    if not sliding:
+        return float(current)
+    elapsed = (now % window_s) / window_s
+    return previous * (1.0 - elapsed) + current
+
+
+def allows(check: RateCheck, current: int, previous: int, now: float) -> bool:
+    used = estimate(current, previous, check.limit.window_s, now, check.limit.sliding)
+    return used + check.amount <= check.maximum
+
+
+def retry_after(check: RateCheck, now: float) -> int:
+    """Seconds to wait before trying again: to the end of the current window (whole seconds,
+    at least 1), after which a sliding window has shed at least the previous minute's weight."""
+    window_s = check.limit.window_s
+    return max(1, math.ceil(window_s - (now % window_s)))
