@@ -9,6 +9,7 @@ from decimal import Decimal
 from collections.abc import Mapping
 from typing import Any
 
+from engine.admission import Priority
 from policies.pricing import ZERO, Usage
 
 
@@ -64,7 +65,8 @@ class RequestContext:
 
     Invariant: `cost` is only ever the sum of real upstream calls made for this request
     (cascade tiers and shadow calls included); a cache hit leaves it at zero and records the
-    avoided cost in `saved`.
+    avoided cost in `saved`. In the batch lane each call is charged at `price_factor` of its
+    list price, and the rest is recorded in `saved` too.
     """
 
     request_id: str
@@ -81,6 +83,8 @@ class RequestContext:
     trace_id: str | None = None
     cache_control: CacheControl = CacheControl.DEFAULT
     max_cost: Decimal | None = None
+    priority: Priority = Priority.INTERACTIVE  # the class it runs in (x-costgate-priority or the key's plan)
+    price_factor: Decimal = Decimal(1)  # the share of list price charged: 1 - the batch discount in the batch lane
     requested_model: str = ""
     served_model: str | None = None
     provider: str | None = None
@@ -102,7 +106,10 @@ class RequestContext:
         self.usage = Usage(u.prompt_tokens + usage.prompt_tokens,
                            u.completion_tokens + usage.completion_tokens,
                            u.cached_tokens + usage.cached_tokens)
-        self.cost += cost
+        # The lane's discount: what is not charged is recorded as saved.
+        charged = cost * self.price_factor
+        self.cost += charged
+        self.saved += cost - charged
 
     def finish(self) -> None:
         if self.finished_at is None:
