@@ -64,7 +64,8 @@ def worst_case(ctx: RequestContext, dep: Deployment) -> Decimal:
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
-    completion = await dep.provider.complete(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False)))
+    completion = await dep.provider.complete(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False),
+                                                          priority=ctx.priority))
     charge(ctx, dep, completion.usage, _answer_text(completion.body) if completion.usage is None else "")
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     return completion
@@ -82,7 +83,8 @@ def _answer_text(body: dict[str, Any]) -> str:
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
-    stream = await dep.provider.open_stream(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True))
+    stream = await dep.provider.open_stream(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True,
+                                                              priority=ctx.priority))
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     options = ctx.body.get("stream_options") or {}
     ctx.wants_usage_chunk = bool(options.get("include_usage"))

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from engine.admission import Priority
 from gateway.context import Endpoint
 from policies.pricing import Usage
 
@@ -21,6 +22,8 @@ class UpstreamCall:
     endpoint: Endpoint
     body: dict[str, Any]  # the client's body, `model` already rewritten to the upstream's name
     stream: bool = False
+    # The request's class; a replica set admits by it, and vLLM replicas get it as `priority`.
+    priority: Priority = Priority.INTERACTIVE
 
 
 @dataclass(frozen=True, slots=True)
