@@ -25,6 +25,16 @@ class PriceConfig(_Strict):
     cached_input_per_mtok: Decimal | None = None
 
 
+class AdmissionConfig(_Strict):
+    """How a model's replicas share load between priority classes (engine/admission.py)."""
+
+    batch_idle_tokens: int = Field(default=0, ge=0)  # batch starts while foreground tokens per replica <= this
+    batch_max_tokens: int | None = Field(default=16_384, ge=1)  # batch's own outstanding tokens per replica
+    batch_max_wait_s: float = Field(default=60.0, gt=0)  # then a batch-class request gets 503 + retry-after
+    cooldown_s: float = Field(default=5.0, ge=0)  # a replica that failed to connect is skipped this long
+    forward_priority: bool | None = None  # send vLLM's `priority` field; None: only for provider local
+
+
 class ModelConfig(_Strict):
     name: str
     provider: Literal["openai", "litellm", "local"] = "openai"
@@ -39,6 +49,8 @@ class ModelConfig(_Strict):
     connect_timeout_s: float = 5.0
     max_retries: int = Field(default=2, ge=0, le=2)
     engine: dict[str, Any] = Field(default_factory=dict)
+    replicas: list[str] = Field(default_factory=list)  # more api_bases serving the same model
+    admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
 
     @property
     def upstream_model(self) -> str:
@@ -72,6 +84,18 @@ class CacheConfig(_Strict):
     max_temperature: float = 0.0  # requests sampled hotter than this are not cached
 
 
+class BatchConfig(_Strict):
+    """The Batch API's lane (/v1/files, /v1/batches)."""
+
+    discount: Decimal = Field(default=Decimal("0.5"), ge=0, le=1)  # share of list price not charged
+    concurrency: int = Field(default=4, ge=1)  # lines in flight per batch
+    max_file_bytes: int = Field(default=200 * 1024 * 1024, ge=1)
+    max_lines: int = Field(default=50_000, ge=1)
+    max_attempts: int = Field(default=3, ge=1)  # tries per line on 429/5xx before it goes to the error file
+    lease_s: float = Field(default=30.0, gt=0)  # a gateway replica owns a running batch this long per renewal
+    poll_interval_s: float = Field(default=1.0, gt=0)
+
+
 class Settings(_Strict):
     admin_key: str | None = None
     database_url: str = "sqlite:///./costgate-data/costgate.db"
@@ -85,6 +109,7 @@ class Settings(_Strict):
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
     log_prompts: bool = False
+    batch: BatchConfig = Field(default_factory=BatchConfig)
 
     @field_validator("models")
     @classmethod
