@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -109,6 +111,10 @@ class Settings(_Strict):
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
     log_prompts: bool = False
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)  # issue 3: budgets, plans, limits, alerts
+    plans: dict[str, PlanSettings] = Field(default_factory=dict)
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
     batch: BatchConfig = Field(default_factory=BatchConfig)
 
     @field_validator("models")
