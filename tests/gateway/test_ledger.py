@@ -1,0 +1,120 @@
+"""The ledger: one row per request with every field, exact to the 1e-9 dollar, on SQLite and
+PostgreSQL, and /admin/spend answering from it."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from decimal import Decimal
+
+import asyncpg
+import pytest
+
+from tests.conftest import standard_models
+from tests.support import GatewayProcess
+
+PG = "postgresql://postgres@127.0.0.1:5432"
+
+
+def run_traffic(gateway: GatewayProcess, key: str) -> Decimal:
+    """A mix of plain and streamed calls; returns the sum of the costs the client was told."""
+    client = gateway.client(key)
+    total = Decimal(0)
+    for i in range(5):
+        raw = client.chat.completions.with_raw_response.create(
+            model="small" if i % 2 else "large", user="alice",
+            messages=[{"role": "user", "content": f"question number {i} " * (i + 1)}],
+            extra_headers={"x-costgate-tags": "search,beta", "x-costgate-trace-id": "trace-1"})
+        total += Decimal(raw.headers["x-costgate-cost-usd"])
+    for i in range(3):
+        chunks = list(client.chat.completions.create(
+            model="small", stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": f"stream {i} please"}]))
+        total += Decimal(chunks[-1].usage.model_extra["cost_usd"])
+    return total
+
+
+def test_spend_equals_what_clients_were_charged(gateway: GatewayProcess) -> None:
+    key = gateway.new_key("team-ledger")
+    charged = run_traffic(gateway, key)
+    rows = {r["group"]: r for r in gateway.spend("team")["rows"]}
+    team_id = next(t["id"] for t in gateway.admin("GET", "/admin/teams").json()["data"] if t["name"] == "team-ledger")
+    assert Decimal(rows[team_id]["cost_usd"]) == charged
+    assert rows[team_id]["requests"] == 8
+    tags = {r["group"]: r for r in gateway.spend("tag")["rows"]}
+    assert tags["search"]["requests"] >= 5 and tags["beta"]["cost_usd"] == tags["search"]["cost_usd"]
+
+
+def test_ledger_row_has_every_field(gateway: GatewayProcess) -> None:
+    key = gateway.new_key("team-fields")
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="broken", user="bob", messages=[{"role": "user", "content": "fields please"}],
+        extra_headers={"x-costgate-tags": "t1", "x-costgate-trace-id": "tr-9"})
+    request_id = raw.headers["x-costgate-request-id"]
+    gateway.spend()  # flushes the ledger
+    db = sqlite3.connect(gateway.workdir / "costgate.db")
+    db.row_factory = sqlite3.Row
+    row = db.execute("SELECT * FROM ledger WHERE request_id = ?", (request_id,)).fetchone()
+    usage = raw.parse().usage
+    assert row["user"] == "bob" and row["tags"] == ",t1," and row["trace_id"] == "tr-9"
+    assert row["requested_model"] == "broken" and row["served_model"] == "small" and row["provider"] == "openai"
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
+    assert Decimal(row["cost_pusd"]) / 10**12 == Decimal(raw.headers["x-costgate-cost-usd"])
+    assert row["status"] == 200 and row["cache_status"] == "miss" and row["latency_ms"] > 0
+    assert row["key_id"].startswith("key_") and row["team_id"].startswith("team_")
+
+
+def test_streamed_request_records_time_to_first_token(gateway: GatewayProcess, key: str) -> None:
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="small", stream=True, messages=[{"role": "user", "content": "ttft"}])
+    request_id = raw.headers["x-costgate-request-id"]
+    list(raw.parse())
+    gateway.spend()
+    db = sqlite3.connect(gateway.workdir / "costgate.db")
+    ttft, latency, cost = db.execute("SELECT ttft_ms, latency_ms, cost_pusd FROM ledger WHERE request_id = ?",
+                                     (request_id,)).fetchone()
+    assert 0 < ttft <= latency and cost > 0
+
+
+def test_shutdown_flushes_every_row(tmp_path, fake_upstream) -> None:
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "ledger_flush_interval_s": 30},
+                        tmp_path / "gw")
+    key = gw.new_key("team-flush")
+    for _ in range(4):
+        gw.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "x"}])
+    gw.stop()  # the flush interval is 30 s: only the shutdown flush can have written them
+    count = sqlite3.connect(tmp_path / "gw" / "costgate.db").execute("SELECT count(*) FROM ledger").fetchone()[0]
+    assert count == 4
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    name = "costgate_test_" + secrets.token_hex(4)
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(PG + "/postgres")
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f"CREATE DATABASE {name}"))
+    yield f"{PG}/{name}"
+    asyncio.run(admin(f"DROP DATABASE {name} WITH (FORCE)"))
+
+
+def test_postgresql_ledger(tmp_path, fake_upstream, postgres_url: str) -> None:
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "database_url": postgres_url},
+                        tmp_path / "gw")
+    try:
+        key = gw.new_key("team-pg")
+        charged = run_traffic(gw, key)
+        spend = gw.spend("team")
+        assert Decimal(spend["total_usd"]) == charged
+        assert spend["rows"][0]["requests"] == 8
+        models = {r["group"] for r in gw.spend("model")["rows"]}
+        assert models == {"small", "large"}
+    finally:
+        gw.stop()
