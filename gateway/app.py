@@ -22,6 +22,7 @@ from gateway.errors import GatewayError, InvalidRequest, error_response
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, build_stages
 from gateway.routes import admin, openai
+from gateway.dashboard.router import install as install_dashboard
 from gateway.settings import Settings
 from gateway.stages.route import RouteTarget
 from gateway.storage.db import create_engine, create_tables
@@ -102,6 +103,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.state.gateway = gateway
     app.include_router(openai.router)
     app.include_router(admin.router)
+    install_dashboard(app)  # /admin/ui: its own session auth, not the admin bearer key
     _add_health_routes(app, gateway)
     _add_error_handlers(app)
     _hoist_schema_defs(app)

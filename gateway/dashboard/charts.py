@@ -1,0 +1,115 @@
+"""Charts drawn on the server as inline SVG: no JavaScript library, no CDN, nothing to vendor.
+
+Pure functions from numbers to markup. Every label that reaches the markup is escaped here,
+because team and model names are user-chosen strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from html import escape
+
+PALETTE = ("#2563eb", "#db2777", "#16a34a", "#ea580c", "#7c3aed", "#0891b2", "#ca8a04", "#64748b")
+OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    values: tuple[Decimal, ...]  # one per x label
+
+
+def nice_ceiling(value: Decimal) -> Decimal:
+    """The smallest 1, 2 or 5 times a power of ten that is >= value (axis maximum)."""
+    if value <= 0:
+        return Decimal(1)
+    exponent = value.adjusted()
+    for _ in range(2):
+        for step in (1, 2, 5):
+            candidate = Decimal(step).scaleb(exponent)
+            if candidate >= value:
+                return candidate
+        exponent += 1
+    return Decimal(10).scaleb(exponent)
+
+
+def fraction(used: Decimal, limit: Decimal) -> float:
+    """used / limit clamped to [0, 1] for drawing; a zero limit counts as full when anything is used."""
+    if limit <= 0:
+        return 1.0 if used > 0 else 0.0
+    return float(min(max(used / limit, Decimal(0)), Decimal(1)))
+
+
+def top_series(series: Sequence[Series], keep: int) -> list[Series]:
+    """The `keep` largest series by total; the rest summed into one named 'other'."""
+    ranked = sorted(series, key=lambda s: sum(s.values, Decimal(0)), reverse=True)
+    if len(ranked) <= keep:
+        return ranked
+    rest = ranked[keep:]
+    width = len(rest[0].values)
+    summed = tuple(sum((s.values[i] for s in rest), Decimal(0)) for i in range(width))
+    return [*ranked[:keep], Series(OTHER, summed)]
+
+
+def _money(value: Decimal) -> str:
+    if value >= 100:
+        return f"${value:,.0f}"
+    if value >= 1:
+        return f"${value:,.2f}"
+    return f"${value:.4f}".rstrip("0").rstrip(".") if value else "$0"
+
+
+def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str, width: int = 720,
+                 height: int = 240) -> str:
+    """A stacked column chart (one column per label, one colour per series) with a legend."""
+    pad_left, pad_bottom, pad_top, legend_h = 64, 28, 12, 20 * ((len(series) + 3) // 4)
+    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
+    totals = [sum((s.values[i] for s in series), Decimal(0)) for i in range(len(labels))]
+    top = nice_ceiling(max(totals, default=Decimal(0)))
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" viewBox="0 0 {width} '
+             f'{height + legend_h}" width="{width}" height="{height + legend_h}"><title>{escape(title)}</title>']
+    for tick in range(5):
+        y = pad_top + plot_h - plot_h * tick / 4
+        parts.append(f'<line x1="{pad_left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+                     f'<text x="{pad_left - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
+                     f'{escape(_money(top * tick / 4))}</text>')
+    slot = plot_w / max(len(labels), 1)
+    bar_w = max(slot * 0.75, 1.0)
+    label_every = max(1, len(labels) // 10)
+    for i, label in enumerate(labels):
+        x = pad_left + slot * i + (slot - bar_w) / 2
+        base = pad_top + plot_h
+        for k, s in enumerate(series):
+            h = plot_h * float(s.values[i] / top) if top else 0.0
+            if h > 0:
+                base -= h
+                parts.append(f'<rect x="{x:.1f}" y="{base:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
+                             f'fill="{PALETTE[k % len(PALETTE)]}"><title>{escape(s.name)} {escape(label)}: '
+                             f'{escape(_money(s.values[i]))}</title></rect>')
+        if i % label_every == 0:
+            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - 10}" class="axis" text-anchor="middle">'
+                         f'{escape(label[5:] if len(label) == 10 else label)}</text>')
+    for k, s in enumerate(series):
+        lx, ly = pad_left + (k % 4) * (plot_w / 4), height + 14 + 20 * (k // 4)
+        parts.append(f'<rect x="{lx:.1f}" y="{ly - 10}" width="12" height="12" fill="{PALETTE[k % len(PALETTE)]}"/>'
+                     f'<text x="{lx + 16:.1f}" y="{ly}" class="legend">{escape(s.name[:28])}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def meter(parts: Sequence[tuple[str, Decimal, str]], limit: Decimal, *, width: int = 360) -> str:
+    """A horizontal budget bar: segments (label, amount, css class) laid end to end against a limit."""
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="meter" viewBox="0 0 {width} 16" width="{width}" '
+           f'height="16" role="img"><rect x="0" y="0" width="{width}" height="16" rx="3" class="meter-bg"/>']
+    x, used = 0.0, Decimal(0)
+    for label, amount, css in parts:
+        used += amount
+        end = width * fraction(used, limit)
+        if end > x:
+            out.append(f'<rect x="{x:.1f}" y="0" width="{end - x:.1f}" height="16" class="{escape(css)}">'
+                       f'<title>{escape(label)}: {escape(_money(amount))}</title></rect>')
+            x = end
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,162 @@
+"""What the dashboard pages show, computed in SQL over the daily roll-up (see rollup.py).
+
+Each function returns small typed rows; pages never see SQL rows or dicts from the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.dashboard.charts import Series
+from gateway.dashboard.rollup import Rollup, Window, summed
+from gateway.storage.db import from_pico, ledger
+
+ZERO = Decimal(0)
+CACHE_HITS = ("exact", "semantic")
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    requests: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    saved: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Spender:
+    team: str
+    requests: int
+    tokens: int
+    cost: Decimal
+    saved: Decimal
+    share: float  # of the window's whole spend
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    requests: int
+    hits: dict[str, int]  # by cache status: exact, semantic
+    saved: Decimal
+
+    @property
+    def hit_rate(self) -> float:
+        return sum(self.hits.values()) / self.requests if self.requests else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeStats:
+    name: str
+    tiers: tuple[str, ...]
+    requests: int
+    by_tier: dict[str, int]  # answered by each tier (served model)
+    saved: Decimal
+
+    @property
+    def escalation_rate(self) -> float:
+        first = self.by_tier.get(self.tiers[0], 0) if self.tiers else 0
+        return (self.requests - first) / self.requests if self.requests else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRequest:
+    request_id: str
+    created_at: float
+    team: str
+    key_id: str | None
+    user: str | None
+    tags: str
+    endpoint: str
+    requested_model: str | None
+    served_model: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    cache_status: str
+    status: int
+    latency_ms: float
+
+
+def _totals(row) -> Totals:  # type: ignore[no-untyped-def]
+    return Totals(int(row.requests), int(row.errors), int(row.prompt_tokens), int(row.completion_tokens),
+                  from_pico(int(row.cost_pusd)), from_pico(int(row.saved_pusd)))
+
+
+class DashboardQueries:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self._engine = engine
+        self.rollup = Rollup(engine)
+
+    async def _rows(self, window: Window, *group: str) -> list:  # type: ignore[type-arg]
+        query = summed(self.rollup.facts(window), *group)
+        async with self._engine.connect() as conn:
+            return list(await conn.execute(query))
+
+    async def totals(self, window: Window) -> Totals:
+        rows = await self._rows(window)
+        return _totals(rows[0])
+
+    async def spend_series(self, window: Window, dimension: str, names: Mapping[str, str]) -> list[Series]:
+        """Spend per day, one series per team (`team_id`) or model (`served_model`)."""
+        labels = window.labels()
+        index = {d: i for i, d in enumerate(labels)}
+        values: dict[str, list[Decimal]] = {}
+        for r in await self._rows(window, "day", dimension):
+            name = names.get(r[1], r[1]) or "(none)"
+            values.setdefault(name, [ZERO] * len(labels))[index[r.day]] += from_pico(int(r.cost_pusd))
+        return [Series(n, tuple(v)) for n, v in values.items()]
+
+    async def top_spenders(self, window: Window, names: Mapping[str, str], limit: int = 10) -> list[Spender]:
+        rows = await self._rows(window, "team_id")
+        whole = sum((from_pico(int(r.cost_pusd)) for r in rows), ZERO)
+        ranked = sorted(rows, key=lambda r: int(r.cost_pusd), reverse=True)[:limit]
+        return [Spender(names.get(r.team_id, r.team_id) or "(no key)", int(r.requests),
+                        int(r.prompt_tokens) + int(r.completion_tokens), from_pico(int(r.cost_pusd)),
+                        from_pico(int(r.saved_pusd)), float(from_pico(int(r.cost_pusd)) / whole) if whole else 0.0)
+                for r in ranked]
+
+    async def cache(self, window: Window) -> CacheStats:
+        requests, hits, saved = 0, {s: 0 for s in CACHE_HITS}, ZERO
+        for r in await self._rows(window, "cache_status"):
+            requests += int(r.requests)
+            if r.cache_status in hits:
+                hits[r.cache_status] += int(r.requests)
+                saved += from_pico(int(r.saved_pusd))
+        return CacheStats(requests, hits, saved)
+
+    async def cascades(self, window: Window, cascades: Iterable[tuple[str, tuple[str, ...]]]) -> list[CascadeStats]:
+        """Escalation per configured cascade: requests asked of the cascade's name, by the tier that
+        answered (cache hits left out: no tier ran). Saved is what the ledger recorded as saved
+        on those requests (a cascade that records no saving shows $0)."""
+        rows = [r for r in await self._rows(window, "requested_model", "served_model", "cache_status")
+                if r.cache_status not in CACHE_HITS]
+        out = []
+        for name, tiers in cascades:
+            mine = [r for r in rows if r.requested_model == name]
+            by_tier: dict[str, int] = {}
+            for r in mine:
+                by_tier[r.served_model] = by_tier.get(r.served_model, 0) + int(r.requests)
+            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier,
+                                    sum((from_pico(int(r.saved_pusd)) for r in mine), ZERO)))
+        return out
+
+    async def recent(self, names: Mapping[str, str], limit: int = 50) -> list[RecentRequest]:
+        """The newest ledger rows (the ledger holds no prompt or completion text)."""
+        query = select(ledger.c.request_id, ledger.c.created_at, ledger.c.team_id, ledger.c.key_id, ledger.c.user,
+                       ledger.c.tags, ledger.c.endpoint, ledger.c.requested_model, ledger.c.served_model,
+                       ledger.c.prompt_tokens, ledger.c.completion_tokens, ledger.c.cost_pusd,
+                       ledger.c.cache_status, ledger.c.status, ledger.c.latency_ms
+                       ).order_by(ledger.c.created_at.desc()).limit(limit)
+        async with self._engine.connect() as conn:
+            rows = list(await conn.execute(query))
+        return [RecentRequest(r.request_id, r.created_at, names.get(r.team_id or "", r.team_id or "(no key)"),
+                              r.key_id, r.user, (r.tags or "").strip(","), r.endpoint, r.requested_model,
+                              r.served_model, r.prompt_tokens, r.completion_tokens, from_pico(r.cost_pusd),
+                              r.cache_status, r.status, r.latency_ms) for r in rows]

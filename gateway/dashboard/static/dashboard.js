@@ -1,0 +1,11 @@
+// costgate dashboard: the only script, loaded from the gateway (CSP forbids inline scripts).
+document.addEventListener("submit", (event) => {
+  const message = event.target.getAttribute("data-confirm");
+  if (message && !window.confirm(message)) event.preventDefault();
+});
+document.addEventListener("click", (event) => {
+  const id = event.target.getAttribute && event.target.getAttribute("data-copy");
+  if (!id) return;
+  const text = document.getElementById(id).textContent;
+  navigator.clipboard.writeText(text).then(() => { event.target.textContent = "Copied"; });
+});
