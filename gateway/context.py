@@ -10,7 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from engine.admission import Priority
+from policies.budgets import Hold
 from policies.pricing import ZERO, Usage
+from policies.ratelimit import RateCheck
 
 
 class Endpoint(enum.Enum):
@@ -99,6 +101,8 @@ class RequestContext:
     wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
+    rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
+    reservation: Hold | None = None  # the budget hold settle commits and releases
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -120,3 +120,25 @@ def fits(spent: int, reserved: int, amount: int, want: int) -> bool:
 
 def remaining(spent: int, reserved: int, amount: int) -> int:
     return max(0, amount - spent - reserved)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """What one admitted request holds: its worst case against each budget, from `now`."""
+
+    id: str
+    now: float  # the instant the request's counters (periods, rate windows) were chosen by
+    budgets: tuple[Budget, ...]
+    want_pusd: int
+    held: bool = True  # False: admitted uncounted because the store was down (failing open)
+
+
+def distinct_by_counter(budgets: Iterable[Budget], now: float) -> list[Budget]:
+    """One budget per counter: a plan's implicit cap and a stored budget on the same key and
+    period share a counter (the same spend), and only the smaller limit matters."""
+    best: dict[str, Budget] = {}
+    for b in budgets:
+        c = b.counter(now)
+        if c not in best or b.amount_pusd < best[c].amount_pusd:
+            best[c] = b
+    return list(best.values())
