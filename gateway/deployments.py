@@ -10,6 +10,7 @@ import httpx
 from gateway.providers.base import Provider
 from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai import OpenAIProvider
+from gateway.providers.replicas import replica_set
 from gateway.settings import ModelConfig
 from policies.pricing import FREE, Price, lookup
 
@@ -45,6 +46,8 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
 
 
 def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> Provider:
+    if config.replicas:  # several OpenAI-compatible servers of one model: admission + failover
+        return replica_set(config, price_for(config)[1], transport)
     if config.provider == "litellm":
         return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
                                timeout_s=config.timeout_s, max_retries=config.max_retries)

@@ -33,11 +33,13 @@ class Settles(Protocol):
 def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     from gateway.stages import authenticate, record, route, tag
+    from gateway.stages.priority import Prioritize
 
     return [
         record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last
         authenticate.Authenticate(gateway.keys, gateway.targets),
         tag.Tag(),
+        Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         route.Route(gateway.targets),
     ]
 

@@ -1,0 +1,169 @@
+"""Several replicas of one model behind one Provider: least outstanding tokens, the batch lane's
+admission control, and failover when a replica dies.
+
+The bookkeeping lives in engine/admission.py (`LoadBook`); this module only drives it from the
+request path: it weighs each call (prompt tokens + the most output tokens it may produce),
+waits while a batch-class call may not start, sends the call to the chosen replica, and
+releases the weight when the answer is complete (for a stream: when it closes).
+
+Failover: a call that fails on one replica with a connection error, a reset before the first
+byte, a 5xx or a 429 is sent to another replica it has not tried; a replica that could not be
+reached (or reset the connection) is skipped for `cooldown_s`. A timeout is not retried (the
+replica may still be working on it), nor is an error the client caused. A failed call is never
+charged, so failover never charges twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+
+import httpx
+
+from engine.admission import AdmissionPolicy, LoadBook, Priority, Ticket
+from gateway.errors import Unavailable, UpstreamError, UpstreamTimeout
+from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCall, UpstreamStream
+from gateway.providers.openai import OpenAIProvider
+from gateway.settings import ModelConfig
+from gateway.tokens import count_prompt
+
+
+def replica_is_down(err: UpstreamError) -> bool:
+    """A failure that says the replica itself is gone, not that this one call went wrong."""
+    return err.code == "upstream_unreachable" or err.message.startswith(("upstream connection failed",
+                                                                         "cannot connect"))
+
+
+def call_weight(call: UpstreamCall, default_max_output: int) -> int:
+    """Prompt tokens plus the most output tokens the call may produce, times `n`."""
+    body = call.body
+    asked = body.get("max_completion_tokens") or body.get("max_tokens")
+    output = asked if isinstance(asked, int) and asked > 0 else default_max_output
+    n = body.get("n")
+    return count_prompt(body, str(body.get("model", ""))) + output * (n if isinstance(n, int) and n > 0 else 1)
+
+
+class ReplicaSet:
+    """`Provider` over several providers serving the same model."""
+
+    def __init__(self, name: str, replicas: Sequence[Provider], policy: AdmissionPolicy, *,
+                 max_output_tokens: int, batch_max_wait_s: float = 60.0, forward_priority: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.name = name
+        self.replicas = list(replicas)
+        self.book = LoadBook([r.name for r in self.replicas], policy)
+        self.max_output_tokens = max_output_tokens
+        self.batch_max_wait_s = batch_max_wait_s
+        self.forward_priority = forward_priority
+        self._clock = clock
+        # Replaced on every release: waiters hold the old one, which is set to wake them all.
+        self._released = asyncio.Event()
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        return await self._on_some_replica(call, lambda replica, c: replica.complete(c), stream=False)
+
+    async def open_stream(self, call: UpstreamCall) -> UpstreamStream:
+        return await self._on_some_replica(call, lambda replica, c: replica.open_stream(c), stream=True)
+
+    async def aclose(self) -> None:
+        for replica in self.replicas:
+            await replica.aclose()
+
+    async def _on_some_replica(self, call, send, *, stream: bool):  # type: ignore[no-untyped-def]
+        weight = call_weight(call, self.max_output_tokens)
+        upstream_call = self._for_replica(call)
+        tried: set[int] = set()
+        last_error: UpstreamError | None = None
+        while (ticket := await self._admit(call.priority, weight, frozenset(tried))) is not None:
+            replica = ticket.replica
+            try:
+                result = await send(self.replicas[replica], upstream_call)
+            except UpstreamTimeout:
+                self._release(ticket)
+                raise
+            except UpstreamError as err:
+                self._release(ticket)
+                tried.add(replica)
+                last_error = err
+                if replica_is_down(err):
+                    self.book.mark_down(replica, self._clock())
+                continue
+            except BaseException:
+                self._release(ticket)
+                raise
+            self.book.mark_up(replica)
+            if stream:
+                return ReleasingStream(result, lambda: self._release(ticket))
+            self._release(ticket)
+            return result
+        if last_error is not None:
+            raise last_error
+        raise Unavailable(f"no replica of {self.name!r} could take the request")
+
+    def _for_replica(self, call: UpstreamCall) -> UpstreamCall:
+        if not self.forward_priority:
+            return call
+        return replace(call, body={**call.body, "priority": int(call.priority)})
+
+    async def _admit(self, priority: Priority, weight: int, tried: frozenset[int]) -> Ticket | None:
+        deadline = self._clock() + self.batch_max_wait_s
+        while not self.book.may_admit(priority, weight, self._clock()):
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                raise Unavailable(f"the batch lane of {self.name!r} has had no idle capacity for "
+                                  f"{self.batch_max_wait_s:g} s", code="batch_lane_busy",
+                                  retry_after=self.batch_max_wait_s)
+            try:
+                await asyncio.wait_for(self._released.wait(), remaining)
+            except TimeoutError:
+                pass
+        replica = self.book.choose(self._clock(), tried)
+        return None if replica is None else self.book.admit(replica, priority, weight)
+
+    def _release(self, ticket: Ticket) -> None:
+        self.book.release(ticket)
+        released, self._released = self._released, asyncio.Event()
+        released.set()
+
+
+class ReleasingStream:
+    """A replica's stream that gives its admission weight back once, when it ends or closes."""
+
+    def __init__(self, stream: UpstreamStream, release: Callable[[], None]) -> None:
+        self._stream = stream
+        self._release: Callable[[], None] | None = release
+
+    def _done(self) -> None:
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
+
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        try:
+            async for event in self._stream:
+                yield event
+        finally:
+            self._done()
+
+    async def aclose(self) -> None:
+        try:
+            await self._stream.aclose()
+        finally:
+            self._done()
+
+
+def replica_set(config: ModelConfig, max_output_tokens: int,
+                transport: httpx.AsyncBaseTransport | None = None) -> ReplicaSet:
+    """The config's `api_base` and `replicas`, each an OpenAI-compatible server (vLLM's, say).
+    Each replica is tried once per call (no same-replica retries): failover replaces them."""
+    urls = list(dict.fromkeys(([config.api_base] if config.api_base else []) + config.replicas))
+    replicas = [OpenAIProvider(f"{config.name}@{i}", url, config.api_key, timeout_s=config.timeout_s,
+                               connect_timeout_s=config.connect_timeout_s, max_retries=0, transport=transport)
+                for i, url in enumerate(urls)]
+    a = config.admission
+    policy = AdmissionPolicy(a.batch_idle_tokens, a.batch_max_tokens, a.cooldown_s)
+    forward = a.forward_priority if a.forward_priority is not None else config.provider == "local"
+    return ReplicaSet(config.name, replicas, policy, max_output_tokens=max_output_tokens,
+                      batch_max_wait_s=a.batch_max_wait_s, forward_priority=forward)
