@@ -161,6 +161,21 @@ class KeyStore:
             raise AuthenticationFailed("API key expired", code="expired_api_key")
         return cached.principal
 
+    async def principal_for_id(self, key_id: str) -> Principal:
+        """The principal of a key by its id, checked now (revoked or expired: refused). For work
+        a key submitted earlier and the gateway runs later (a batch's lines): the secret is
+        never stored, so the key is found by id, and a revocation stops the rest of the work."""
+        async with self._engine.connect() as conn:
+            row = (await conn.execute(
+                select(api_keys, teams.c.name.label("team_name"))
+                .join(teams, teams.c.id == api_keys.c.team_id)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)))).first()
+        if row is None:
+            raise AuthenticationFailed("the API key that submitted this work was revoked")
+        if row.expires_at is not None and time.time() >= row.expires_at:
+            raise AuthenticationFailed("the API key that submitted this work expired", code="expired_api_key")
+        return _principal(row)
+
     async def _load(self, digest: str, now: float) -> _Cached | None:
         async with self._engine.connect() as conn:
             row = (await conn.execute(
@@ -170,13 +185,16 @@ class KeyStore:
         if row is None:
             self._cache.pop(digest, None)
             return None
-        models = json.loads(row.models) if row.models else None
-        principal = Principal(team_id=row.team_id, team_name=row.team_name, key_id=row.id, plan=row.plan,
-                              allowed_models=None if models is None else frozenset(models),
-                              tags=tuple(json.loads(row.tags or "[]")))
-        cached = _Cached(principal, digest, row.expires_at, now)
+        cached = _Cached(_principal(row), digest, row.expires_at, now)
         self._cache[digest] = cached
         return cached
+
+
+def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
+    models = json.loads(row.models) if row.models else None
+    return Principal(team_id=row.team_id, team_name=row.team_name, key_id=row.id, plan=row.plan,
+                     allowed_models=None if models is None else frozenset(models),
+                     tags=tuple(json.loads(row.tags or "[]")))
 
 
 def _record(row) -> KeyRecord:  # type: ignore[no-untyped-def]
