@@ -147,8 +147,8 @@ def default_models(environ: dict[str, str]) -> list[ModelConfig]:
             models.append(ModelConfig(name=name, provider="openai", api_base=base,
                                       api_key=environ["OPENAI_API_KEY"]))
     if environ.get("ANTHROPIC_API_KEY"):
-        models.append(ModelConfig(name="claude-3-5-haiku", provider="litellm",
-                                  model="anthropic/claude-3-5-haiku-20241022",
+        models.append(ModelConfig(name="claude-haiku-4-5", provider="litellm",
+                                  model="anthropic/claude-haiku-4-5",
                                   api_key=environ["ANTHROPIC_API_KEY"]))
     return models
 

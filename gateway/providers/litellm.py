@@ -60,7 +60,7 @@ class LiteLLMStream:
 
 
 class LiteLLMProvider:
-    """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-3-5-haiku-20241022`."""
+    """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-haiku-4-5`."""
 
     def __init__(self, name: str, model: str, api_key: str | None, api_base: str | None = None, *,
                  timeout_s: float = 600.0, max_retries: int = 2) -> None:
