@@ -1,0 +1,126 @@
+"""The dashboard's figures equal the ledger's, with closed days read from the daily roll-up,
+on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import asdict, replace
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+
+import asyncpg
+import pytest
+from sqlalchemy import func, insert, select
+
+from gateway.dashboard.queries import DashboardQueries
+from gateway.dashboard.rollup import Rollup, Window, ledger_daily, ledger_daily_days
+from gateway.storage.db import create_engine, create_tables, from_pico, ledger
+from gateway.storage.ledger import LedgerRow
+
+PG = "postgresql://postgres@127.0.0.1:5432"
+TODAY = date(2026, 11, 20)
+
+
+def row(n: int, days_ago: int, team: str | None, model: str, cost_pusd: int, cache: str = "miss",
+        status: int = 200, requested: str | None = None, saved_pusd: int = 0) -> LedgerRow:
+    day = TODAY - timedelta(days=days_ago)
+    created = datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc).timestamp() + n
+    return LedgerRow(f"req_{n}", created, day.isoformat(), team, "key_1" if team else None, None, None, None,
+                     "chat.completions", requested or model, model, "openai", 10, 5, 0, cost_pusd, saved_pusd,
+                     12.0, None, cache, status, None)
+
+
+ROWS = [
+    row(1, 0, "team_a", "small", 1_000_000), row(2, 0, "team_b", "large", 9_000_000),
+    row(3, 1, "team_a", "small", 2_000_000, cache="exact", saved_pusd=2_000_000),
+    row(4, 3, "team_a", "large", 4_000_000), row(5, 3, "team_b", "small", 500_000, status=500),
+    row(6, 6, "team_b", "large", 7_000_000, requested="auto"), row(7, 6, None, "small", 0, status=401),
+    row(8, 6, "team_a", "small", 100_000, requested="auto", cache="semantic", saved_pusd=3_000_000),
+    row(9, 40, "team_a", "small", 123_456_789),  # outside a 30-day window
+]
+
+
+async def _postgres(name: str, sql: str) -> None:
+    conn = await asyncpg.connect(PG + "/postgres")
+    try:
+        await conn.execute(sql.format(name=name))
+    finally:
+        await conn.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def engine(request, tmp_path) -> AsyncIterator:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/dash.db"
+    else:
+        name = "costgate_dash_" + secrets.token_hex(4)
+        await _postgres(name, "CREATE DATABASE {name}")
+        url = f"{PG}/{name}"
+    eng = create_engine(url)
+    await create_tables(eng)
+    async with eng.begin() as conn:
+        await conn.execute(insert(ledger), [asdict(r) for r in ROWS])
+    yield eng
+    await eng.dispose()
+    if request.param == "postgresql":
+        await _postgres(name, "DROP DATABASE {name} WITH (FORCE)")
+
+
+def expected(rows: list[LedgerRow], window: Window) -> dict[str | None, Decimal]:
+    out: dict[str | None, Decimal] = {}
+    for r in rows:
+        if window.first <= r.day <= window.last:
+            out[r.team_id] = out.get(r.team_id, Decimal(0)) + from_pico(r.cost_pusd)
+    return out
+
+
+async def test_figures_match_the_ledger_and_closed_days_are_rolled_once(engine) -> None:
+    window = Window(TODAY, 30)
+    queries = DashboardQueries(engine)
+    assert await queries.rollup.ensure(window) == 28  # every closed day, empty ones too
+    assert await queries.rollup.ensure(window) == 0
+    spenders = await queries.top_spenders(window, {"team_a": "A", "team_b": "B"})
+    want = expected(ROWS, window)
+    assert {s.team: s.cost for s in spenders} == {"A": want["team_a"], "B": want["team_b"], "(no key)": Decimal(0)}
+    assert [s.team for s in spenders][:2] == ["B", "A"]
+    totals = await queries.totals(window)
+    assert (totals.requests, totals.errors) == (8, 2)
+    assert totals.cost == sum(want.values(), Decimal(0))
+    assert totals.saved == from_pico(5_000_000)
+    async with engine.connect() as conn:
+        rolled = (await conn.execute(select(func.sum(ledger_daily.c.requests)))).scalar()
+        days = (await conn.execute(select(func.count()).select_from(ledger_daily_days))).scalar()
+    assert (rolled, days) == (5, 28)  # rows 4-8: the closed days inside the window
+
+
+async def test_series_cache_and_cascades(engine) -> None:
+    window = Window(TODAY, 7)
+    queries = DashboardQueries(engine)
+    await queries.rollup.ensure(window)
+    by_model = {s.name: s.values for s in await queries.spend_series(window, "served_model", {})}
+    labels = window.labels()
+    assert by_model["large"][labels.index((TODAY - timedelta(days=6)).isoformat())] == from_pico(7_000_000)
+    assert by_model["large"][-1] == from_pico(9_000_000)
+    cache = await queries.cache(window)
+    assert cache.hits == {"exact": 1, "semantic": 1} and cache.requests == 8
+    assert cache.hit_rate == 0.25 and cache.saved == from_pico(5_000_000)
+    (auto,) = await queries.cascades(window, [("auto", ("small", "large"))])
+    assert auto.requests == 1 and auto.by_tier == {"large": 1}  # the semantic hit ran no tier
+    assert auto.escalation_rate == 1.0
+
+
+async def test_open_days_are_live_and_racing_replicas_do_not_double_count(engine) -> None:
+    window = Window(TODAY, 7)
+    results = await asyncio.gather(*(Rollup(engine).ensure(window) for _ in range(3)))
+    assert sum(results) == 5  # each closed day rolled by exactly one of them
+    queries = DashboardQueries(engine)
+    before = (await queries.totals(window)).cost
+    late = [replace(row(10, 0, "team_a", "small", 7), request_id="req_10")]
+    async with engine.begin() as conn:
+        await conn.execute(insert(ledger), [asdict(r) for r in late])
+    assert (await queries.totals(window)).cost == before + from_pico(7)
+    recent = await queries.recent({"team_a": "A"}, limit=2)
+    assert [r.request_id for r in recent] == ["req_10", "req_2"]
+    assert recent[0].team == "A" and recent[0].cost == from_pico(7)
