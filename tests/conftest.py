@@ -29,6 +29,7 @@ def standard_models(api_base: str) -> list[dict]:
         model("html", "html", api_base),
         model("garbage", "garbage", api_base),
         model("truncate", "truncate", api_base),
+        model("drip", "drip", api_base),
         model("no-usage", "no-usage", api_base),
         model("reject", "reject", api_base),
         model("slow", "slow", api_base, timeout_s=0.5, max_retries=0),

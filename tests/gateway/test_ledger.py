@@ -6,8 +6,11 @@ from __future__ import annotations
 import asyncio
 import secrets
 import sqlite3
+import time
 from collections.abc import Iterator
 from decimal import Decimal
+
+import httpx
 
 import asyncpg
 import pytest
@@ -118,3 +121,23 @@ def test_postgresql_ledger(tmp_path, fake_upstream, postgres_url: str) -> None:
         assert models == {"small", "large"}
     finally:
         gw.stop()
+
+
+def test_client_leaving_mid_stream_is_charged_for_what_was_generated(gateway: GatewayProcess, key: str) -> None:
+    body = {"model": "drip", "stream": True, "messages": [{"role": "user", "content": " ".join(["w"] * 30)}]}
+    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"authorization": f"Bearer {key}"}) as response:
+        request_id = response.headers["x-costgate-request-id"]
+        lines = response.iter_lines()
+        first = next(line for line in lines if line.startswith("data:"))
+        assert "echo" in first
+    # the client hung up after one chunk of ~31; the gateway closes the upstream and settles
+    deadline = time.monotonic() + 10
+    row = None
+    while row is None and time.monotonic() < deadline:
+        gateway.spend()
+        row = sqlite3.connect(gateway.workdir / "costgate.db").execute(
+            "SELECT completion_tokens, cost_pusd FROM ledger WHERE request_id = ?", (request_id,)).fetchone()
+    assert row is not None
+    completion_tokens, cost = row
+    assert 0 < completion_tokens < 31 and cost > 0
