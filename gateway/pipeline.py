@@ -33,12 +33,15 @@ class Settles(Protocol):
 def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     from gateway.stages import authenticate, record, route, tag
+    from gateway.stages import budget, ratelimit
     from gateway.stages.priority import Prioritize
 
     return [
         record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last
         authenticate.Authenticate(gateway.keys, gateway.targets),
         tag.Tag(),
+        ratelimit.RateLimit(gateway.spend, gateway.deployments),  # names the limits; counted below
+        budget.ReserveBudget(gateway.spend, gateway.targets),  # limits + worst-case hold, one store call
         Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         route.Route(gateway.targets),
     ]

@@ -1,0 +1,229 @@
+"""`SpendControl`: budgets, plans, rate limits and alerts, built once per app.
+
+It ties the pure policies (policies/budgets.py, ratelimit.py, plans.py, alerts.py) to the
+counter store (in-process or Redis), the budget table and the ledger: which budgets apply to a
+request, admitting it (seeding counters from the ledger when they do not exist), settling it,
+raising alerts, and the admin view of every budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+import httpx
+from prometheus_client import CollectorRegistry
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.alerting import WebhookNotifier
+from gateway.budget_metrics import BudgetMetrics
+from gateway.context import Principal
+from gateway.limits_config import TeamLimits
+from gateway.settings import Settings
+from gateway.storage.budgets import BudgetTable, ledger_spend
+from gateway.storage.counters import (Admission, BudgetCheck, BudgetStore, CounterState, InProcessStore,
+                                      Outcome, RateAdjustment, Settlement, StoreUnavailable, Verdict)
+from gateway.storage.db import from_pico, to_pico
+from gateway.storage.ledger import LedgerWriter
+from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
+from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
+from policies.plans import Plan, plans_with
+from policies.pricing import format_usd
+
+log = logging.getLogger("costgate.budgets")
+
+COUNTER_GRACE_S = 2 * 86_400  # a period's counter outlives the period, for late settles and reports
+HOUR_TTL_S = 7_200
+
+
+def build_store(settings: Settings) -> BudgetStore:
+    backend = settings.budgets.backend
+    if backend == "auto":
+        backend = "redis" if settings.redis_url else "memory"
+    if backend == "memory":
+        return InProcessStore()
+    if not settings.redis_url:
+        raise ValueError("budgets.backend is redis but no redis_url is configured")
+    from gateway.storage.redis_counters import RedisStore
+
+    return RedisStore(settings.redis_url, settings.budgets.redis_prefix, settings.budgets.redis_timeout_s)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetView:
+    budget: Budget
+    window: Window
+    state: CounterState
+    alerts: dict[str, float]
+
+
+class SpendControl:
+    def __init__(self, settings: Settings, engine: AsyncEngine, ledger: LedgerWriter,
+                 registry: CollectorRegistry, clock: Clock = time.time,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.config = settings.budgets
+        self.clock = clock
+        self.store = build_store(settings)
+        self.table = BudgetTable(engine, settings.budgets.refresh_s)
+        self.engine = engine
+        self.ledger = ledger
+        self.plans = plans_with({name: p.overrides() for name, p in settings.plans.items()})
+        self.limits = settings.rate_limits
+        self.alert_config = settings.alerts
+        self.metrics = BudgetMetrics(registry)
+        a = settings.alerts
+        self.notifier = None if not a.webhook_url else WebhookNotifier(
+            a.webhook_url, self.metrics, a.retries, a.backoff_s, a.timeout_s, transport)
+        self._seed_lock = asyncio.Lock()
+        self._claimed: set[tuple[str, str]] = set()  # alerts this process knows are claimed
+        self._last_outage_log = 0.0
+
+    async def start(self) -> None:
+        if self.notifier is not None:
+            self.notifier.start()
+
+    async def stop(self) -> None:
+        if self.notifier is not None:
+            await self.notifier.close()
+        await self.store.close()
+
+    # who pays
+    def plan(self, name: str) -> Plan:
+        return self.plans.get(name) or Plan(name)
+
+    def team_limits(self, principal: Principal) -> TeamLimits:
+        teams = self.limits.teams
+        return teams.get(principal.team_id) or teams.get(principal.team_name) or self.limits.team
+
+    async def budgets_for(self, principal: Principal, user: str | None, tags: Sequence[str]) -> list[Budget]:
+        who = Subjects(principal.team_id, principal.key_id, user, tuple(tags))
+        found = applicable(await self.table.current(), who)
+        cap = self.plan(principal.plan).dollar_cap
+        if cap is not None:
+            found.append(Budget(Scope.KEY, principal.key_id, Period.TOTAL, to_pico(Decimal(cap)), ()))
+        return found
+
+    # admit and settle
+    async def admit(self, admission: Admission, budgets: Sequence[Budget]) -> Verdict:
+        for _attempt in range(3):
+            verdict = await self.store.admit(admission)
+            if verdict.outcome is not Outcome.UNINITIALIZED:
+                return verdict
+            await self.seed(verdict.missing, budgets, admission.now)
+        raise StoreUnavailable("budget counters could not be seeded")
+
+    async def seed(self, missing: Sequence[str], budgets: Sequence[Budget], now: float) -> None:
+        """Start missing counters from what the ledger says was spent in their period."""
+        by_counter = {b.counter(now): b for b in budgets}
+        async with self._seed_lock:
+            await self.ledger.flush()  # this replica's queued rows count too
+            seeds: dict[str, tuple[int, int | None]] = {}
+            for counter in missing:
+                b = by_counter[counter]
+                w = window(b.period, now)
+                spent = await ledger_spend(self.engine, b.scope, b.subject, w)
+                seeds[counter] = (spent, None if w.end is None else int(w.end - now) + COUNTER_GRACE_S)
+            await self.store.initialize(seeds)
+
+    def outage(self, op: str, err: Exception) -> None:
+        """Log (at most every 10 s) and count a store failure."""
+        self.metrics.store_errors.labels(op, self.config.on_store_error).inc()
+        now = time.monotonic()
+        if now - self._last_outage_log >= 10:
+            self._last_outage_log = now
+            log.error("budget store failed during %s (failing %s): %s", op, self.config.on_store_error, err)
+
+    async def settle(self, hold: Hold, cost_pusd: int, rates: Sequence[RateAdjustment],
+                     principal: Principal) -> None:
+        hour = hour_key(hold.now)
+        spend = ((f"spend:team:{principal.team_id}:{hour}", HOUR_TTL_S), (f"spend:all:{hour}", HOUR_TTL_S))
+        counters = tuple(b.counter(hold.now) for b in hold.budgets)
+        try:
+            spent = await self.store.settle(Settlement(hold.id, hold.now, cost_pusd, counters, spend, tuple(rates)))
+            if cost_pusd:
+                await self._raise_alerts(hold, spent, principal)
+        except StoreUnavailable as err:
+            # The hold is reclaimed at its deadline; this cost is missing from the counters
+            # until they are next seeded from the ledger (see docs/budgets.md).
+            self.outage("settle", err)
+
+    async def _raise_alerts(self, hold: Hold, spent: list[int], principal: Principal) -> None:
+        now = hold.now
+        for b, total in zip(hold.budgets, spent):
+            for t in reached(total, b.amount_pusd, b.alert_at):
+                w = window(b.period, now)
+                alert = Alert(AlertKind.BUDGET_THRESHOLD, f"{b.scope.value}:{b.subject}", b.period.value, w.key, t,
+                              format_usd(from_pico(b.amount_pusd)), format_usd(from_pico(total)), self.clock(), b.id)
+                ttl = None if w.end is None else int(w.end - now) + COUNTER_GRACE_S
+                if await self._claim(b.counter(now), str(t), ttl, alert):
+                    self.metrics.alert_state.labels(b.id or "plan-cap", alert.subject).set(t)
+        team_rate, all_rate = spent[len(hold.budgets):]
+        limits = ((f"team:{principal.team_id}", team_rate, self.alert_config.spend_rate_per_hour_usd),
+                  ("all", all_rate, self.alert_config.total_spend_rate_per_hour_usd))
+        for subject, total, limit in limits:
+            limit_pusd = None if limit is None else to_pico(Decimal(limit))
+            if over_rate(total, limit_pusd):
+                alert = Alert(AlertKind.SPEND_RATE, subject, "hourly", hour_key(now), None,
+                              format_usd(Decimal(limit or 0)), format_usd(from_pico(total)), self.clock())
+                await self._claim(f"rate:{subject}:{hour_key(now)}", "rate", HOUR_TTL_S, alert)
+
+    async def _claim(self, counter: str, label: str, ttl: int | None, alert: Alert) -> bool:
+        """Send `alert` if no replica has claimed it yet (once per counter, i.e. per period)."""
+        memo = (counter, label)
+        if memo in self._claimed:
+            return False
+        if len(self._claimed) > 100_000:
+            self._claimed.clear()  # the store still deduplicates; the memo only saves round trips
+        new = await self.store.claim_alert(counter, label, alert.at, ttl)
+        self._claimed.add(memo)
+        if new:
+            self.metrics.alerts.labels(alert.kind.value, alert.subject, str(alert.threshold or "")).inc()
+            log.warning("alert %s %s %s: spent $%s of $%s", alert.kind.value, alert.subject,
+                        alert.threshold if alert.threshold is not None else "hourly", alert.spent_usd,
+                        alert.amount_usd)
+            if self.notifier is not None:
+                self.notifier.send(alert)
+        return new
+
+    # the admin view
+    async def view(self, budgets: Sequence[Budget]) -> list[BudgetView]:
+        """Each budget's spend and holds in its current period (seeded from the ledger if new)."""
+        now = self.clock()
+        reclaimed = await self.store.reclaim(now)
+        if reclaimed:
+            self.metrics.reclaimed.inc(reclaimed)
+        counters = [b.counter(now) for b in budgets]
+        states = await self.store.read(counters)
+        missing = [c for c, s in zip(counters, states) if not s.initialized]
+        if missing:
+            await self.seed(missing, budgets, now)
+            states = await self.store.read(counters)
+        return [BudgetView(b, window(b.period, now), s, await self.store.alert_state(c))
+                for b, c, s in zip(budgets, counters, states)]
+
+    async def rate_view(self, subjects: Sequence[str]) -> list[dict[str, object]]:
+        """The current hour's spend and spend-rate alert for each subject (`all`, `team:<id>`)."""
+        now = self.clock()
+        hour = hour_key(now)
+        states = await self.store.read([f"spend:{s}:{hour}" for s in subjects])
+        out = []
+        for subject, state in zip(subjects, states):
+            limit = (self.alert_config.total_spend_rate_per_hour_usd if subject == "all"
+                     else self.alert_config.spend_rate_per_hour_usd)
+            fired = await self.store.alert_state(f"rate:{subject}:{hour}")
+            out.append({"subject": subject, "hour": hour, "spent_usd": format_usd(from_pico(state.spent_pusd)),
+                        "limit_per_hour_usd": None if limit is None else format_usd(Decimal(limit)),
+                        "alerted_at": fired.get("rate")})
+        return out
+
+
+def budget_checks(budgets: Sequence[Budget], now: float) -> tuple[BudgetCheck, ...]:
+    out = []
+    for b in budgets:
+        end = window(b.period, now).end
+        out.append(BudgetCheck(b.counter(now), b.amount_pusd, None if end is None else int(end - now) + COUNTER_GRACE_S))
+    return tuple(out)

@@ -1,0 +1,83 @@
+"""Stage: reserve the request's worst-case cost against every budget that applies, before any
+upstream call; settle to the true cost afterwards.
+
+The worst case comes from the route target (`worst_case_cost`: prompt tokens x input price +
+max output tokens x output price). One store call checks the rate limits the rate-limit stage
+named and every budget, and holds the worst case against all of them, or nothing (402
+`budget_exceeded`, 429 with retry-after). `settle` commits `ctx.cost` — the sum of the real
+upstream calls, the same number the ledger row and the `x-costgate-cost-usd` header carry — and
+releases the rest; a failed request commits what it was charged (usually nothing) and releases
+everything. When the store is unreachable the stage fails closed (503) or open, per config.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+
+from starlette.responses import Response
+
+from gateway.context import RequestContext
+from gateway.errors import BudgetExceeded, RateLimited, Unavailable
+from gateway.spend_control import SpendControl, budget_checks
+from gateway.stages.route import RouteTarget
+from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
+from gateway.storage.db import from_pico, to_pico
+from policies.budgets import Hold, Scope, distinct_by_counter
+from policies.pricing import format_usd
+from policies.ratelimit import Limit
+
+
+class ReserveBudget:
+    def __init__(self, control: SpendControl, targets: Mapping[str, RouteTarget]) -> None:
+        self.control = control
+        self.targets = targets
+
+    async def __call__(self, ctx: RequestContext) -> Response | None:
+        principal = ctx.principal
+        assert principal is not None, "authenticate runs first"
+        now = ctx.created_at  # the ledger row's time too: counters and ledger agree on the period
+        budgets = distinct_by_counter(await self.control.budgets_for(principal, ctx.user, ctx.tags), now)
+        if not budgets and not ctx.rate_checks:
+            return None
+        want = to_pico(self.targets[ctx.requested_model].worst_case_cost(ctx)) if budgets else 0
+        hold = Hold("h" + secrets.token_hex(10), now, tuple(budgets), want)
+        admission = Admission(hold.id, now, now + self.control.config.reservation_timeout_s, want,
+                              ctx.rate_checks, budget_checks(budgets, now))
+        try:
+            verdict = await self.control.admit(admission, budgets)
+        except StoreUnavailable as err:
+            self.control.outage("admit", err)
+            if self.control.config.on_store_error == "closed":
+                raise Unavailable("budgets cannot be checked right now; try again shortly",
+                                  code="budget_store_unavailable", retry_after=1) from None
+            ctx.reservation = Hold(hold.id, now, hold.budgets, want, held=False)
+            return None
+        if verdict.outcome is Outcome.RATE_LIMITED:
+            check = ctx.rate_checks[verdict.failed or 0]
+            self.control.metrics.refused.labels(check.limit.value, check.subject.split(":")[0]).inc()
+            raise RateLimited(f"rate limit reached: {check.maximum} {_unit(check.limit)} for this "
+                              f"{check.subject.split(':')[0]}", retry_after=verdict.retry_after_s)
+        if verdict.outcome is Outcome.OVER_BUDGET:
+            b = budgets[verdict.failed or 0]
+            self.control.metrics.refused.labels("budget", b.scope.value).inc()
+            who = principal.team_name if b.scope is Scope.TEAM else b.subject
+            raise BudgetExceeded(f"the {b.period.value} budget of ${format_usd(from_pico(b.amount_pusd))} for "
+                                 f"{b.scope.value} {who!r} cannot cover this request (worst case "
+                                 f"${format_usd(from_pico(want))})")
+        ctx.reservation = hold
+        return None
+
+    async def settle(self, ctx: RequestContext) -> None:
+        hold = ctx.reservation
+        if hold is None or ctx.principal is None:
+            return
+        actual = ctx.usage.total_tokens  # counted as the prompt estimate at admission
+        adjustments = [RateAdjustment(c.counter(hold.now), actual - c.amount, 2 * c.limit.window_s + 60)
+                       for c in ctx.rate_checks if c.limit is not Limit.REQUESTS_PER_MINUTE]
+        await self.control.settle(hold, to_pico(ctx.cost), adjustments, ctx.principal)
+
+
+def _unit(limit: Limit) -> str:
+    return {Limit.REQUESTS_PER_MINUTE: "requests per minute", Limit.TOKENS_PER_MINUTE: "tokens per minute",
+            Limit.TOKENS_PER_DAY: "tokens per day"}[limit]

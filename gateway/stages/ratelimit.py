@@ -1,0 +1,51 @@
+"""Stage: the key's plan and its rate limits.
+
+Plan rules that need no counter are enforced here: the plan's model allowlist (free keys: cheap
+models only) and the tarpit delay. The counted limits — requests and tokens per minute per key
+and team, the plan's daily token quota — are only *named* here (`ctx.rate_checks`): the budget
+stage checks and counts them together with its reservation, in one store call (one Redis round
+trip), so a request refused for its budget is not counted against its rate limits either.
+Tokens are counted at admission as an estimate of the prompt's tokens and corrected to the true total at settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from starlette.responses import Response
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import PermissionDenied
+from gateway.spend_control import SpendControl
+from policies.ratelimit import Limit, RateCheck, estimate_tokens
+
+
+class RateLimit:
+    def __init__(self, control: SpendControl, deployments: Mapping[str, Deployment]) -> None:
+        self.control = control
+        self.deployments = deployments
+
+    async def __call__(self, ctx: RequestContext) -> Response | None:
+        principal = ctx.principal
+        assert principal is not None, "authenticate runs first"
+        plan = self.control.plan(principal.plan)
+        model = ctx.requested_model
+        dep = self.deployments.get(model)
+        if not plan.allows_model(model, dep.price if dep is not None else None):
+            self.control.metrics.refused.labels("plan_model", "key").inc()
+            raise PermissionDenied(f"the {plan.name} plan may not use the model {model!r}", param="model")
+        tokens = estimate_tokens(ctx.body)
+        key, team = f"key:{principal.key_id}", f"team:{principal.team_id}"
+        team_limits = self.control.team_limits(principal)
+        wanted = ((Limit.REQUESTS_PER_MINUTE, key, plan.requests_per_minute, 1),
+                  (Limit.TOKENS_PER_MINUTE, key, plan.tokens_per_minute, tokens),
+                  (Limit.TOKENS_PER_DAY, key, plan.tokens_per_day, tokens),
+                  (Limit.REQUESTS_PER_MINUTE, team, team_limits.requests_per_minute, 1),
+                  (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute, tokens))
+        ctx.rate_checks = tuple(RateCheck(limit, subject, maximum, amount)
+                                for limit, subject, maximum, amount in wanted if maximum is not None)
+        if plan.tarpit_s and ctx.endpoint is not Endpoint.EMBEDDINGS:
+            await asyncio.sleep(plan.tarpit_s)
+        return None
