@@ -52,9 +52,9 @@ def budget_rows(body: Any, team_names: Mapping[str, str]) -> list[BudgetRow]:
     rows = []
     for e in entries if isinstance(entries, list) else []:
         limit, spent, reserved = _money(e, ("amount_usd",)), _money(e, SPENT), _money(e, RESERVED)
-        subject = str(e.get("id") or e.get("subject") or "")
+        subject = str(e.get("subject") or "")  # a team's or key's id, a user, a tag ("id" is the budget's own)
         if e.get("scope") == "team":
-            subject = str(e.get("team") or team_names.get(subject, subject))
+            subject = str(e.get("team_name") or team_names.get(subject, subject))
         bar = meter([("spent", spent, "spent"), ("reserved", reserved, "reserved")], limit)
         rows.append(BudgetRow(str(e.get("scope", "")), subject, str(e.get("period", "")), limit, spent, reserved,
                               bar))

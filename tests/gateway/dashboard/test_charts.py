@@ -49,8 +49,8 @@ def test_meter_lays_spent_then_reserved_and_clamps_at_the_limit() -> None:
 
 def test_budget_rows_name_teams_and_order_by_use() -> None:
     body = {"data": [
-        {"scope": "team", "id": "team_1", "amount_usd": "10", "period": "monthly", "spent_usd": "2", "reserved_usd": "0"},
-        {"scope": "user", "id": "bob", "amount_usd": "1", "period": "daily", "spent_usd": "0.9", "reserved_usd": "0.2"},
+        {"scope": "team", "id": "bdg_1", "subject": "team_1", "amount_usd": "10", "period": "monthly", "spent_usd": "2", "reserved_usd": "0"},
+        {"scope": "user", "id": "bdg_2", "subject": "bob", "amount_usd": "1", "period": "daily", "spent_usd": "0.9", "reserved_usd": "0.2"},
     ]}
     rows = budget_rows(body, {"team_1": "search"})
     assert [(r.subject, r.level) for r in rows] == [("bob", "over"), ("search", "ok")]
