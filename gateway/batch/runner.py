@@ -1,0 +1,241 @@
+"""The batch worker: runs every unfinished batch's remaining lines through the gateway pipeline.
+
+Each line becomes a RequestContext like a synchronous request's — authenticated (from the
+batch's key id, checked live), tagged `lane:batch` with the batch id as its trace id, in the
+BATCH priority class, charged at `1 - discount` of list price — and goes through
+`pipeline.handle`: budgets, caches, routing and the ledger row all apply.
+
+Resuming: a line's result is stored as soon as it is known; after a restart (or when another
+gateway replica takes over an expired lease) only lines without a result run. A crash between
+a line's answer and its stored result runs that line again: its upstream call may repeat, but
+the output file holds it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections import deque
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.responses import Response, StreamingResponse
+
+from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
+from gateway.context import RequestContext
+from gateway.errors import GatewayError, error_body
+from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
+from gateway.storage.db import to_pico
+from gateway.storage.files import FileStore
+from gateway.wire import validate_body
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("costgate.batch")
+
+TRANSIENT = frozenset({429, 500, 502, 503, 504})
+LANE_TAG = "lane:batch"
+
+
+def output_line(row: ResultRow) -> bytes:
+    """OpenAI's output/error file line for one request."""
+    return orjson.dumps({"id": "batch_req_" + row.request_id.removeprefix("req_"), "custom_id": row.custom_id,
+                         "response": {"status_code": row.status_code, "request_id": row.request_id,
+                                      "body": orjson.loads(row.body)},
+                         "error": None}) + b"\n"
+
+
+async def _body_of(response: Response) -> bytes:
+    if isinstance(response, StreamingResponse):
+        return b"".join([c if isinstance(c, bytes) else c.encode() async for c in response.body_iterator])
+    return bytes(response.body)
+
+
+class BatchRunner:
+    """Claims unfinished batches (a lease per batch) and runs each in its own task."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.config = gateway.settings.batch
+        self.store = BatchStore(gateway.engine)
+        self.files = FileStore(gateway.engine, gateway.settings.data_dir)
+        self.owner = "gw_" + secrets.token_hex(8)
+        self.price_factor = Decimal(1) - self.config.discount
+        self._jobs: dict[str, asyncio.Task[None]] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="batch-runner")
+
+    def wake(self) -> None:
+        """A batch was created or cancelled: look now rather than at the next poll."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        tasks = [t for t in (self._task, *self._jobs.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for batch_id in list(self._jobs):
+            try:
+                await self.store.release(batch_id, self.owner)  # another replica may go on at once
+            except SQLAlchemyError as err:
+                log.warning("could not release the lease of %s: %s", batch_id, err)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                for batch_id in await self.store.claim(self.owner, self.config.lease_s, set(self._jobs)):
+                    task = asyncio.create_task(self._run_batch(batch_id), name=f"batch-{batch_id}")
+                    self._jobs[batch_id] = task
+            except SQLAlchemyError as err:
+                log.warning("batch claim failed: %s", err)
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.config.poll_interval_s)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def _run_batch(self, batch_id: str) -> None:
+        try:
+            await BatchJob(self, await self.store.get(batch_id)).run()
+            await self.store.release(batch_id, self.owner)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 — logged; the lease lapses and the batch is tried again
+            log.exception("batch %s stopped; it will be resumed", batch_id)
+        finally:
+            self._jobs.pop(batch_id, None)
+
+
+class BatchJob:
+    """One run over one batch's remaining lines, then its output files."""
+
+    def __init__(self, runner: BatchRunner, batch: BatchRecord) -> None:
+        self.runner = runner
+        self.batch = batch
+        self.store = runner.store
+        self.config = runner.config
+        self.stop_as: str | None = None  # "cancelled" | "expired": take no more lines
+
+    async def run(self) -> None:
+        if self.batch.status == "cancelling":
+            return await self.finalize("cancelled")
+        if self.batch.status == "in_progress":
+            lines = await self._lines()
+            if lines is None:
+                return
+            done = await self.store.done_lines(self.batch.id)
+            todo = deque(line for line in lines if line.line not in done)
+            keeper = asyncio.create_task(self._keep_lease())
+            try:
+                await asyncio.gather(*(self._work(todo) for _ in range(self.config.concurrency)))
+            finally:
+                keeper.cancel()
+            if self.stop_as is None:
+                await self.store.set_status(self.batch.id, "finalizing", only_from=("in_progress",))
+        await self.finalize(self.stop_as or "completed")
+
+    async def _lines(self) -> list[BatchLine] | None:
+        path = self.runner.files.path(self.batch.input_file_id)
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except FileNotFoundError:
+            errors = [{"code": "missing_input_file", "message": "the input file is gone", "line": None,
+                       "param": "input_file_id"}]
+            await self.store.set_status(self.batch.id, "failed", errors=orjson.dumps(errors).decode())
+            return None
+        lines, _ = parse_input(data, self.batch.endpoint, self.config.max_lines)
+        return lines
+
+    async def _keep_lease(self) -> None:
+        """Renew the lease; notice a cancel or the end of the completion window."""
+        while True:
+            await asyncio.sleep(min(self.config.lease_s / 3, self.config.poll_interval_s))
+            if not await self.store.renew(self.batch.id, self.runner.owner, self.config.lease_s):
+                self.stop_as = self.stop_as or "lost"
+                return
+            status = (await self.store.get(self.batch.id)).status
+            if status == "cancelling":
+                self.stop_as = "cancelled"
+            elif time.time() >= self.batch.expires_at:
+                self.stop_as = "expired"
+
+    async def _work(self, todo: deque[BatchLine]) -> None:
+        while todo and self.stop_as is None:
+            line = todo.popleft()
+            row = await self._run_line(line)
+            if row is not None:
+                await self.store.add_result(self.batch.id, row)
+
+    async def _run_line(self, line: BatchLine) -> ResultRow | None:
+        """The line's answer; transient failures (429, 5xx) are tried again, and a busy batch
+        lane is waited out for as long as the batch runs. None when the batch stopped first."""
+        attempt = 0
+        while True:
+            row = await self._answer(line)
+            if row.status_code not in TRANSIENT:
+                return row
+            busy = '"batch_lane_busy"' in row.body
+            attempt += 0 if busy else 1
+            if attempt >= self.config.max_attempts:
+                return row
+            if self.stop_as is not None:
+                return None
+            await asyncio.sleep(min(2.0 ** attempt * 0.25, 10.0))
+
+    async def _answer(self, line: BatchLine) -> ResultRow:
+        request_id = "req_" + secrets.token_hex(12)
+        endpoint = ENDPOINTS[self.batch.endpoint]
+        body = {k: v for k, v in line.body.items() if k not in ("stream", "stream_options")}
+        try:
+            validate_body(endpoint, body)
+            principal = await self.runner.gateway.keys.principal_for_id(self.batch.key_id)
+        except GatewayError as err:
+            return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())
+        headers = {"x-costgate-priority": "batch", "x-costgate-tags": LANE_TAG,
+                   "x-costgate-trace-id": self.batch.id}
+        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=None, headers=headers,
+                             principal=principal, price_factor=self.runner.price_factor)
+        response = await self.runner.gateway.pipeline.handle(ctx)
+        raw = await _body_of(response)
+        u = ctx.usage
+        return ResultRow(line.line, line.custom_id, request_id, response.status_code, raw.decode(),
+                         u.prompt_tokens, u.completion_tokens, u.cached_tokens, to_pico(ctx.cost))
+
+    async def finalize(self, final: str) -> None:
+        """Write the output and error files (idempotent: their ids derive from the batch's),
+        then move the batch to its final status."""
+        if final == "lost":
+            return  # another replica holds the batch now
+        results = await self.store.results(self.batch.id)
+        suffix = self.batch.id.removeprefix("batch_")
+        output = await self._write(f"file-{suffix}-output", [r for r in results if r.ok])
+        errors = await self._write(f"file-{suffix}-errors", [r for r in results if not r.ok])
+        await self.store.set_status(self.batch.id, final, only_from=("in_progress", "finalizing", "cancelling"),
+                                    output_file_id=output, error_file_id=errors)
+
+    async def _write(self, file_id: str, rows: list[ResultRow]) -> str | None:
+        if not rows:
+            return None
+        files = self.runner.files
+        try:
+            await files.get(file_id, self.batch.team_id)
+            return file_id  # written by an earlier run that stopped before the status changed
+        except GatewayError:
+            pass
+
+        async def chunks() -> Any:
+            for row in rows:
+                yield output_line(row)
+
+        name = f"{self.batch.id}_{'output' if file_id.endswith('output') else 'error'}.jsonl"
+        await files.save(chunks(), team_id=self.batch.team_id, key_id=self.batch.key_id, filename=name,
+                         purpose="batch_output", limit=1 << 62, file_id=file_id)
+        return file_id
