@@ -16,11 +16,13 @@ from sqlalchemy import text
 from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
+from gateway.batch.runner import BatchRunner
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment, build_deployments
 from gateway.errors import GatewayError, InvalidRequest, error_response
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, build_stages
+from gateway.routes import batch as batch_routes
 from gateway.routes import admin, admin_budgets, openai
 from gateway.dashboard.router import install as install_dashboard
 from gateway.settings import Settings
@@ -65,13 +67,16 @@ class Gateway:
             name: DirectTarget(dep, self.deployments, self.metrics) for name, dep in self.deployments.items()}
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(self))
+        self.batch_lane = BatchRunner(self)  # /v1/files and /v1/batches: the batch lane's worker
 
     async def start(self) -> None:
         await create_tables(self.engine)
         self.ledger.start()
+        self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()
 
     async def stop(self) -> None:
+        await self.batch_lane.stop()  # first: its lines still write ledger rows
         await self.spend.stop()
         await self.ledger.close()
         for dep in self.deployments.values():
@@ -107,6 +112,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.state.gateway = gateway
     app.include_router(openai.router)
     app.include_router(admin.router)
+    app.include_router(batch_routes.router)
     app.include_router(admin_budgets.router)
     install_dashboard(app)  # /admin/ui: its own session auth, not the admin bearer key
     _add_health_routes(app, gateway)
