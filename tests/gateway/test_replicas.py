@@ -4,6 +4,7 @@ call goes to, vLLM's priority field, the batch lane's admission, failover."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -188,3 +189,41 @@ async def test_stream_holds_its_weight_until_closed() -> None:
     await stream.aclose()  # closing again releases nothing twice
     assert rs.book.load(*Priority) == 0
     await rs.aclose()
+
+
+# End to end: two fake upstream processes as the replicas of one model, one killed mid-run.
+
+def test_no_request_is_lost_when_a_replica_dies(tmp_path_factory: pytest.TempPathFactory,
+                                                fake_upstream: Any) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support import FakeUpstream, GatewayProcess, model
+
+    logs = tmp_path_factory.mktemp("replicas")
+    first, second = FakeUpstream(logs), fake_upstream  # the session's fake is the survivor
+    before = second.stats().get("slow", 0)
+    config = {"models": [model("pool", "slow", first.url, replicas=[second.url], timeout_s=30,
+                               admission={"cooldown_s": 60})]}
+    gw = GatewayProcess(config, logs / "gw")
+    try:
+        client = gw.client(gw.new_key("replica-team"))
+
+        def ask(i: int) -> str:
+            completion = client.chat.completions.create(
+                model="pool", messages=[{"role": "user", "content": f"question {i}"}])
+            return completion.choices[0].message.content or ""
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = [pool.submit(ask, i) for i in range(8)]
+            deadline = time.monotonic() + 10
+            while first.stats().get("slow", 0) < 4 or second.stats().get("slow", 0) - before < 4:
+                assert time.monotonic() < deadline, (first.stats(), second.stats())
+                time.sleep(0.02)  # both replicas hold 4 requests (fewest outstanding tokens)
+            first.proc.kill()  # the replica dies with 4 requests in flight
+            results = [a.result(timeout=30) for a in answers]
+        assert sorted(results) == sorted(f"echo: question {i}" for i in range(8))  # none lost
+        assert second.stats()["slow"] - before == 8  # its own 4 and the dead replica's 4
+        assert ask(99) == "echo: question 99" and second.stats()["slow"] - before == 9  # the dead one is skipped
+    finally:
+        gw.stop()
+        first.stop()
