@@ -1,0 +1,197 @@
+"""The Redis backend, for many gateway replicas.
+
+The Redis 7 here has no search module, so Redis cannot find a nearest vector itself. Design:
+Redis holds the truth — each entry as a hash (its JSON and its float32 vector) that expires
+with the entry's TTL, a per-team set (for purges) and a sorted set of keep scores (for the size
+limit) — and every change is appended to a stream. Each replica keeps only the vectors in a
+local `VectorIndex` (~1.5 KB an entry), filled from Redis at start and kept in step by tailing
+the stream; a lookup searches locally, then fetches the candidate entries from Redis in one
+round trip, so a replica never serves an entry that has expired or been purged, even if its
+index has not caught up. (With RediSearch available, its vector index would replace the mirror.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import numpy as np
+import redis.asyncio as redis
+from redis.exceptions import RedisError
+
+from policies.semantic_cache.embedder import DIM
+from policies.semantic_cache.index import VectorIndex
+from policies.semantic_cache.store import EVICT_FRACTION, Entry, keep_score
+
+log = logging.getLogger("costgate.cache")
+STREAM_MAXLEN = 200_000
+
+
+class RedisStore:
+    def __init__(self, url: str, prefix: str, max_entries: int) -> None:
+        self.redis = redis.Redis.from_url(url)
+        self.prefix = prefix
+        self.max_entries = max_entries
+        self.indexes: dict[str, VectorIndex] = {}
+        self._cursor = "0-0"
+        self._tail: asyncio.Task[None] | None = None
+
+    def _k(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    async def start(self) -> None:
+        last = await self.redis.xrevrange(self._k("events"), count=1)
+        self._cursor = last[0][0].decode() if last else "0-0"
+        cursor = 0
+        while True:  # the entries present now; the stream brings whatever changes after
+            cursor, keys = await self.redis.scan(cursor, match=self._k("e", "*"), count=1000)
+            if keys:
+                await self._index_keys([k.decode().rsplit(":", 1)[1] for k in keys])
+            if cursor == 0:
+                break
+        self._tail = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        if self._tail is not None:
+            self._tail.cancel()
+        await self.redis.aclose()
+
+    async def _index_keys(self, keys: list[str]) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(self._k("e", key), "ns", "vec")
+        for key, (ns, vec) in zip(keys, await pipe.execute()):
+            if ns is not None and vec:
+                self._index_add(ns.decode(), key, np.frombuffer(vec, dtype=np.float32))
+
+    def _index_add(self, namespace: str, key: str, vector: np.ndarray) -> None:
+        self.indexes.setdefault(namespace, VectorIndex(DIM)).add(key, vector)
+
+    def _index_remove(self, namespace: str, key: str) -> None:
+        index = self.indexes.get(namespace)
+        if index is not None and index.remove(key) and not len(index):
+            del self.indexes[namespace]
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                replies = await self.redis.xread({self._k("events"): self._cursor}, block=1000, count=1000)
+            except RedisError as err:
+                log.warning("cache event stream: %s; retrying", err)
+                await asyncio.sleep(1)
+                continue
+            for _, events in replies or ():
+                added = []
+                for event_id, fields in events:
+                    self._cursor = event_id.decode()
+                    op, key, ns = (fields[b"op"].decode(), fields[b"key"].decode(), fields[b"ns"].decode())
+                    if op == "add":
+                        added.append(key)
+                    else:
+                        self._index_remove(ns, key)
+                if added:
+                    await self._index_keys(added)
+
+    async def get(self, key: str, now: float) -> Entry | None:
+        raw = await self.redis.hget(self._k("e", key), "entry")
+        entry = None if raw is None else Entry.from_json(json.loads(raw))
+        return entry if entry is not None and entry.expires_at > now else None
+
+    async def nearest(self, namespace: str, vector: np.ndarray, now: float, k: int = 1) -> list[tuple[Entry, float]]:
+        index = self.indexes.get(namespace)
+        if index is None:
+            return []
+        found = index.search(vector, k)
+        pipe = self.redis.pipeline(transaction=False)
+        for key, _ in found:
+            pipe.hget(self._k("e", key), "entry")
+        out = []
+        for (key, score), raw in zip(found, await pipe.execute()):
+            entry = None if raw is None else Entry.from_json(json.loads(raw))
+            if entry is None or entry.expires_at <= now:
+                self._index_remove(namespace, key)  # expired in Redis: drop it here too
+                continue
+            out.append((entry, score))
+        return out
+
+    async def put(self, entry: Entry, vector: np.ndarray | None) -> None:
+        fields = {"entry": json.dumps(entry.to_json()), "ns": entry.namespace, "team": entry.team_id}
+        if vector is not None:
+            fields["vec"] = np.asarray(vector, dtype=np.float32).tobytes()
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hset(self._k("e", entry.key), mapping=fields)
+        pipe.pexpireat(self._k("e", entry.key), int(entry.expires_at * 1000))
+        pipe.sadd(self._k("team", entry.team_id), entry.key)
+        pipe.zadd(self._k("keep"), {entry.key: keep_score(entry.last_used or entry.created_at, entry.hits)})
+        pipe.xadd(self._k("events"), {"op": "add", "key": entry.key, "ns": entry.namespace},
+                  maxlen=STREAM_MAXLEN, approximate=True)
+        pipe.zcard(self._k("keep"))
+        size = (await pipe.execute())[-1]
+        if vector is not None:
+            self._index_add(entry.namespace, entry.key, np.asarray(vector, dtype=np.float32))
+        if size > self.max_entries:
+            await self._evict(max(size - self.max_entries, int(self.max_entries * EVICT_FRACTION), 1))
+
+    async def record_hit(self, entry: Entry, now: float) -> None:
+        entry.hits += 1
+        entry.last_used = now
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hset(self._k("e", entry.key), "entry", json.dumps(entry.to_json()))
+        pipe.zadd(self._k("keep"), {entry.key: keep_score(now, entry.hits)}, xx=True)
+        await pipe.execute()
+
+    async def _delete(self, keys: list[str]) -> int:
+        if not keys:
+            return 0
+        pipe = self.redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(self._k("e", key), "ns", "team")
+        found = await pipe.execute()
+        pipe = self.redis.pipeline(transaction=True)
+        removed = 0
+        for key, (ns, team) in zip(keys, found):
+            pipe.delete(self._k("e", key))
+            pipe.zrem(self._k("keep"), key)
+            if team is not None:
+                pipe.srem(self._k("team", team.decode()), key)
+            if ns is not None:
+                removed += 1
+                pipe.xadd(self._k("events"), {"op": "del", "key": key, "ns": ns.decode()},
+                          maxlen=STREAM_MAXLEN, approximate=True)
+                self._index_remove(ns.decode(), key)
+        await pipe.execute()
+        return removed
+
+    async def _evict(self, n: int) -> None:
+        doomed = await self.redis.zpopmin(self._k("keep"), n)
+        await self._delete([k.decode() for k, _ in doomed])
+
+    async def purge(self, team_id: str | None) -> int:
+        if team_id is None:
+            teams = [k.decode() async for k in self.redis.scan_iter(match=self._k("team", "*"))]
+        else:
+            teams = [self._k("team", team_id)]
+        removed = 0
+        for team_key in teams:
+            members = [m.decode() for m in await self.redis.smembers(team_key)]
+            removed += await self._delete(members)
+            await self.redis.delete(team_key)
+        return removed
+
+    async def count(self) -> int:
+        return int(await self.redis.zcard(self._k("keep")))
+
+    async def wait_synced(self, timeout: float = 5.0) -> None:
+        """Until this replica's index has read every event written so far (tests, benchmarks)."""
+        last = await self.redis.xrevrange(self._k("events"), count=1)
+        target = last[0][0].decode() if last else "0-0"
+        deadline = time.monotonic() + timeout
+        while _stream_id(self._cursor) < _stream_id(target) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+
+def _stream_id(value: str) -> tuple[int, int]:
+    ms, _, seq = value.partition("-")
+    return int(ms), int(seq or 0)

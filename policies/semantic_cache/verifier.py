@@ -1,0 +1,61 @@
+"""The verifier: does a stored question's answer answer this one?
+
+A logistic model over `features.NAMES` gives the probability that a (query, candidate) pair
+asks the same thing; a hit is served only when that probability clears a threshold that
+calibration chose so the false-hit rate — the share of served hits that are wrong — stays under
+a configured bound. Thresholds for several bounds are calibrated at once, so a team can ask for
+another bound without re-fitting; a bound between two calibrated ones takes the stricter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from policies.semantic_cache.features import NAMES, Parsed, normalise, pair_features
+
+SHIPPED = Path(__file__).with_name("verifier.npz")
+
+
+@dataclass(frozen=True)
+class Verifier:
+    weights: np.ndarray  # one per features.NAMES
+    rates: np.ndarray  # calibrated false-hit-rate bounds, ascending
+    thresholds: np.ndarray  # the probability threshold that meets each bound
+    min_cosine: float  # candidates below it are not even scored: none cleared calibration
+
+    def probability(self, query: Parsed, candidate: Parsed, cosine: float) -> float:
+        z = float(pair_features(query, candidate, cosine) @ self.weights)
+        return 1.0 / (1.0 + math.exp(-max(min(z, 50.0), -50.0)))
+
+    def threshold_for(self, max_false_hit_rate: float) -> float | None:
+        """The threshold for the loosest calibrated bound that is still <= the one asked for;
+        None when no calibrated bound is that strict (then nothing is served)."""
+        allowed = np.nonzero(self.rates <= max_false_hit_rate + 1e-12)[0]
+        return None if len(allowed) == 0 else float(self.thresholds[allowed[-1]])
+
+    def accepts(self, query: Parsed, candidate: Parsed, cosine: float, max_false_hit_rate: float) -> bool:
+        if query.tokens == candidate.tokens and query.tokens:  # same words: the same question
+            return True
+        threshold = self.threshold_for(max_false_hit_rate)
+        if threshold is None or cosine < self.min_cosine:
+            return False
+        return self.probability(query, candidate, cosine) >= threshold
+
+    def save(self, path: Path) -> None:
+        np.savez(path, weights=self.weights, rates=self.rates, thresholds=self.thresholds,
+                 min_cosine=np.array(self.min_cosine), names=np.array(NAMES))
+
+    @classmethod
+    def load(cls, path: Path = SHIPPED) -> Verifier:
+        with np.load(path) as data:
+            if tuple(str(n) for n in data["names"]) != NAMES:
+                raise ValueError(f"{path} was fitted on other features; re-run `costgate cache calibrate`")
+            return cls(data["weights"], data["rates"], data["thresholds"], float(data["min_cosine"]))
+
+
+def same_text(a: str, b: str) -> bool:
+    return normalise(a) == normalise(b)
