@@ -30,6 +30,7 @@ from gateway.spend_control import SpendControl
 from gateway.stages.route import RouteTarget
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.keys import KeyStore
+from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream import DirectTarget
 
@@ -60,7 +61,8 @@ class Gateway:
         self.admin_key = admin_key_for(settings)
         self.engine = create_engine(settings.database_url)
         self.keys = KeyStore(self.engine, settings.key_cache_ttl_s)
-        self.ledger = LedgerWriter(self.engine, settings.ledger_flush_interval_s, settings.ledger_batch_size)
+        self.ledger = LedgerWriter(self.engine, Journal(Path(settings.data_dir) / "journal"),
+                                   settings.ledger_flush_interval_s, settings.ledger_batch_size)
         self.metrics = Metrics()
         self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport)
         self.targets: dict[str, RouteTarget] = {
@@ -71,6 +73,7 @@ class Gateway:
 
     async def start(self) -> None:
         await create_tables(self.engine)
+        await self.ledger.recover()
         self.ledger.start()
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()

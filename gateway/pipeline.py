@@ -21,6 +21,9 @@ from gateway.errors import GatewayError, error_response
 from policies.pricing import format_usd
 
 
+SSE_DONE = b"data: [DONE]\n\n"
+
+
 class Stage(Protocol):
     async def __call__(self, ctx: RequestContext) -> Response | None: ...
 
@@ -74,14 +77,20 @@ class Pipeline:
 
     async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
                             ctx: RequestContext) -> AsyncIterator[bytes | str]:
+        done = None
         try:
             async for chunk in body:
+                if chunk == SSE_DONE:
+                    done = chunk  # held back: the stream ends only once its ledger row is journaled
+                    continue
                 yield chunk
         finally:
             # Shielded: when the client disconnects, the stream is cancelled, and settling
             # (releasing the reservation, writing the ledger row) must still run to the end.
             with anyio.CancelScope(shield=True):
                 await self._settle(entered, ctx)
+        if done is not None:
+            yield done
 
     async def _settle(self, entered: list[Stage], ctx: RequestContext) -> None:
         ctx.finish()

@@ -21,6 +21,7 @@ from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, UpstreamError, error_body
 from gateway.metrics import Metrics
+from gateway.pipeline import SSE_DONE
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.tokens import count_prompt, count_text
 from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
@@ -128,7 +129,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
     if ctx.wants_usage_chunk:
         yield b"data: " + orjson.dumps(usage_chunk(last, final, cost)) + b"\n\n"
     yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
-    yield b"data: [DONE]\n\n"
+    yield SSE_DONE
 
 
 def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:

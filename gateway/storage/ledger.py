@@ -1,10 +1,12 @@
 """The ledger: one row per request, written in batches off the request path.
 
-Durability: rows wait in memory for at most `flush_interval_s` (default 50 ms) or until
-`batch_size` rows are queued, then go to the database in one transaction. A clean shutdown
-flushes everything. A crash (SIGKILL, power loss) loses the rows still queued: at most the
-last flush interval's worth of requests. A failed flush keeps its rows queued and retries,
-so a database outage delays rows but does not drop them while the process lives.
+Durability: `record` appends the row to a local journal file before the answer is sent
+(gateway/storage/journal.py), then queues it; queued rows go to the database every
+`flush_interval_s` (default 50 ms) or `batch_size` rows, in one transaction. A clean shutdown
+flushes everything. After a crash of the process (SIGKILL, OOM kill) the next start replays
+the journal, so every request whose answer reached its client has its row; only a power loss
+of the host can lose the rows of the last moments (no fsync per request). A failed flush keeps
+its rows queued and retries, so a database outage delays rows but drops none.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import RequestContext
 from gateway.storage.db import from_pico, ledger, to_pico
+from gateway.storage.journal import Journal
 
 log = logging.getLogger("costgate.ledger")
 
@@ -69,11 +75,15 @@ class LedgerRow:
 
 
 class LedgerWriter:
-    def __init__(self, engine: AsyncEngine, flush_interval_s: float = 0.05, batch_size: int = 500) -> None:
+    """Journals each row synchronously, then writes rows to the database in batches."""
+
+    def __init__(self, engine: AsyncEngine, journal: Journal | None = None, flush_interval_s: float = 0.05,
+                 batch_size: int = 500) -> None:
         self._engine = engine
+        self._journal = journal
         self._interval = flush_interval_s
         self._batch_size = batch_size
-        self._pending: list[LedgerRow] = []
+        self._pending: list[dict[str, Any]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -82,21 +92,51 @@ class LedgerWriter:
         self._task = asyncio.create_task(self._run(), name="ledger-writer")
 
     def record(self, row: LedgerRow) -> None:
-        self._pending.append(row)
+        """Durable against a crash of this process once it returns (see gateway/storage/journal.py)."""
+        data = asdict(row)
+        if self._journal is not None:
+            self._journal.append(data)
+        self._pending.append(data)
         if len(self._pending) >= self._batch_size:
             self._wake.set()
+
+    async def recover(self) -> int:
+        """Replay the journals of processes that died before flushing; returns rows replayed."""
+        if self._journal is None:
+            return 0
+        replayed = 0
+        for path in self._journal.orphans():
+            rows = Journal.read(path)
+            for i in range(0, len(rows), self._batch_size):
+                await self._insert(rows[i:i + self._batch_size])
+            replayed += len(rows)
+            path.unlink()
+        if replayed:
+            log.warning("recovered %d ledger rows from the journal of a process that died", replayed)
+        return replayed
+
+    async def _insert(self, rows: list[dict[str, Any]]) -> None:
+        # Insert-or-ignore on the request id: a replayed journal may hold rows already written.
+        dialect = self._engine.dialect.name
+        statement = (pg_insert(ledger) if dialect == "postgresql" else sqlite_insert(ledger)).on_conflict_do_nothing(
+            index_elements=["request_id"])
+        async with self._engine.begin() as conn:
+            await conn.execute(statement, rows)
 
     async def flush(self) -> int:
         """Write every queued row now; returns how many were written."""
         batch, self._pending = self._pending, []
         if not batch:
             return 0
+        if self._journal is not None:
+            self._journal.seal()
         try:
-            async with self._engine.begin() as conn:
-                await conn.execute(insert(ledger), [asdict(r) for r in batch])
+            await self._insert(batch)
         except SQLAlchemyError:
             self._pending[:0] = batch  # keep them, oldest first, for the next try
             raise
+        if self._journal is not None and not self._pending:
+            self._journal.release_sealed()
         return len(batch)
 
     async def _run(self) -> None:
@@ -125,7 +165,10 @@ class LedgerWriter:
                 log.error("ledger flush at shutdown failed: %s", err)
                 await asyncio.sleep(0.5)
         if self._pending:
-            log.error("shutdown dropped %d ledger rows after 10 s of failed flushes", len(self._pending))
+            log.error("%d ledger rows not written at shutdown; they stay in the journal for the next start",
+                      len(self._pending))
+        if self._journal is not None:
+            self._journal.close(delete=not self._pending)
 
     @property
     def pending(self) -> int:
