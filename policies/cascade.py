@@ -1,0 +1,284 @@
+"""FrugalGPT cascades: a model name whose tiers are tried cheapest first.
+
+Each tier but the last answers whole (not streamed); a scorer rates the answer, and a
+confidence at or above the threshold returns it, otherwise the next tier is asked. The last
+tier's answer is returned as is. The client sees one answer: `x-costgate-model` names the
+tier that answered, and the request is charged the sum of every call made for it.
+
+Streaming, the trade-off taken: a cheaper tier's answer must be scored before the client sees
+it, so it is fetched whole and, when accepted, replayed as server-sent events (time to first
+token is that tier's whole latency — cheap tiers are usually fast). When the request reaches
+the last tier, that tier is streamed live, token by token, since nothing judges it.
+
+Quality target: a share (`shadow_rate`) of requests, drawn at random, become shadow samples:
+after the answer is returned, a background task calls the tiers the request did not reach
+(the last one always), as real calls charged to a ledger row of their own (request id
+`<id>-shadow`, the same trace id, tag `cascade-shadow`). A request that escalated to the last
+tier is a sample at no extra cost. `policies/quality.py` turns the samples into the cheapest
+threshold whose agreement lower bound holds the target.
+
+Circuit breakers: a tier whose breaker is open is skipped; a failing tier falls through to
+the next; when the last tier fails, the best answer a cheaper tier gave is returned instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import orjson
+from starlette.responses import Response, StreamingResponse
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import GatewayError, InvalidRequest, UpstreamError
+from gateway.metrics import Metrics
+from gateway.settings import CascadeConfig
+from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.upstream import SSE_HEADERS, call, open_relay, upstream_body, worst_case
+from policies.agreement import answers_agree
+from policies.breaker import Breakers, circuit_open
+from policies.cascade_metrics import PolicyMetrics
+from policies.cascade_store import SampleRecord, SampleStore
+from policies.quality import QualityController, Sample
+from policies.scorers import Scored, Scorer
+from policies.scorers.features import features
+from policies.scorers.rules import rule_violation
+from policies.sse_replay import replay
+from policies.tier_calls import complete, message_text
+
+log = logging.getLogger("costgate.cascade")
+DEFAULT_THRESHOLD = 0.5
+SHADOW_TAG = "cascade-shadow"
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """What every cascade shares with the rest of the gateway."""
+
+    breakers: Breakers
+    ledger: LedgerWriter
+    metrics: Metrics
+    policy_metrics: PolicyMetrics
+    store: SampleStore
+    log_prompts: bool = False
+
+
+@dataclass(slots=True)
+class TierAnswer:
+    tier: int
+    dep: Deployment
+    body: dict[str, Any]  # as the client would see it (logprobs it did not ask for removed)
+    raw: bytes
+    item: Scored
+    confidence: float
+
+
+@dataclass
+class CascadeTarget:
+    config: CascadeConfig
+    tiers: list[Deployment]
+    scorer: Scorer
+    controller: QualityController
+    services: Services
+    rng: random.Random = field(default_factory=random.Random)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def threshold(self, tier: int) -> float | None:
+        """The confidence tier `tier` needs; None: escalate everything (the target demands it)."""
+        if self.controller.adapted:
+            return self.controller.threshold
+        configured = self.config.thresholds or []
+        return configured[tier] if tier < len(configured) else (configured[-1] if configured else DEFAULT_THRESHOLD)
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        cost = sum((worst_case(ctx, dep) for dep in self.tiers), Decimal(0))
+        cost += sum((self.scorer.worst_case_cost(ctx) for _ in self.tiers[:-1]), Decimal(0))
+        if self.config.shadow_rate > 0:
+            cost += worst_case(ctx, self.tiers[-1])
+        return cost
+
+    async def answer(self, ctx: RequestContext) -> Response:
+        if ctx.endpoint is Endpoint.EMBEDDINGS:
+            raise InvalidRequest(f"{self.name!r} is a cascade of generation models; it makes no embeddings",
+                                 param="model")
+        sampled = self.rng.random() < self.config.shadow_rate
+        if sampled:
+            ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
+        tried: list[TierAnswer] = []
+        error: UpstreamError | None = None
+        for tier, dep in enumerate(self.tiers[:-1]):
+            try:
+                answer = await self._ask(ctx, tier, dep)
+            except UpstreamError as err:
+                error = err
+                continue
+            tried.append(answer)
+            threshold = self.threshold(tier)
+            if threshold is not None and answer.confidence >= threshold:
+                return self._deliver(ctx, answer, tried if sampled else None)
+        last = self.tiers[-1]
+        try:
+            return await self._answer_last(ctx, last, tried if sampled else None)
+        except UpstreamError as err:
+            error = err
+        if tried:  # the last tier failed: a cheaper answer beats an error
+            return self._deliver(ctx, max(tried, key=lambda a: a.confidence), None)
+        assert error is not None
+        raise error
+
+    async def _ask(self, ctx: RequestContext, tier: int, dep: Deployment) -> TierAnswer:
+        if not self.services.breakers.allow(dep.name):
+            raise circuit_open(self.services.breakers, dep.name)
+        body = upstream_body(ctx, dep, False)
+        body.pop("stream", None)
+        body.pop("stream_options", None)
+        added_logprobs = self.scorer.needs_logprobs and not body.get("logprobs")
+        if added_logprobs:
+            body["logprobs"] = True if ctx.endpoint is Endpoint.CHAT else 1
+        try:
+            completion = await complete(ctx, dep, body)
+        except UpstreamError as err:
+            self._failed(dep, err)
+            raise
+        self.services.breakers.record(dep.name, ok=True)
+        item = Scored.from_bodies(ctx.body, completion.body)
+        answer_body, raw = completion.body, completion.raw
+        if added_logprobs:  # the client did not ask for them: it does not get them
+            answer_body = {**answer_body, "choices": [{k: v for k, v in c.items() if k != "logprobs"}
+                                                      for c in answer_body.get("choices") or ()]}
+            raw = orjson.dumps(answer_body)
+        return TierAnswer(tier, dep, answer_body, raw, item, await self._score(ctx, item))
+
+    async def _score(self, ctx: RequestContext, item: Scored) -> float:
+        if rule_violation(item):
+            return 0.0
+        try:
+            return min(1.0, max(0.0, await self.scorer.score(ctx, item)))
+        except UpstreamError as err:  # a judge that cannot grade: escalate rather than fail
+            log.warning("cascade %s: scorer failed (%s); escalating", self.name, err.message)
+            return 0.0
+
+    def _failed(self, dep: Deployment, err: UpstreamError) -> None:
+        self.services.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
+        self.services.breakers.record(dep.name, ok=False)
+
+    def _deliver(self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None) -> Response:
+        ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
+        ctx.response_body = answer.body
+        self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
+        if sample_from is not None:
+            self._spawn(self._shadow(ctx, list(sample_from)))
+        if ctx.stream:
+            return StreamingResponse(replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS)
+        return Response(answer.raw, media_type="application/json")
+
+    async def _answer_last(self, ctx: RequestContext, dep: Deployment,
+                           sample_from: list[TierAnswer] | None) -> Response:
+        if not self.services.breakers.allow(dep.name):
+            raise circuit_open(self.services.breakers, dep.name)
+        try:
+            if ctx.stream:
+                relay = await open_relay(ctx, dep)
+            else:
+                completion = await call(ctx, dep)
+        except UpstreamError as err:
+            self._failed(dep, err)
+            raise
+        self.services.breakers.record(dep.name, ok=True)
+        self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
+        complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
+        if ctx.stream:
+            body = self._sample_after(relay, ctx, sample_from) if complete_sample and sample_from else relay
+            return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
+        ctx.response_body = completion.body
+        if complete_sample and sample_from:
+            self._spawn(self._record(ctx.request_id, sample_from, message_text(completion.body)))
+        return Response(completion.raw, media_type="application/json")
+
+    async def _sample_after(self, relay: AsyncIterator[bytes], ctx: RequestContext,
+                            tried: list[TierAnswer]) -> AsyncIterator[bytes]:
+        async for chunk in relay:
+            yield chunk
+        if ctx.error is None:
+            self._spawn(self._record(ctx.request_id, tried, "".join(ctx.completion_text)))
+
+    async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer]) -> None:
+        """After an accepted cheaper answer: ask the tiers it skipped, as their own ledger row."""
+        body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
+        shadow = RequestContext(request_id=f"{ctx.request_id}-shadow", endpoint=ctx.endpoint, body=body,
+                                api_key=None, headers={}, principal=ctx.principal, user=ctx.user,
+                                tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))), trace_id=ctx.trace_id,
+                                requested_model=ctx.requested_model)
+        status = "ok"
+        try:
+            for tier in range(len(tried), len(self.tiers) - 1):
+                tried.append(await self._ask(shadow, tier, self.tiers[tier]))
+            completion = await call(shadow, self.tiers[-1])
+            await self._record(ctx.request_id, tried, message_text(completion.body))
+        except GatewayError as err:
+            status = "error"
+            shadow.status_code, shadow.error = err.status, err.message
+        finally:
+            shadow.finish()
+            self.services.ledger.record(LedgerRow.from_context(shadow))
+            self.services.metrics.observe(shadow)
+            self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
+
+    async def _record(self, request_id: str, tried: list[TierAnswer], last_text: str) -> None:
+        sample = Sample(tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text)
+                                                                 for a in tried))
+        self.controller.add(sample)
+        texts = None
+        if self.services.log_prompts:
+            texts = {"query": tried[0].item.query if tried else "",
+                     "answers": [a.item.answer for a in tried] + [last_text]}
+        record = SampleRecord(self.name, request_id, sample, tuple(tuple(features(a.item)) for a in tried), texts)
+        await self.services.store.add(record)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cascade %s: shadow work failed", self.name, exc_info=task.exception())
+
+    async def load(self) -> None:
+        """Warm the controller with the samples a previous run stored."""
+        stored = await self.services.store.recent(self.name, self.config.max_samples)
+        if stored:
+            self.controller.add(*stored)
+
+    async def drain(self) -> None:
+        """Let in-flight shadow work finish (at shutdown), so its calls reach the ledger."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=30)
+
+
+def build_controller(config: CascadeConfig) -> QualityController:
+    initial = config.thresholds[0] if config.thresholds else DEFAULT_THRESHOLD
+    return QualityController(config.quality_target, initial, adaptive=config.adaptive,
+                             min_samples=config.min_samples, confidence=config.confidence,
+                             max_samples=config.max_samples)
+
+
+def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Scorer,
+                  services: Services) -> CascadeTarget:
+    unknown = [t for t in config.tiers if t not in deployments]
+    if unknown:
+        raise ValueError(f"cascade {config.name!r}: unknown tiers {unknown}")
+    if len(config.tiers) < 2:
+        raise ValueError(f"cascade {config.name!r}: needs at least two tiers")
+    return CascadeTarget(config, [deployments[t] for t in config.tiers], scorer, build_controller(config), services)

@@ -1,0 +1,86 @@
+"""Shadow samples, kept in the gateway's database so the threshold survives restarts and
+`costgate cascade train --from-db` can refit the learned scorer from real traffic.
+
+Each row stores, for each tier but the last, the scorer's confidence, the scorer's feature
+vector and whether that tier agreed with the last tier. The question and answers themselves
+are stored only when the config's `log_prompts` is on: features are enough to train on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from policies.quality import Sample
+from policies.scorers.features import NAMES
+
+metadata = MetaData()
+FEATURE_SET = ",".join(NAMES)
+
+cascade_samples = Table(
+    "cascade_samples", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cascade", String(200), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("request_id", String(40)),
+    Column("confidences", Text, nullable=False),  # JSON list, one per tier but the last
+    Column("agrees", Text, nullable=False),  # JSON list of booleans
+    Column("features", Text),  # JSON list of feature vectors, one per tier but the last
+    Column("feature_set", Text),  # the feature names the vectors were made with
+    Column("texts", Text),  # JSON {query, answers} only when log_prompts is on
+    Index("ix_cascade_samples_cascade", "cascade", "id"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRecord:
+    cascade: str
+    request_id: str
+    sample: Sample
+    features: tuple[tuple[float, ...], ...]
+    texts: dict | None = None
+
+
+class SampleStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def create(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+
+    async def add(self, record: SampleRecord) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(cascade_samples).values(
+                cascade=record.cascade, created_at=time.time(), request_id=record.request_id,
+                confidences=json.dumps(list(record.sample.confidences)),
+                agrees=json.dumps(list(record.sample.agrees)),
+                features=json.dumps([list(f) for f in record.features]), feature_set=FEATURE_SET,
+                texts=json.dumps(record.texts) if record.texts is not None else None))
+
+    async def recent(self, cascade: str, limit: int) -> list[Sample]:
+        """The cascade's latest `limit` samples, oldest first."""
+        query = (select(cascade_samples.c.confidences, cascade_samples.c.agrees)
+                 .where(cascade_samples.c.cascade == cascade)
+                 .order_by(cascade_samples.c.id.desc()).limit(limit))
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees))) for r in reversed(rows)]
+
+    async def training_rows(self, cascade: str | None = None) -> list[tuple[list[float], bool]]:
+        """(features, agreed) for every stored tier answer made with this version's features."""
+        query = select(cascade_samples.c.features, cascade_samples.c.agrees).where(
+            cascade_samples.c.feature_set == FEATURE_SET)
+        if cascade is not None:
+            query = query.where(cascade_samples.c.cascade == cascade)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        out = []
+        for r in rows:
+            for vector, agreed in zip(json.loads(r.features or "[]"), json.loads(r.agrees)):
+                out.append((vector, bool(agreed)))
+        return out

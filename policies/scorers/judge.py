@@ -1,0 +1,46 @@
+"""The judge scorer: a cheap model grades the answer (a real call, charged to the request)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.upstream import worst_case
+from policies.scorers import Scored
+from policies.tier_calls import complete, message_text
+
+GRADE = re.compile(r"\b(10|\d)(?:\.\d+)?\b")
+JUDGE_MAX_TOKENS = 4
+INSTRUCTIONS = ("You grade answers. Given a question and an answer, reply with one integer from 0 to 10: "
+                "how likely the answer is correct and complete (10 = certainly). Reply with the number only.")
+
+
+def parse_grade(text: str) -> float | None:
+    """'8' -> 0.8; the first integer 0-10 in the reply, None when there is none."""
+    m = GRADE.search(text)
+    return None if m is None else int(m.group(1)) / 10
+
+
+def judge_body(dep: Deployment, item: Scored) -> dict:
+    return {"model": dep.config.upstream_model, "max_tokens": JUDGE_MAX_TOKENS, "temperature": 0,
+            "messages": [{"role": "system", "content": INSTRUCTIONS},
+                         {"role": "user", "content": f"Question:\n{item.query}\n\nAnswer:\n{item.answer}"}]}
+
+
+class JudgeScorer:
+    needs_logprobs = False
+
+    def __init__(self, dep: Deployment) -> None:
+        self.dep = dep
+
+    async def score(self, ctx: RequestContext, item: Scored) -> float:
+        completion = await complete(ctx, self.dep, judge_body(self.dep, item), Endpoint.CHAT)
+        grade = parse_grade(message_text(completion.body))
+        return 0.0 if grade is None else grade  # an unreadable grade escalates
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        # The judge reads the question and the answer: bounded by the request's prompt plus a
+        # full-length answer, and writes a few tokens.
+        return worst_case(ctx, self.dep) * 2

@@ -1,0 +1,33 @@
+"""Logprob confidence: the geometric mean of the answer's token probabilities."""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from gateway.context import RequestContext
+from policies.pricing import ZERO
+from policies.scorers import Scored
+
+
+def mean_token_probability(logprobs: tuple[float, ...] | None) -> float | None:
+    """exp(mean logprob): 1.0 for a certain answer, lower as tokens get less likely."""
+    if not logprobs:
+        return None
+    return math.exp(sum(logprobs) / len(logprobs))
+
+
+class LogprobScorer:
+    """Asks the tier for logprobs. An upstream that sends none gets `missing` (default 0: escalate)."""
+
+    needs_logprobs = True
+
+    def __init__(self, missing: float = 0.0) -> None:
+        self.missing = missing
+
+    async def score(self, ctx: RequestContext, item: Scored) -> float:
+        value = mean_token_probability(item.logprobs)
+        return self.missing if value is None else value
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        return ZERO
