@@ -69,6 +69,7 @@ class BatchRunner:
         self._jobs: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.stopping = False  # set at shutdown: jobs take no new lines
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="batch-runner")
@@ -77,12 +78,19 @@ class BatchRunner:
         """A batch was created or cancelled: look now rather than at the next poll."""
         self._wake.set()
 
-    async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._jobs.values()) if t is not None]
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Let lines in flight finish (their results are kept) for up to `grace_s`, then stop."""
+        self.stopping = True
+        if self._task is not None:
+            self._task.cancel()
+        held, jobs = list(self._jobs), list(self._jobs.values())
+        if jobs:
+            await asyncio.wait(jobs, timeout=grace_s)
+        tasks = [t for t in (self._task, *jobs) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for batch_id in list(self._jobs):
+        for batch_id in held:
             try:
                 await self.store.release(batch_id, self.owner)  # another replica may go on at once
             except SQLAlchemyError as err:
@@ -138,6 +146,8 @@ class BatchJob:
                 await asyncio.gather(*(self._work(todo) for _ in range(self.config.concurrency)))
             finally:
                 keeper.cancel()
+            if self.runner.stopping and todo:
+                return  # shutting down: the next start (or another replica) goes on from here
             if self.stop_as is None:
                 await self.store.set_status(self.batch.id, "finalizing", only_from=("in_progress",))
         await self.finalize(self.stop_as or "completed")
@@ -168,7 +178,7 @@ class BatchJob:
                 self.stop_as = "expired"
 
     async def _work(self, todo: deque[BatchLine]) -> None:
-        while todo and self.stop_as is None:
+        while todo and self.stop_as is None and not self.runner.stopping:
             line = todo.popleft()
             row = await self._run_line(line)
             if row is not None:
@@ -182,11 +192,13 @@ class BatchJob:
             row = await self._answer(line)
             if row.status_code not in TRANSIENT:
                 return row
-            busy = '"batch_lane_busy"' in row.body
-            attempt += 0 if busy else 1
+            # Waiting for capacity (a busy lane, a rate limit) is not a failure: the batch has
+            # its whole completion window. Only server errors use up attempts.
+            waiting = row.status_code == 429 or '"batch_lane_busy"' in row.body
+            attempt += 0 if waiting else 1
             if attempt >= self.config.max_attempts:
                 return row
-            if self.stop_as is not None:
+            if self.stop_as is not None or self.runner.stopping:
                 return None
             await asyncio.sleep(min(2.0 ** attempt * 0.25, 10.0))
 
