@@ -32,8 +32,8 @@ async def app_and_calls(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     settings = Settings.model_validate({
         "admin_key": "sk-cg-admin-priority-test", "database_url": f"sqlite:///{work}/db.sqlite",
         "data_dir": str(work / "data"),
-        "models": [{"name": "m", "provider": "local", "api_base": "http://r0.test/v1",
-                    "replicas": ["http://r1.test/v1"],
+        "models": [{"name": "m", "provider": "openai", "api_base": "http://r0.test/v1",
+                    "replicas": ["http://r1.test/v1"], "admission": {"forward_priority": True},  # vLLM servers
                     "price": {"input_per_mtok": "0.1", "output_per_mtok": "0.5"}}]})  # cheap: free keys may use it
     app = create_app(settings, transport=httpx.MockTransport(upstream))
     gateway: Gateway = app.state.gateway
