@@ -1,0 +1,191 @@
+"""The response cache the two cache stages share: settings -> per-team policy, the store, the
+embedder and the verifier, built once by the gateway.
+
+`lookup_exact` / `lookup_semantic` find a servable entry; `store` keeps an answer. Lookups
+that fail on the backend (Redis down) count as misses: a cache outage costs money, not
+answers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from redis.exceptions import RedisError
+
+from gateway.settings import CacheConfig
+from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
+from policies.semantic_cache.features import Parsed
+from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry
+from policies.semantic_cache.verifier import SHIPPED, Verifier
+
+log = logging.getLogger("costgate.cache")
+DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+LOOKUP_BUCKETS = (0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015,
+                  0.02, 0.05, 0.1)
+BACKEND_ERRORS = (RedisError, OSError)
+
+
+def parse_duration(text: str) -> float:
+    """'7d', '12h', '30m', '45s' or plain seconds -> seconds."""
+    match = DURATION.match(str(text))
+    if match is None:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 7d, 12h, 30m, 45s)")
+    return float(match.group(1)) * UNIT_S[match.group(2)]
+
+
+def policies_from(config: CacheConfig) -> tuple[CachePolicy, dict[str, CachePolicy]]:
+    base = CachePolicy(exact=config.exact.enabled, semantic=config.semantic.enabled,
+                       max_false_hit_rate=config.semantic.max_false_hit_rate,
+                       max_temperature=config.max_temperature, ttl_s=parse_duration(config.ttl))
+    teams = {}
+    for name, t in config.teams.items():
+        teams[name] = CachePolicy(
+            exact=base.exact if t.exact is None else t.exact,
+            semantic=base.semantic if t.semantic is None else t.semantic,
+            max_false_hit_rate=base.max_false_hit_rate if t.max_false_hit_rate is None else t.max_false_hit_rate,
+            max_temperature=base.max_temperature if t.max_temperature is None else t.max_temperature,
+            ttl_s=base.ttl_s if t.ttl is None else parse_duration(t.ttl))
+    return base, teams
+
+
+class CacheMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.lookups = Counter("costgate_cache_lookups", "Cache lookups by result (hit rate = hit / all)",
+                               ["team", "kind", "result"], registry=registry)
+        self.saved = Counter("costgate_cache_saved_usd", "Dollars the cache's hits avoided",
+                             ["team", "kind"], registry=registry)
+        self.lookup_seconds = Histogram("costgate_cache_lookup_seconds",
+                                        "Semantic lookup time: index search, entry fetch, verifier",
+                                        buckets=LOOKUP_BUCKETS, registry=registry)
+        self.embed_seconds = Histogram("costgate_cache_embed_seconds", "Embedding one question (micro-batched)",
+                                       buckets=LOOKUP_BUCKETS, registry=registry)
+        self.stores = Counter("costgate_cache_stores", "Answers written to the cache", ["team"], registry=registry)
+        self.entries = Gauge("costgate_cache_entries", "Entries in the cache (this replica's view)",
+                             registry=registry)
+
+
+@dataclass
+class SemanticHit:
+    entry: Entry
+    cosine: float
+
+
+@dataclass
+class ResponseCache:
+    config: CacheConfig
+    store: CacheStore
+    metrics: CacheMetrics
+    verifier_path: Path = SHIPPED
+    base: CachePolicy = field(init=False)
+    teams: dict[str, CachePolicy] = field(init=False)
+    _embedder: object | None = field(default=None, init=False)
+    _verifier: Verifier | None = field(default=None, init=False)
+    _parsed: dict[str, Parsed] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.base, self.teams = policies_from(self.config)
+
+    @property
+    def semantic_anywhere(self) -> bool:
+        return self.base.semantic or any(p.semantic for p in self.teams.values())
+
+    async def start(self) -> None:
+        await self.store.start()
+        if self.semantic_anywhere:  # load the model now, not on the first request
+            self._batcher()
+            self._verifier = Verifier.load(self.verifier_path)
+        self.metrics.entries.set(await self.store.count())
+
+    async def stop(self) -> None:
+        await self.store.stop()
+
+    def policy_for(self, team_name: str) -> CachePolicy:
+        return self.teams.get(team_name, self.base)
+
+    def _batcher(self):  # type: ignore[no-untyped-def]
+        if self._embedder is None:
+            from policies.semantic_cache.embedder import Embedder, MicroBatcher  # onnxruntime: only when used
+            self._embedder = MicroBatcher(Embedder())
+        return self._embedder
+
+    async def embed(self, text: str) -> np.ndarray:
+        return await self._batcher().embed(text)
+
+    async def lookup_exact(self, keys: RequestKeys) -> Entry | None:
+        try:
+            return await self.store.get(keys.key, time.time())
+        except BACKEND_ERRORS as err:
+            log.warning("cache lookup failed (served as a miss): %s", err)
+            return None
+
+    async def lookup_semantic(self, keys: RequestKeys, vector: np.ndarray, policy: CachePolicy) -> SemanticHit | None:
+        started = time.perf_counter()
+        now = time.time()
+        try:
+            candidates = await self.store.nearest(keys.namespace, vector, now, k=1)
+        except BACKEND_ERRORS as err:
+            log.warning("cache lookup failed (served as a miss): %s", err)
+            return None
+        verifier = self._verifier or Verifier.load(self.verifier_path)
+        self._verifier = verifier
+        query = Parsed.of(keys.question)
+        hit = None
+        for entry, cosine in candidates:
+            if entry.created_at + parse_duration(self.config.semantic.ttl) <= now:
+                continue
+            if verifier.accepts(query, self._parse(entry.question), cosine, policy.max_false_hit_rate):
+                hit = SemanticHit(entry, cosine)
+                break
+        self.metrics.lookup_seconds.observe(time.perf_counter() - started)
+        return hit
+
+    def _parse(self, question: str) -> Parsed:
+        parsed = self._parsed.get(question)
+        if parsed is None:
+            if len(self._parsed) > 50_000:  # a bounded memo of stored questions' parses
+                self._parsed.clear()
+            parsed = self._parsed[question] = Parsed.of(question)
+        return parsed
+
+    async def record_hit(self, entry: Entry) -> None:
+        try:
+            await self.store.record_hit(entry, time.time())
+        except BACKEND_ERRORS as err:
+            log.warning("cache hit not recorded: %s", err)
+
+    async def store_answer(self, keys: RequestKeys, team_id: str, team_name: str, answer: CachedAnswer,
+                           policy: CachePolicy, vector: np.ndarray | None) -> None:
+        now = time.time()
+        if vector is None and policy.semantic and keys.question:
+            vector = await self.embed(keys.question)
+        entry = Entry(keys.key, team_id, keys.namespace, keys.question, answer, now, now + policy.ttl_s,
+                      last_used=now)
+        await self.store.put(entry, vector if policy.semantic and keys.question else None)
+        self.metrics.stores.labels(team_name).inc()
+        self.metrics.entries.set(await self.store.count())
+
+    async def purge(self, team_id: str | None) -> int:
+        removed = await self.store.purge(team_id)
+        self.metrics.entries.set(await self.store.count())
+        return removed
+
+
+def build_cache(config: CacheConfig, redis_url: str | None, data_dir: str,
+                registry: CollectorRegistry) -> ResponseCache:
+    store: CacheStore
+    if config.backend == "redis":
+        if not redis_url:
+            raise ValueError("cache.backend is redis but no redis_url is configured")
+        from policies.semantic_cache.redis_store import RedisStore
+        store = RedisStore(redis_url, config.redis_prefix, config.max_entries)
+    else:
+        store = EmbeddedStore(config.max_entries, Path(data_dir) / "cache")
+    verifier = Path(config.verifier) if config.verifier else SHIPPED
+    return ResponseCache(config, store, CacheMetrics(registry), verifier)
