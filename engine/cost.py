@@ -1,0 +1,133 @@
+"""What a token from the local engine costs, in dollars and in grams of CO2: pure functions.
+
+A local model has no price list: its machine costs `gpu_hour_usd` whether it is busy or not,
+so a token costs that machine-time divided by how many tokens the machine turns out per
+second. The rate is measured from vLLM's own counters (`/metrics`), per model:
+
+- output tokens/s: the growth of `vllm:generation_tokens_total` over scrape windows in which
+  the engine generated anything (idle windows say nothing about speed; a window that was
+  only partly busy under-counts the rate, so the price errs high, never low);
+- prompt tokens/s: the growth of `vllm:prompt_tokens_total` over the growth of the summed
+  prefill time (`vllm:request_prefill_time_seconds_sum`).
+
+Both are smoothed (exponential moving average) and start from configured priors
+(`tokens_per_second`, `prompt_tokens_per_second`) until measured. `LivePrice` is a `Price`
+whose per-token values read the latest measurement, so the ledger, the cost router and
+cascades, which all read `deployment.price`, see the measured price without knowing it is one.
+
+Carbon: a call occupies the machine for `prompt / prompt_tps + completion / output_tps`
+seconds (the same machine-time the dollars are computed from); that time x `power_watts` x
+`grid_g_per_kwh` is its estimate (`carbon_grams`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from policies.pricing import Price, Usage
+
+SECONDS_PER_HOUR = Decimal(3600)
+JOULES_PER_KWH = 3_600_000.0
+
+
+@dataclass(frozen=True, slots=True)
+class CostConfig:
+    gpu_hour_usd: Decimal = Decimal("0")  # what the machine costs per hour (0: already paid for)
+    tokens_per_second: float = 50.0  # output-rate prior until vLLM's counters say otherwise
+    prompt_tokens_per_second: float = 500.0
+    power_watts: float = 300.0  # the machine's draw while serving
+    grid_g_per_kwh: float = 400.0  # grid carbon intensity (g CO2e / kWh)
+    smoothing: float = 0.3  # weight of the newest window in the moving average
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """One scrape of vLLM's counters (cumulative since the engine started)."""
+
+    at: float  # monotonic seconds
+    prompt_tokens: float
+    generation_tokens: float
+    prefill_seconds: float
+    running: float  # requests running at the scrape (a gauge)
+    drafts: float = 0.0  # speculative draft tokens proposed
+    accepted: float = 0.0  # of which accepted
+
+
+def price_per_token(gpu_hour_usd: Decimal, tokens_per_second: float) -> Decimal:
+    """(gpu_hour_usd / 3600) / tokens_per_second, as Decimal dollars."""
+    if tokens_per_second <= 0:
+        raise ValueError("tokens per second must be positive")
+    return gpu_hour_usd / SECONDS_PER_HOUR / Decimal(repr(tokens_per_second))
+
+
+def machine_seconds(usage: Usage, prompt_tps: float, output_tps: float) -> float:
+    return usage.prompt_tokens / prompt_tps + usage.completion_tokens / output_tps
+
+
+def carbon_grams(seconds: float, power_watts: float, grid_g_per_kwh: float) -> float:
+    """Grams of CO2e for `seconds` of a machine drawing `power_watts` on a grid of given intensity."""
+    return power_watts * seconds / JOULES_PER_KWH * grid_g_per_kwh
+
+
+def _ewma(old: float, new: float, weight: float) -> float:
+    return (1 - weight) * old + weight * new
+
+
+class ThroughputMeter:
+    """Measured prompt and output tokens per second of one model, fed scrape by scrape.
+    Survives engine restarts: counters that go backwards start a new baseline."""
+
+    def __init__(self, config: CostConfig) -> None:
+        self.config = config
+        self.output_tps = config.tokens_per_second
+        self.prompt_tps = config.prompt_tokens_per_second
+        self.measured = False
+        self._last: Counters | None = None
+
+    def observe(self, now: Counters) -> None:
+        last, self._last = self._last, now
+        if last is None or now.generation_tokens < last.generation_tokens or now.at <= last.at:
+            return  # first scrape, or the engine restarted and its counters began again
+        generated = now.generation_tokens - last.generation_tokens
+        weight = self.config.smoothing if self.measured else 1.0
+        if generated > 0:
+            self.output_tps = _ewma(self.output_tps, generated / (now.at - last.at), weight)
+            self.measured = True
+        prefill = now.prefill_seconds - last.prefill_seconds
+        prompted = now.prompt_tokens - last.prompt_tokens
+        if prefill > 0 and prompted > 0:
+            self.prompt_tps = _ewma(self.prompt_tps, prompted / prefill, weight)
+
+    def price(self) -> Price:
+        usd = self.config.gpu_hour_usd
+        return Price(price_per_token(usd, self.prompt_tps), price_per_token(usd, self.output_tps))
+
+    def carbon(self, usage: Usage) -> float:
+        seconds = machine_seconds(usage, self.prompt_tps, self.output_tps)
+        return carbon_grams(seconds, self.config.power_watts, self.config.grid_g_per_kwh)
+
+
+class LivePrice(Price):
+    """A `Price` that reads the meter each time it is asked: the deployment's price stays one
+    object, while its value follows the measured throughput."""
+
+    __slots__ = ("_meter",)
+
+    def __init__(self, meter: ThroughputMeter) -> None:  # noqa: D107 - Price's fields are read-only views here
+        object.__setattr__(self, "_meter", meter)
+
+    @property  # type: ignore[override]
+    def input(self) -> Decimal:
+        return self._meter.price().input
+
+    @property  # type: ignore[override]
+    def output(self) -> Decimal:
+        return self._meter.price().output
+
+    @property  # type: ignore[override]
+    def cached_input(self) -> Decimal | None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"LivePrice(input={self.input}, output={self.output})"
