@@ -24,6 +24,8 @@ from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, build_stages
 from gateway.routes import batch as batch_routes
 from gateway.routes import admin, admin_budgets, openai
+from gateway.routes import cache_admin
+from gateway.response_cache import build_cache
 from gateway.dashboard.router import install as install_dashboard
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
@@ -68,6 +70,7 @@ class Gateway:
         self.targets: dict[str, RouteTarget] = {
             name: DirectTarget(dep, self.deployments, self.metrics) for name, dep in self.deployments.items()}
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
+        self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(self))
         self.batch_lane = BatchRunner(self)  # /v1/files and /v1/batches: the batch lane's worker
 
@@ -77,10 +80,12 @@ class Gateway:
         self.ledger.start()
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()
+        await self.cache.start()
 
     async def stop(self) -> None:
         await self.batch_lane.stop()  # first: its lines still write ledger rows
         await self.spend.stop()
+        await self.cache.stop()  # the embedded backend writes its snapshot
         await self.ledger.close()
         for dep in self.deployments.values():
             await dep.provider.aclose()
@@ -115,6 +120,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.state.gateway = gateway
     app.include_router(openai.router)
     app.include_router(admin.router)
+    app.include_router(cache_admin.router)
     app.include_router(batch_routes.router)
     app.include_router(admin_budgets.router)
     install_dashboard(app)  # /admin/ui: its own session auth, not the admin bearer key

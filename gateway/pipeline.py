@@ -38,6 +38,7 @@ def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-define
     from gateway.stages import authenticate, record, route, tag
     from gateway.stages import budget, ratelimit
     from gateway.stages.priority import Prioritize
+    from gateway.stages import cache
 
     return [
         record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last
@@ -46,6 +47,7 @@ def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-define
         ratelimit.RateLimit(gateway.spend, gateway.deployments),  # names the limits; counted below
         budget.ReserveBudget(gateway.spend, gateway.targets),  # limits + worst-case hold, one store call
         Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
+        *cache.cache_stages(gateway.cache, gateway.deployments),  # exact, then semantic: a hit answers at $0
         route.Route(gateway.targets),
     ]
 

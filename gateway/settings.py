@@ -84,6 +84,21 @@ class CacheConfig(_Strict):
     ttl: str = "7d"
     max_entries: int = 100_000
     max_temperature: float = 0.0  # requests sampled hotter than this are not cached
+    # Issue 4 (gateway/response_cache.py): backend, verifier file, per-team overrides.
+    backend: Literal["embedded", "redis"] = "embedded"  # redis: entries shared by replicas (needs redis_url)
+    redis_prefix: str = "costgate:cache:"
+    verifier: str | None = None  # a file written by `costgate cache calibrate`; default: the shipped one
+    teams: dict[str, TeamCacheConfig] = Field(default_factory=dict)  # by team name
+
+
+class TeamCacheConfig(_Strict):
+    """One team's overrides of the cache settings (unset: the global value)."""
+
+    exact: bool | None = None
+    semantic: bool | None = None
+    max_false_hit_rate: float | None = Field(default=None, gt=0, lt=1)
+    max_temperature: float | None = Field(default=None, ge=0, le=2)  # raise it to opt in to sampled answers
+    ttl: str | None = None
 
 
 class BatchConfig(_Strict):
