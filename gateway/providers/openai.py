@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -104,6 +105,7 @@ class OpenAIProvider:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.name = name
         self.max_retries = max_retries
+        self.timeout_s = timeout_s
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             base_url=api_base.rstrip("/"), headers=headers, transport=transport,
@@ -115,11 +117,13 @@ class OpenAIProvider:
 
     async def _complete_once(self, call: UpstreamCall) -> Completion:
         try:
-            response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                                headers={"content-type": "application/json"})
+            # httpx times each read; an upstream dripping bytes just in time must still end.
+            async with asyncio.timeout(self.timeout_s):
+                response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
+                                                    headers={"content-type": "application/json"})
         except httpx.ConnectError as err:
             raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, TimeoutError):
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
             raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None

@@ -1,0 +1,115 @@
+"""Servers the reliability tests own and may break: the faulty upstream, a redis-server and a
+PostgreSQL cluster on free ports. The shared 127.0.0.1:6379 / :5432 servers are never stopped."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from tests.support import ROOT, _env, free_port, wait_http
+
+
+class FaultyUpstreamProcess:
+    """gateway/testing/faulty_upstream.py in its own process."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._log = open(log_dir / f"faulty-{self.port}.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.faulty_upstream", "--port",
+                                      str(self.port)], stdout=self._log, stderr=subprocess.STDOUT, env=_env(),
+                                     cwd=ROOT)
+        wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
+
+    def stats(self) -> dict[str, int]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/_stats").json()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self._log.close()
+
+
+class OwnRedis:
+    """A redis-server on a free port, no persistence: a restart comes back empty."""
+
+    def __init__(self, workdir: Path) -> None:
+        if shutil.which("redis-server") is None:
+            pytest.skip("redis-server is not installed")
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(self.workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+class OwnPostgres:
+    """A throwaway PostgreSQL cluster (initdb) on a free port, trust auth, database `test`."""
+
+    def __init__(self, workdir: Path) -> None:
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins:
+            pytest.skip("PostgreSQL server binaries are not installed")
+        self.bin = Path(bins[-1]).parent
+        self.port = free_port()
+        self.dir = workdir / "pg"
+        self.sock = Path(f"/tmp/cg-pg-{self.port}")
+        for d in (self.dir, self.sock):
+            d.mkdir(parents=True, exist_ok=True)
+        self._as_root = os.geteuid() == 0  # initdb refuses root: run it as `postgres`
+        if self._as_root:
+            shutil.chown(self.dir, "postgres")
+            shutil.chown(self.sock, "postgres")
+            os.chmod(workdir, 0o755)
+        self._run("initdb", "-D", str(self.dir), "-A", "trust", "-U", "postgres", "--no-sync")
+        self.start()
+        self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "test")
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/test"
+
+    def _run(self, tool: str, *args: str) -> None:
+        cmd = [str(self.bin / tool), *args]
+        if self._as_root:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+    def start(self) -> None:
+        self._run("pg_ctl", "-D", str(self.dir), "-w", "-l", str(self.dir / "server.log"), "-o",
+                  f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.dir), "-w", "-m", "immediate", "stop")
+
+    def destroy(self) -> None:
+        try:
+            self.stop()
+        except subprocess.CalledProcessError:
+            pass  # already stopped
+        shutil.rmtree(self.sock, ignore_errors=True)
