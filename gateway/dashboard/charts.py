@@ -54,11 +54,15 @@ def top_series(series: Sequence[Series], keep: int) -> list[Series]:
 
 
 def _money(value: Decimal) -> str:
+    """Dollars for a label: whole dollars when large, cents, else every digit that matters
+    (axis ticks are quarters of a 1-2-5 ceiling, so they terminate)."""
     if value >= 100:
         return f"${value:,.0f}"
     if value >= 1:
         return f"${value:,.2f}"
-    return f"${value:.4f}".rstrip("0").rstrip(".") if value else "$0"
+    if not value:
+        return "$0"
+    return "$" + format(value.quantize(Decimal(1).scaleb(value.adjusted() - 2)).normalize(), "f")
 
 
 def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str, width: int = 720,

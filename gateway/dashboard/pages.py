@@ -21,7 +21,7 @@ SECURITY_HEADERS = {
                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # "no-referrer" would make browsers send `Origin: null` on form posts
     "cache-control": "no-store",
 }
 

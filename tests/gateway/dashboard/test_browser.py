@@ -101,7 +101,7 @@ def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: G
     page.click("nav >> text=Budgets")
     page.select_option("select[name=scope]", "team")
     page.fill("input[name=id]", "browser-team")
-    page.fill("input[name=amount_usd]", "0.10")
+    page.fill("input[name=amount_usd]", "0.001")
     page.select_option("select[name=period]", "monthly")
     page.click("button:has-text('Set budget')")
     row = page.locator("#budgets tr[data-subject='browser-team']")
@@ -109,7 +109,8 @@ def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: G
 
     client = gateway.client(secret)
     for i in range(3):
-        client.chat.completions.create(model="large", messages=[{"role": "user", "content": f"hello dashboard {i}"}])
+        client.chat.completions.create(model="large", max_tokens=20,  # worst case $0.0002: fits the budget
+                                       messages=[{"role": "user", "content": f"hello dashboard {i}"}])
     spent = next(Decimal(r["cost_usd"]) for r in gateway.spend("team")["rows"] if r["group"] == _team_id(gateway))
     assert spent > 0
 
