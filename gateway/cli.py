@@ -6,6 +6,8 @@ import argparse
 import logging
 import sys
 
+from gateway import cascade_cli
+
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
@@ -31,11 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=4000)
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
+    cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # httpx logs every upstream request at INFO: a formatted, written line per request on the
+    # hot path (the access log is off for the same reason). Its warnings still show.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     args = build_parser().parse_args(argv)
     return args.run(args)
 
