@@ -35,6 +35,9 @@ from gateway.storage.keys import KeyStore
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream import DirectTarget
+from gateway.routing_policies import RoutingPolicies
+from gateway.routes import cascades as cascade_routes
+from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")
 
@@ -67,8 +70,11 @@ class Gateway:
                                    settings.ledger_flush_interval_s, settings.ledger_batch_size)
         self.metrics = Metrics()
         self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport)
+        self.breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
         self.targets: dict[str, RouteTarget] = {
-            name: DirectTarget(dep, self.deployments, self.metrics) for name, dep in self.deployments.items()}
+            name: DirectTarget(dep, self.deployments, self.metrics, self.breakers)
+            for name, dep in self.deployments.items()}
+        self.routing = RoutingPolicies(self)  # cascades and the cost router join self.targets
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(self))
@@ -76,6 +82,7 @@ class Gateway:
 
     async def start(self) -> None:
         await create_tables(self.engine)
+        await self.routing.start()
         await self.ledger.recover()
         self.ledger.start()
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
@@ -86,6 +93,7 @@ class Gateway:
         await self.batch_lane.stop()  # first: its lines still write ledger rows
         await self.spend.stop()
         await self.cache.stop()  # the embedded backend writes its snapshot
+        await self.routing.stop()  # shadow calls in flight still write ledger rows
         await self.ledger.close()
         for dep in self.deployments.values():
             await dep.provider.aclose()
@@ -121,6 +129,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.include_router(openai.router)
     app.include_router(admin.router)
     app.include_router(cache_admin.router)
+    app.include_router(cascade_routes.router)
     app.include_router(batch_routes.router)
     app.include_router(admin_budgets.router)
     install_dashboard(app)  # /admin/ui: its own session auth, not the admin bearer key

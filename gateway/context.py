@@ -101,6 +101,7 @@ class RequestContext:
     wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
+    compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
 

@@ -9,10 +9,12 @@ The tree (HTTP status, OpenAI `type`, `code`):
     ├── PermissionDenied             403  permission_error       model_not_allowed
     ├── NotFound                     404  invalid_request_error  model_not_found / not_found
     ├── BudgetExceeded               402  budget_exceeded        budget_exceeded
+    │   └── CostLimitExceeded        402  budget_exceeded        cost_limit_exceeded
     ├── RateLimited                  429  rate_limit_error       rate_limit_exceeded (+ retry-after)
     ├── UpstreamError                502  upstream_error         bad_gateway
     │   ├── UpstreamTimeout          504  upstream_error         upstream_timeout
-    │   └── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
+    │   ├── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
+    │   └── CircuitOpen              503  service_unavailable    circuit_open (+ retry-after)
     └── Unavailable                  503  service_unavailable    unavailable (+ retry-after)
 
 Stages raise these; `error_response` turns one into a response. Anything else that escapes is
@@ -75,6 +77,12 @@ class BudgetExceeded(GatewayError):
     code = "budget_exceeded"
 
 
+class CostLimitExceeded(BudgetExceeded):
+    """No model fits the request's `x-costgate-max-cost-usd`."""
+
+    code = "cost_limit_exceeded"
+
+
 class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"
@@ -96,6 +104,14 @@ class UpstreamRateLimited(UpstreamError):
     status = 429
     type = "rate_limit_error"
     code = "upstream_rate_limited"
+
+
+class CircuitOpen(UpstreamError):
+    """Every deployment that could answer has its circuit breaker open."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "circuit_open"
 
 
 class Unavailable(GatewayError):

@@ -36,6 +36,7 @@ class Settles(Protocol):
 def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     from gateway.stages import authenticate, record, route, tag
+    from gateway.stages import compress
     from gateway.stages import budget, ratelimit
     from gateway.stages.priority import Prioritize
     from gateway.stages import cache
@@ -48,6 +49,8 @@ def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-define
         budget.ReserveBudget(gateway.spend, gateway.targets),  # limits + worst-case hold, one store call
         Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         *cache.cache_stages(gateway.cache, gateway.deployments),  # exact, then semantic: a hit answers at $0
+        compress.Compress(gateway.settings.compression, gateway.deployments,  # keep last before route
+                          gateway.routing.metrics),
         route.Route(gateway.targets),
     ]
 
@@ -108,6 +111,8 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     h["x-costgate-request-id"] = ctx.request_id
     h["x-costgate-cache"] = ctx.cache_status.value
     h["x-costgate-model"] = ctx.served_model or ctx.requested_model
+    if ctx.compressed_tokens:
+        h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
     if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:
         h["x-costgate-cost-usd"] = format_usd(ctx.cost)
     return response

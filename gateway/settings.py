@@ -66,6 +66,42 @@ class CascadeConfig(_Strict):
     scorer: str = "rules"
     thresholds: list[float] | None = None
     shadow_rate: float = 0.05
+    # Issue 5 (policies/cascade.py): the threshold controller and the scorer's file.
+    adaptive: bool = True  # move the threshold to keep quality_target (else keep `thresholds`)
+    min_samples: int = Field(default=100, ge=1)  # shadow samples before the threshold moves
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # one-sided level of the agreement bound
+    max_samples: int = Field(default=5000, ge=10)  # the most recent samples the estimate uses
+
+
+class BreakerConfig(_Strict):
+    """Circuit breaker per deployment (policies/breaker.py)."""
+
+    enabled: bool = True
+    window_s: float = 60.0
+    min_requests: int = Field(default=20, ge=1)
+    max_error_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    open_s: float = 30.0  # how long an open breaker refuses calls before a half-open probe
+    probe_timeout_s: float = 30.0  # a probe that has not reported by then lets another through
+
+
+class CostRouterConfig(_Strict):
+    """A model name that picks the best model (by `quality`) whose estimated cost fits the
+    request's `x-costgate-max-cost-usd` (policies/router.py)."""
+
+    name: str = "cost-router"
+    models: list[str] | None = None  # candidates; default: every model with quality > 0
+    expected_output_tokens: int = Field(default=512, ge=1)  # used when the client sets no max_tokens
+
+
+class CompressionConfig(_Strict):
+    """Keep long conversations inside a token budget (policies/compress.py)."""
+
+    enabled: bool = False
+    budget_tokens: int = Field(default=8000, ge=64)
+    keep_recent: int = Field(default=6, ge=1)  # most recent messages always kept verbatim
+    summarizer: str | None = None  # a model name; None: extractive pruning, no upstream call
+    summary_max_tokens: int = Field(default=256, ge=16)
+    models: list[str] | None = None  # requested model names it applies to; None: every chat model
 
 
 class ExactCacheConfig(_Strict):
@@ -121,6 +157,9 @@ class Settings(_Strict):
     models: list[ModelConfig] = Field(default_factory=list)
     cascades: list[CascadeConfig] = Field(default_factory=list)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    cost_router: CostRouterConfig | None = None
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
     max_body_bytes: int = 4 * 1024 * 1024
     ledger_flush_interval_s: float = 0.05
     ledger_batch_size: int = 500

@@ -24,6 +24,7 @@ from gateway.metrics import Metrics
 from gateway.pipeline import SSE_DONE
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.tokens import count_prompt, count_text
+from policies.breaker import Breakers, circuit_open
 from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
@@ -147,9 +148,11 @@ def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]
 class DirectTarget:
     """A deployment, then each of its fallbacks in order, until one answers."""
 
-    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics) -> None:
+    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics,
+                 breakers: Breakers | None = None) -> None:
         self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
         self.metrics = metrics
+        self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         # Failed calls are not charged, so only the one deployment that answers costs money.
@@ -158,15 +161,25 @@ class DirectTarget:
     async def answer(self, ctx: RequestContext) -> Response:
         error: UpstreamError | None = None
         for dep in self.chain:
+            if self.breakers is not None and not self.breakers.allow(dep.name):
+                error = error or circuit_open(self.breakers, dep.name)
+                continue
             try:
                 if ctx.stream:
-                    return StreamingResponse(await open_relay(ctx, dep), media_type="text/event-stream",
-                                             headers=SSE_HEADERS)
-                completion = await call(ctx, dep)
-                ctx.response_body = completion.body
-                return Response(completion.raw, media_type="application/json")
+                    response: Response = StreamingResponse(await open_relay(ctx, dep),
+                                                           media_type="text/event-stream", headers=SSE_HEADERS)
+                else:
+                    completion = await call(ctx, dep)
+                    ctx.response_body = completion.body
+                    response = Response(completion.raw, media_type="application/json")
             except UpstreamError as err:
                 self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
+                if self.breakers is not None:
+                    self.breakers.record(dep.name, ok=False)
                 error = err
+                continue
+            if self.breakers is not None:
+                self.breakers.record(dep.name, ok=True)
+            return response
         assert error is not None
         raise error

@@ -51,24 +51,28 @@ def final_number(text: str) -> float | None:
     return _number(found[-1]) if found else None
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= 0.01 * max(1.0, abs(b))
+def _close(value: float, stated: str) -> bool:
+    """Does `stated` equal `value` rounded to as many decimals as `stated` shows?"""
+    text = stated.replace(",", "").rstrip(".")
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    number = _number(text)
+    return number is not None and abs(value - number) <= 0.5 * 10 ** -decimals + 1e-9
 
 
 def arithmetic_checks(answer: str) -> tuple[int, int]:
     """(right, wrong) among the answer's checkable calculations."""
     right = wrong = 0
-    for m in EQUATION.finditer(answer):
-        a, b, c = _number(m.group(1)), _number(m.group(3)), _number(m.group(4))
-        if a is None or b is None or c is None or (m.group(2) == "/" and b == 0):
+    for m in EQUATION.finditer(ANNOTATION.sub(" ", answer)):  # annotations are checked below, once
+        a, b = _number(m.group(1)), _number(m.group(3))
+        if a is None or b is None or _number(m.group(4)) is None or (m.group(2) == "/" and b == 0):
             continue
         value = {"+": a + b, "-": a - b, "*": a * b, "x": a * b, "×": a * b, "/": a / b if b else 0.0}[m.group(2)]
-        ok = _close(value, c)
+        ok = _close(value, m.group(4))
         right, wrong = right + ok, wrong + (not ok)
     for m in ANNOTATION.finditer(answer):
-        value, stated = _safe_eval(m.group(1)), _number(m.group(2))
-        if value is not None and stated is not None:
-            ok = _close(value, stated)
+        value = _safe_eval(m.group(1))
+        if value is not None and _number(m.group(2)) is not None:
+            ok = _close(value, m.group(2))
             right, wrong = right + ok, wrong + (not ok)
     return right, wrong
 

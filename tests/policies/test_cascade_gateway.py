@@ -1,0 +1,253 @@
+"""Cascades, shadow sampling, breakers, the cost router and compression, through a running
+gateway (official openai SDK) in front of a fake upstream serving recorded answers."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from gateway.tokens import count_text
+from tests.support import ROOT, GatewayProcess, _env, free_port, model, wait_http
+
+WEAK, STRONG = "rec-weak", "rec-strong"
+CONFIDENT = [-0.01] * 5
+UNSURE = [-3.0] * 5
+RECORDS = [
+    {"prompt": "good question", "answers": {WEAK: {"content": "3 + 4 = 7\n#### 7", "logprobs": CONFIDENT},
+                                            STRONG: "The answer is 7."}},
+    {"prompt": "refused question", "answers": {WEAK: {"content": "I'm sorry, I can't help with that.",
+                                                      "logprobs": CONFIDENT}, STRONG: "#### 12"}},
+    {"prompt": "unsure question", "answers": {WEAK: {"content": "#### 5", "logprobs": UNSURE},
+                                              STRONG: "#### 6"}},
+    {"prompt": "truncated question", "answers": {WEAK: {"content": "The answer", "finish_reason": "length",
+                                                        "logprobs": CONFIDENT}, STRONG: "#### 9"}},
+]
+
+
+class RecordedFake:
+    def __init__(self, workdir: Path) -> None:
+        path = workdir / "answers.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._log = open(workdir / "fake.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_recorded", "--answers", str(path),
+                                      "--port", str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=_env(), cwd=ROOT)
+        wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
+
+    def stats(self) -> dict[str, int]:
+        return httpx.get(f"http://127.0.0.1:{self.port}/_stats").json()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self._log.close()
+
+
+def config(base: str) -> dict:
+    weak = model("weak", WEAK, base, "0.6", "0.6", quality=1, max_retries=0)
+    strong = model("strong", STRONG, base, "10", "30", quality=2, max_retries=0)
+    dead = model("dead", "fail-500", base, fallbacks=["weak"], max_retries=0)
+    dead_tier = model("dead-tier", "fail-500", base, max_retries=0)
+    return {
+        "models": [weak, strong, dead, dead_tier],
+        "cascades": [
+            {"name": "auto", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.5],
+             "shadow_rate": 0.0},
+            {"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.99],
+             "shadow_rate": 1.0, "quality_target": 0.6, "min_samples": 5},
+            {"name": "broken-first", "tiers": ["dead-tier", "strong"], "scorer": "rules", "shadow_rate": 0.0},
+        ],
+        "breaker": {"min_requests": 3, "window_s": 60, "open_s": 600},
+        "cost_router": {"name": "fit", "models": ["weak", "strong"]},
+        "compression": {"enabled": True, "budget_tokens": 64, "keep_recent": 2, "models": ["weak"]},
+    }
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordedFake]:
+    f = RecordedFake(tmp_path_factory.mktemp("recorded"))
+    yield f
+    f.stop()
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, fake: RecordedFake) -> Iterator[GatewayProcess]:
+    g = GatewayProcess(config(fake.url), tmp_path_factory.mktemp("gw-cascade"))
+    yield g
+    g.stop()
+
+
+@pytest.fixture(scope="module")
+def client(gw: GatewayProcess) -> openai.OpenAI:
+    return gw.client(gw.new_key("team-cascade"))
+
+
+def ask(client: openai.OpenAI, model_name: str, text: str, **kwargs):
+    return client.chat.completions.with_raw_response.create(
+        model=model_name, messages=[{"role": "user", "content": text}], **kwargs)
+
+
+def cost_of(usage_in: int, usage_out: int, price_in: str, price_out: str) -> Decimal:
+    return (usage_in * Decimal(price_in) + usage_out * Decimal(price_out)) / 10**6
+
+
+def test_confident_cheap_answer_is_returned(client: openai.OpenAI, fake: RecordedFake) -> None:
+    before = fake.stats().get(STRONG, 0)
+    raw = ask(client, "auto", "good question")
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"
+    assert raw.headers["x-costgate-model"] == "weak"
+    assert completion.choices[0].logprobs is None  # asked for the scorer, not shown to the client
+    assert Decimal(raw.headers["x-costgate-cost-usd"]) == cost_of(completion.usage.prompt_tokens,
+                                                                    completion.usage.completion_tokens, "0.6", "0.6")
+    assert fake.stats().get(STRONG, 0) == before
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("unsure question", "#### 6"),       # low logprob confidence
+    ("refused question", "#### 12"),     # a refusal fails the rule checks whatever the logprobs say
+    ("truncated question", "#### 9"),    # finish_reason=length
+])
+def test_escalates_and_charges_every_call(client: openai.OpenAI, question: str, expected: str) -> None:
+    raw = ask(client, "auto", question)
+    completion = raw.parse()
+    assert completion.choices[0].message.content == expected
+    assert raw.headers["x-costgate-model"] == "strong"
+    strong_cost = cost_of(completion.usage.prompt_tokens, completion.usage.completion_tokens, "10", "30")
+    weak_answer = next(r["answers"][WEAK]["content"] for r in RECORDS if r["prompt"] == question)
+    weak_cost = cost_of(completion.usage.prompt_tokens, count_text(weak_answer), "0.6", "0.6")
+    assert Decimal(raw.headers["x-costgate-cost-usd"]) == strong_cost + weak_cost  # both calls, summed
+
+
+def test_ledger_row_carries_the_summed_cost(client: openai.OpenAI, gw: GatewayProcess) -> None:
+    raw = ask(client, "auto", "unsure question", extra_headers={"x-costgate-tags": "sum-check"})
+    rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
+    assert Decimal(rows["sum-check"]["cost_usd"]) == Decimal(raw.headers["x-costgate-cost-usd"])
+
+
+def test_streamed_accepted_answer_is_replayed(client: openai.OpenAI) -> None:
+    with client.chat.completions.with_streaming_response.create(
+            model="auto", stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "good question"}]) as response:
+        assert response.headers["x-costgate-model"] == "weak"
+        chunks = list(response.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "3 + 4 = 7\n#### 7"
+    usage = chunks[-1].usage
+    assert Decimal(usage.model_extra["cost_usd"]) == cost_of(usage.prompt_tokens, usage.completion_tokens,
+                                                             "0.6", "0.6")
+
+
+def test_streamed_escalation_streams_the_last_tier(client: openai.OpenAI) -> None:
+    with client.chat.completions.with_streaming_response.create(
+            model="auto", stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "unsure question"}]) as response:
+        assert response.headers["x-costgate-model"] == "strong"
+        chunks = list(response.parse())
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip() == "#### 6"
+    assert Decimal(chunks[-1].usage.model_extra["cost_usd"]) > 0
+
+
+def cascade_view(gw: GatewayProcess, name: str) -> dict:
+    return next(c for c in gw.admin("GET", "/admin/cascades").json()["data"] if c["name"] == name)
+
+
+def wait_samples(gw: GatewayProcess, name: str, n: int) -> dict:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        view = cascade_view(gw, name)
+        if view["samples"] >= n:
+            return view
+        time.sleep(0.05)
+    raise AssertionError(f"{name}: fewer than {n} samples: {view}")
+
+
+def test_shadow_sampling_moves_the_threshold(client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake) -> None:
+    view = cascade_view(gw, "shadowed")
+    assert view["threshold"] == 0.99 and not view["adapted"] and view["samples"] == 0
+    strong_before = fake.stats().get(STRONG, 0)
+    for _ in range(5):  # confident answers: 0.99 escalates none of them, so each needs a shadow call
+        raw = ask(client, "shadowed", "good question", extra_headers={"x-costgate-tags": "shadow-test"})
+        assert raw.headers["x-costgate-model"] == "weak"
+    view = wait_samples(gw, "shadowed", 5)
+    assert view["adapted"] and view["threshold"] == 0.0  # every cheap answer agreed: accept them all
+    assert view["agreement"] == 1.0 and view["agreement_lower_bound"] >= 0.6
+    assert fake.stats()[STRONG] - strong_before == 5  # the shadow calls were real calls
+    rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
+    assert rows["cascade-shadow"]["requests"] == 5 and Decimal(rows["cascade-shadow"]["cost_usd"]) > 0
+    assert rows["shadow-test"]["requests"] == 10  # the answers and their shadow rows, same tags
+    for _ in range(5):  # unsure answers that disagree: accepted at 0.0 for now, so shadowed
+        ask(client, "shadowed", "unsure question")
+    view = wait_samples(gw, "shadowed", 10)
+    assert view["threshold"] is not None and view["threshold"] > math.exp(-3)  # escalates the unsure ones now
+    assert ask(client, "shadowed", "unsure question").headers["x-costgate-model"] == "strong"
+    metrics = httpx.get(gw.url + "/metrics").text
+    assert 'costgate_cascade_agreement{cascade="shadowed"}' in metrics
+    assert 'costgate_cascade_threshold{cascade="shadowed"}' in metrics
+
+
+def test_failing_tier_falls_through_and_breaker_opens(client: openai.OpenAI, gw: GatewayProcess,
+                                                      fake: RecordedFake) -> None:
+    start = fake.stats().get("fail-500", 0)
+    for _ in range(4):
+        raw = ask(client, "dead", "good question")
+        assert raw.headers["x-costgate-model"] == "weak"  # the fallback answers
+    assert fake.stats()["fail-500"] - start == 3  # open after 3 failures: the 4th never reached it
+    states = {b["deployment"]: b for b in gw.admin("GET", "/admin/breakers").json()["data"]}
+    assert states["dead"]["state"] == "open" and states["weak"]["state"] == "closed"
+    assert 'costgate_breaker_state{deployment="dead",state="open"} 1.0' in httpx.get(gw.url + "/metrics").text
+
+
+def test_cascade_skips_a_failing_tier(client: openai.OpenAI) -> None:
+    raw = ask(client, "broken-first", "good question")
+    assert raw.headers["x-costgate-model"] == "strong"
+    assert raw.parse().choices[0].message.content == "The answer is 7."
+
+
+@pytest.mark.parametrize("max_cost, expected", [
+    (None, "strong"), ("0.01", "strong"), ("0.001", "weak"),
+])
+def test_cost_router_picks_best_model_that_fits(client: openai.OpenAI, max_cost: str | None, expected: str) -> None:
+    headers = {"x-costgate-max-cost-usd": max_cost} if max_cost else {}
+    raw = ask(client, "fit", "good question", max_tokens=100, extra_headers=headers)
+    assert raw.headers["x-costgate-model"] == expected
+
+
+def test_cost_router_refuses_with_402_when_nothing_fits(client: openai.OpenAI, gw: GatewayProcess) -> None:
+    with pytest.raises(openai.APIStatusError) as err:
+        ask(client, "fit", "good question", max_tokens=100, extra_headers={"x-costgate-max-cost-usd": "0.000001"})
+    assert err.value.status_code == 402
+    assert err.value.body["code"] == "cost_limit_exceeded"
+
+
+def test_long_conversation_is_compressed(client: openai.OpenAI) -> None:
+    history = []
+    for i in range(12):
+        history.append({"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."})
+        history.append({"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."})
+    messages = [{"role": "system", "content": "Be brief."}, *history, {"role": "user", "content": "good question"}]
+    raw = client.chat.completions.with_raw_response.create(model="weak", messages=messages)
+    saved = int(raw.headers["x-costgate-compressed-tokens"])
+    assert saved > 100
+    completion = raw.parse()
+    assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"  # the last turn survived
+    short = client.chat.completions.with_raw_response.create(model="weak", messages=messages[-3:])
+    assert "x-costgate-compressed-tokens" not in short.headers
+    assert completion.usage.prompt_tokens < 400
+
+
+def test_admin_cascades_needs_the_admin_key(gw: GatewayProcess) -> None:
+    assert httpx.get(gw.url + "/admin/cascades").status_code == 401
