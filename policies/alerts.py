@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from decimal import Decimal
 
 
 class AlertKind(enum.Enum):
@@ -18,8 +19,8 @@ def reached(spent_pusd: int, amount_pusd: int, thresholds: tuple[float, ...]) ->
     Compared in integers: 0.8 of $1 is reached at exactly 800000000000 pico-dollars."""
     out = []
     for t in sorted(thresholds):
-        # t as an exact ratio of integers, so 0.5 * amount is never off by float rounding
-        num, den = float(t).as_integer_ratio()
+        # t as written (0.8, not the binary float just above it), as an exact ratio of integers
+        num, den = Decimal(str(t)).as_integer_ratio()
         if spent_pusd * den >= amount_pusd * num:
             out.append(t)
     return out

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -35,10 +35,14 @@ def _lua(name: str) -> str:
 
 
 class RedisStore:
-    def __init__(self, url: str, prefix: str = "costgate:", timeout_s: float = 0.5) -> None:
+    def __init__(self, url: str, prefix: str = "costgate:", timeout_s: float = 0.5, max_connections: int = 64) -> None:
         self.prefix = prefix
-        self.redis = Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                                    retry=Retry(NoBackoff(), 1), health_check_interval=0)
+        # A blocking pool: a burst of requests queues for a connection instead of failing.
+        pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s * 4,
+                                               socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+                                               retry=Retry(NoBackoff(), 1))
+        self._pool = pool
+        self.redis = Redis(connection_pool=pool)
         reclaim = _lua("reclaim.lua")
         self._admit = self.redis.register_script(reclaim + _lua("admit.lua"))
         self._settle = self.redis.register_script(_lua("settle.lua"))
@@ -120,6 +124,7 @@ class RedisStore:
 
     async def close(self) -> None:
         await self.redis.aclose()
+        await self._pool.disconnect()
 
 
 def _text(value: bytes | str) -> str:

@@ -38,6 +38,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
         config = {"models": standard_models(fake_upstream.url), "database_url": pg_url, "redis_url": SHARED_REDIS,
                   "budgets": {"redis_prefix": prefix, "refresh_s": 0.2},
                   "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}},
+                  "plans": {"free": {"dollar_cap_usd": "0.00005", "tarpit_s": 0.2}},
                   "alerts": {"webhook_url": hook.url, "backoff_s": 0.05, "retries": 4}}
         a = GatewayProcess(config, tmp_path_factory.mktemp("replica-a"))
         b = GatewayProcess(config, tmp_path_factory.mktemp("replica-b"))
@@ -264,3 +265,25 @@ def test_budget_admin_validation(replicas):
     created = put_budget(a, scope="tag", id="temp", amount_usd="2", period="total")
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 200
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 404
+
+
+def test_free_plan_rules_cheap_models_tarpit_and_a_hard_dollar_cap(replicas):
+    a, b = replicas
+    key = a.new_key("freeloaders", plan="free")
+    client = b.client(key)
+    with pytest.raises(openai.PermissionDeniedError) as err:  # $10 per million output tokens: not cheap
+        client.chat.completions.create(model="large", messages=[{"role": "user", "content": "hi"}])
+    assert err.value.body["code"] == "model_not_allowed"
+    started = time.monotonic()
+    client.chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}], max_tokens=5)
+    assert time.monotonic() - started >= 0.2  # the tarpit's delay (a lower bound: sleeps never end early)
+    statuses = []
+    for _ in range(6):  # ~$1.8e-5 each against the $0.00005 cap (lowered from $1 for the test)
+        try:
+            client.chat.completions.create(model="small", messages=[{"role": "user", "content": PROMPT}], max_tokens=20)
+            statuses.append(200)
+        except openai.APIStatusError as err:
+            statuses.append(err.status_code)
+    assert statuses[:2] == [200, 200] and statuses[-1] == 402
+    spent = ledger_total(replicas, team_id(a, "freeloaders"))
+    assert spent <= Decimal("0.00005")

@@ -1,0 +1,179 @@
+"""The counter store's contract, on both backends (in-process, and the real Redis on db 5
+under a key prefix of this run's own): all-or-nothing admission, no overrun under concurrency,
+reclaimed holds, rate windows, seeding, period rollover with an injected clock."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.settings import Settings
+from gateway.spend_control import SpendControl, budget_checks
+from gateway.storage.counters import Admission, BudgetCheck, InProcessStore, Outcome, Settlement, StoreUnavailable
+from gateway.storage.db import create_engine, create_tables
+from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.storage.redis_counters import RedisStore
+from policies.budgets import Budget, Period, Scope
+from policies.ratelimit import Limit, RateCheck
+from tests.gateway.budget_support import SHARED_REDIS, redis_prefix
+from tests.support import free_port
+
+T0 = datetime(2026, 1, 31, 23, 59, 0, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.fixture(scope="module")
+def prefix() -> Iterator[str]:
+    with redis_prefix() as p:
+        yield p
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[object]:
+    if request.param == "memory":
+        yield InProcessStore()
+        return
+    s = RedisStore(SHARED_REDIS, prefix + f"{request.node.name}:")
+    yield s
+    await s.close()
+
+
+def admission(rid: str, now: float, want: int, budgets: tuple[BudgetCheck, ...] = (),
+              rates: tuple[RateCheck, ...] = (), timeout: float = 60) -> Admission:
+    return Admission(rid, now, now + timeout, want, rates, budgets)
+
+
+async def test_admission_is_all_or_nothing_across_budgets(store):
+    team, key = BudgetCheck("team:t:daily:x", 1000, 3600), BudgetCheck("key:k:daily:x", 300, 3600)
+    await store.initialize({team.counter: (0, 3600), key.counter: (0, 3600)})
+    rpm = RateCheck(Limit.REQUESTS_PER_MINUTE, "key:k", 10, 1)
+    assert (await store.admit(admission("r1", T0, 200, (team, key), (rpm,)))).outcome is Outcome.ADMITTED
+    refused = await store.admit(admission("r2", T0, 200, (team, key), (rpm,)))
+    assert (refused.outcome, refused.failed) == (Outcome.OVER_BUDGET, 1)
+    states = await store.read([team.counter, key.counter])
+    assert [(s.spent_pusd, s.reserved_pusd) for s in states] == [(0, 200), (0, 200)]  # r2 held nothing
+    # ...and was not counted against the rate limit either: 9 more requests still fit
+    for i in range(9):
+        assert (await store.admit(admission(f"x{i}", T0, 0, (), (rpm,)))).outcome is Outcome.ADMITTED
+    assert (await store.admit(admission("x9", T0, 0, (), (rpm,)))).outcome is Outcome.RATE_LIMITED
+
+
+async def test_settle_commits_the_cost_and_releases_the_rest(store):
+    team = BudgetCheck("team:t:monthly:m", 10_000, None)
+    await store.initialize({team.counter: (500, None)})
+    assert (await store.admit(admission("r1", T0, 4000, (team,)))).outcome is Outcome.ADMITTED
+    spent = await store.settle(Settlement("r1", T0, 1234, (team.counter,), (("spend:all:1", 60),)))
+    assert spent == [1734, 1234]
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (1734, 0)
+    # settling twice (a retry) never releases twice
+    await store.settle(Settlement("r1", T0, 0, (team.counter,)))
+    assert (await store.read([team.counter]))[0].reserved_pusd == 0
+
+
+async def test_concurrent_admissions_never_overrun(store):
+    team = BudgetCheck("team:t:total:total", 50 * 7, None)
+    await store.initialize({team.counter: (0, None)})
+    verdicts = await asyncio.gather(*(store.admit(admission(f"c{i}", T0, 7, (team,))) for i in range(200)))
+    assert sum(v.outcome is Outcome.ADMITTED for v in verdicts) == 50
+    assert (await store.read([team.counter]))[0].reserved_pusd == 350
+
+
+async def test_a_hold_past_its_deadline_is_reclaimed(store):
+    team = BudgetCheck("team:t:daily:d", 100, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    assert (await store.admit(admission("dead", T0, 100, (team,), timeout=5))).outcome is Outcome.ADMITTED
+    assert (await store.admit(admission("next", T0 + 1, 100, (team,)))).outcome is Outcome.OVER_BUDGET
+    # the replica holding "dead" crashed; after its deadline the next admission reclaims it
+    assert (await store.admit(admission("next", T0 + 6, 100, (team,)))).outcome is Outcome.ADMITTED
+    assert (await store.read([team.counter]))[0].reserved_pusd == 100
+    # a late settle of the reclaimed hold still commits its cost, and releases nothing twice
+    await store.settle(Settlement("dead", T0, 40, (team.counter,)))
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (40, 100)
+    await store.settle(Settlement("next", T0 + 6, 0, (team.counter,)))
+    assert await store.reclaim(T0 + 10_000) == 0
+    assert (await store.read([team.counter]))[0].reserved_pusd == 0
+
+
+async def test_missing_counters_are_reported_and_settle_never_creates_them(store):
+    team = BudgetCheck("team:new:daily:d", 100, 3600)
+    verdict = await store.admit(admission("r", T0, 1, (team,)))
+    assert verdict.outcome is Outcome.UNINITIALIZED and verdict.missing == (team.counter,)
+    await store.settle(Settlement("r", T0, 5, (team.counter,)))
+    assert not (await store.read([team.counter]))[0].initialized
+    await store.initialize({team.counter: (70, 3600)})
+    await store.initialize({team.counter: (0, 3600)})  # the first seed wins
+    assert (await store.read([team.counter]))[0].spent_pusd == 70
+
+
+async def test_sliding_minute_window(store):
+    rpm = RateCheck(Limit.REQUESTS_PER_MINUTE, "key:w", 4, 1)
+    start = 60 * 1_000_000.0  # the start of a minute
+    for i in range(4):
+        assert (await store.admit(admission(f"a{i}", start + 10, 0, (), (rpm,)))).outcome is Outcome.ADMITTED
+    refused = await store.admit(admission("a4", start + 10, 0, (), (rpm,)))
+    assert refused.outcome is Outcome.RATE_LIMITED and refused.retry_after_s == 50
+    # 45 s into the next minute a quarter of the last minute's 4 still counts: 1 + 3 new fit
+    for i in range(3):
+        assert (await store.admit(admission(f"b{i}", start + 105, 0, (), (rpm,)))).outcome is Outcome.ADMITTED
+    assert (await store.admit(admission("b3", start + 105, 0, (), (rpm,)))).outcome is Outcome.RATE_LIMITED
+
+
+async def test_alerts_are_claimed_once(store):
+    assert await store.claim_alert("team:t:daily:d", "0.5", T0, 60)
+    assert not await store.claim_alert("team:t:daily:d", "0.5", T0 + 1, 60)
+    assert await store.claim_alert("team:t:daily:d", "0.8", T0 + 2, 60)
+    assert set(await store.alert_state("team:t:daily:d")) == {"0.5", "0.8"}
+
+
+async def test_an_unreachable_redis_raises_store_unavailable_quickly():
+    store = RedisStore(f"redis://127.0.0.1:{free_port()}/0", "x:", timeout_s=0.2)
+    started = time.monotonic()
+    with pytest.raises(StoreUnavailable):
+        await store.admit(admission("r", T0, 1, (BudgetCheck("team:t:total:total", 5, None),)))
+    assert time.monotonic() - started < 5
+    await store.close()
+
+
+def _row(request_id: str, when: float, team: str, cost_pusd: int) -> LedgerRow:
+    day = datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%d")
+    return LedgerRow(request_id, when, day, team, "k", None, None, None, "chat.completions", "m", "m", "openai",
+                     1, 1, 0, cost_pusd, 0, 1.0, None, "miss", 200, None)
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_period_rollover_with_an_injected_clock(backend: str, tmp_path: Path, prefix: str):
+    """A daily budget full at 23:59 on Jan 31 admits again at 00:00:30 on Feb 1: the new day's
+    counter is seeded from the ledger's rows of that day only."""
+    clock = [T0]
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/l.db", data_dir=str(tmp_path),
+                        redis_url=SHARED_REDIS if backend == "redis" else None,
+                        budgets={"redis_prefix": prefix + f"rollover-{backend}:"})
+    engine = create_engine(settings.database_url)
+    await create_tables(engine)
+    ledger = LedgerWriter(engine)
+    control = SpendControl(settings, engine, ledger, CollectorRegistry(), clock=lambda: clock[0])
+    stored = await control.table.put(Budget(Scope.TEAM, "team_r", Period.DAILY, 1000))
+    ledger.record(_row("old", T0 - 30, "team_r", 900))  # Jan 31: $900 pico of the 1000 spent
+    ledger.record(_row("older", T0 - 86_400, "team_r", 5000))  # Jan 30: another day
+    budgets = [stored]
+
+    async def admit(rid: str, want: int) -> Outcome:
+        now = clock[0]
+        return (await control.admit(Admission(rid, now, now + 60, want, (), budget_checks(budgets, now)),
+                                    budgets)).outcome
+
+    assert await admit("jan31", 200) is Outcome.OVER_BUDGET  # 900 + 200 > 1000
+    assert [v.state.spent_pusd for v in await control.view(budgets)] == [900]
+    clock[0] = T0 + 90  # Feb 1, 00:00:30 UTC
+    assert await admit("feb1", 200) is Outcome.ADMITTED
+    [view] = await control.view(budgets)
+    assert (view.window.key, view.state.spent_pusd, view.state.reserved_pusd) == ("2026-02-01", 0, 200)
+    await control.stop()
+    await engine.dispose()
