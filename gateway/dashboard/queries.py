@@ -84,9 +84,64 @@ class RecentRequest:
     latency_ms: float
 
 
-def _totals(row) -> Totals:  # type: ignore[no-untyped-def]
-    return Totals(int(row.requests), int(row.errors), int(row.prompt_tokens), int(row.completion_tokens),
-                  from_pico(int(row.cost_pusd)), from_pico(int(row.saved_pusd)))
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """The window's sums for one team, requested model, served model and cache status."""
+
+    team_id: str
+    requested_model: str
+    served_model: str
+    cache_status: str
+    requests: int
+    errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: Decimal
+    saved: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Everything but the per-day series, from one grouped query; pure arithmetic from here on."""
+
+    facts: tuple[Fact, ...]
+
+    def totals(self) -> Totals:
+        f = self.facts
+        return Totals(sum(x.requests for x in f), sum(x.errors for x in f), sum(x.prompt_tokens for x in f),
+                      sum(x.completion_tokens for x in f), sum((x.cost for x in f), ZERO),
+                      sum((x.saved for x in f), ZERO))
+
+    def top_spenders(self, names: Mapping[str, str], limit: int = 10) -> list[Spender]:
+        by_team: dict[str, list] = {}  # type: ignore[type-arg]
+        for x in self.facts:
+            acc = by_team.setdefault(x.team_id, [0, 0, ZERO, ZERO])
+            acc[0] += x.requests
+            acc[1] += x.prompt_tokens + x.completion_tokens
+            acc[2] += x.cost
+            acc[3] += x.saved
+        whole = sum((a[2] for a in by_team.values()), ZERO)
+        ranked = sorted(by_team.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
+        return [Spender(names.get(team, team) or "(no key)", a[0], a[1], a[2], a[3],
+                        float(a[2] / whole) if whole else 0.0) for team, a in ranked]
+
+    def cache(self) -> CacheStats:
+        hits = {s: sum(x.requests for x in self.facts if x.cache_status == s) for s in CACHE_HITS}
+        saved = sum((x.saved for x in self.facts if x.cache_status in CACHE_HITS), ZERO)
+        return CacheStats(sum(x.requests for x in self.facts), hits, saved)
+
+    def cascades(self, cascades: Iterable[tuple[str, tuple[str, ...]]]) -> list[CascadeStats]:
+        """Escalation per configured cascade: requests asked of the cascade's name, by the tier that
+        answered (cache hits left out: no tier ran). Saved is what the ledger recorded as saved
+        on those requests (a cascade that records no saving shows $0)."""
+        out = []
+        for name, tiers in cascades:
+            mine = [x for x in self.facts if x.requested_model == name and x.cache_status not in CACHE_HITS]
+            by_tier: dict[str, int] = {}
+            for x in mine:
+                by_tier[x.served_model] = by_tier.get(x.served_model, 0) + x.requests
+            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier, sum((x.saved for x in mine), ZERO)))
+        return out
 
 
 class DashboardQueries:
@@ -99,9 +154,11 @@ class DashboardQueries:
         async with self._engine.connect() as conn:
             return list(await conn.execute(query))
 
-    async def totals(self, window: Window) -> Totals:
-        rows = await self._rows(window)
-        return _totals(rows[0])
+    async def summary(self, window: Window) -> Summary:
+        rows = await self._rows(window, "team_id", "requested_model", "served_model", "cache_status")
+        return Summary(tuple(Fact(r.team_id, r.requested_model, r.served_model, r.cache_status, int(r.requests),
+                                  int(r.errors), int(r.prompt_tokens), int(r.completion_tokens),
+                                  from_pico(int(r.cost_pusd)), from_pico(int(r.saved_pusd))) for r in rows))
 
     async def spend_series(self, window: Window, dimension: str, names: Mapping[str, str]) -> list[Series]:
         """Spend per day, one series per team (`team_id`) or model (`served_model`)."""
@@ -112,40 +169,6 @@ class DashboardQueries:
             name = names.get(r[1], r[1]) or "(none)"
             values.setdefault(name, [ZERO] * len(labels))[index[r.day]] += from_pico(int(r.cost_pusd))
         return [Series(n, tuple(v)) for n, v in values.items()]
-
-    async def top_spenders(self, window: Window, names: Mapping[str, str], limit: int = 10) -> list[Spender]:
-        rows = await self._rows(window, "team_id")
-        whole = sum((from_pico(int(r.cost_pusd)) for r in rows), ZERO)
-        ranked = sorted(rows, key=lambda r: int(r.cost_pusd), reverse=True)[:limit]
-        return [Spender(names.get(r.team_id, r.team_id) or "(no key)", int(r.requests),
-                        int(r.prompt_tokens) + int(r.completion_tokens), from_pico(int(r.cost_pusd)),
-                        from_pico(int(r.saved_pusd)), float(from_pico(int(r.cost_pusd)) / whole) if whole else 0.0)
-                for r in ranked]
-
-    async def cache(self, window: Window) -> CacheStats:
-        requests, hits, saved = 0, {s: 0 for s in CACHE_HITS}, ZERO
-        for r in await self._rows(window, "cache_status"):
-            requests += int(r.requests)
-            if r.cache_status in hits:
-                hits[r.cache_status] += int(r.requests)
-                saved += from_pico(int(r.saved_pusd))
-        return CacheStats(requests, hits, saved)
-
-    async def cascades(self, window: Window, cascades: Iterable[tuple[str, tuple[str, ...]]]) -> list[CascadeStats]:
-        """Escalation per configured cascade: requests asked of the cascade's name, by the tier that
-        answered (cache hits left out: no tier ran). Saved is what the ledger recorded as saved
-        on those requests (a cascade that records no saving shows $0)."""
-        rows = [r for r in await self._rows(window, "requested_model", "served_model", "cache_status")
-                if r.cache_status not in CACHE_HITS]
-        out = []
-        for name, tiers in cascades:
-            mine = [r for r in rows if r.requested_model == name]
-            by_tier: dict[str, int] = {}
-            for r in mine:
-                by_tier[r.served_model] = by_tier.get(r.served_model, 0) + int(r.requests)
-            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier,
-                                    sum((from_pico(int(r.saved_pusd)) for r in mine), ZERO)))
-        return out
 
     async def recent(self, names: Mapping[str, str], limit: int = 50) -> list[RecentRequest]:
         """The newest ledger rows (the ledger holds no prompt or completion text)."""

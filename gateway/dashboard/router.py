@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hmac
 import time
-from datetime import datetime, timezone
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
@@ -56,7 +55,7 @@ def _window(request: Request) -> Window:
         days = int(request.query_params.get("days", "30"))
     except ValueError:
         days = 30
-    return Window(datetime.now(timezone.utc).date(), days if days in WINDOWS else 30)
+    return Window.ending_at(time.time(), days if days in WINDOWS else 30)
 
 
 async def _session(request: Request) -> Session | None:

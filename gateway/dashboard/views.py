@@ -42,23 +42,24 @@ class Views:
     async def overview(self, session: Session, window: Window) -> Response:
         names = await self._team_names()
         chart = await self._chart(window, "team_id", names, "Spend per day by team")
+        summary = await self.queries.summary(window)
         return self._render("overview.html", session, window, page="overview", chart=chart,
-                            totals=await self.queries.totals(window), cache=await self.queries.cache(window),
-                            spenders=await self.queries.top_spenders(window, names))
+                            totals=summary.totals(), cache=summary.cache(), spenders=summary.top_spenders(names))
 
     async def spend(self, session: Session, window: Window) -> Response:
         names = await self._team_names()
-        return self._render("spend.html", session, window, page="spend",
-                            by_team=await self._chart(window, "team_id", names, "Spend per day by team"),
-                            by_model=await self._chart(window, "served_model", {}, "Spend per day by model"),
-                            spenders=await self.queries.top_spenders(window, names, limit=50))
+        by_team = await self._chart(window, "team_id", names, "Spend per day by team")
+        by_model = await self._chart(window, "served_model", {}, "Spend per day by model")
+        summary = await self.queries.summary(window)
+        return self._render("spend.html", session, window, page="spend", by_team=by_team, by_model=by_model,
+                            spenders=summary.top_spenders(names, limit=50))
 
     async def savings(self, session: Session, window: Window) -> Response:
         await self.queries.rollup.ensure(window)
+        summary = await self.queries.summary(window)
         cascades = [(c.name, tuple(c.tiers)) for c in self.gateway.settings.cascades]
-        return self._render("savings.html", session, window, page="savings",
-                            cache=await self.queries.cache(window), totals=await self.queries.totals(window),
-                            cascades=await self.queries.cascades(window, cascades))
+        return self._render("savings.html", session, window, page="savings", cache=summary.cache(),
+                            totals=summary.totals(), cascades=summary.cascades(cascades))
 
     async def requests(self, session: Session, window: Window) -> Response:
         return self._render("requests.html", session, window, page="requests",

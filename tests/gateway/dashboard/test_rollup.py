@@ -81,11 +81,12 @@ async def test_figures_match_the_ledger_and_closed_days_are_rolled_once(engine) 
     queries = DashboardQueries(engine)
     assert await queries.rollup.ensure(window) == 28  # every closed day, empty ones too
     assert await queries.rollup.ensure(window) == 0
-    spenders = await queries.top_spenders(window, {"team_a": "A", "team_b": "B"})
+    summary = await queries.summary(window)
+    spenders = summary.top_spenders({"team_a": "A", "team_b": "B"})
     want = expected(ROWS, window)
     assert {s.team: s.cost for s in spenders} == {"A": want["team_a"], "B": want["team_b"], "(no key)": Decimal(0)}
     assert [s.team for s in spenders][:2] == ["B", "A"]
-    totals = await queries.totals(window)
+    totals = summary.totals()
     assert (totals.requests, totals.errors) == (8, 2)
     assert totals.cost == sum(want.values(), Decimal(0))
     assert totals.saved == from_pico(5_000_000)
@@ -103,10 +104,11 @@ async def test_series_cache_and_cascades(engine) -> None:
     labels = window.labels()
     assert by_model["large"][labels.index((TODAY - timedelta(days=6)).isoformat())] == from_pico(7_000_000)
     assert by_model["large"][-1] == from_pico(9_000_000)
-    cache = await queries.cache(window)
+    summary = await queries.summary(window)
+    cache = summary.cache()
     assert cache.hits == {"exact": 1, "semantic": 1} and cache.requests == 8
     assert cache.hit_rate == 0.25 and cache.saved == from_pico(5_000_000)
-    (auto,) = await queries.cascades(window, [("auto", ("small", "large"))])
+    (auto,) = summary.cascades([("auto", ("small", "large"))])
     assert auto.requests == 1 and auto.by_tier == {"large": 1}  # the semantic hit ran no tier
     assert auto.escalation_rate == 1.0
 
@@ -116,11 +118,11 @@ async def test_open_days_are_live_and_racing_replicas_do_not_double_count(engine
     results = await asyncio.gather(*(Rollup(engine).ensure(window) for _ in range(3)))
     assert sum(results) == 5  # each closed day rolled by exactly one of them
     queries = DashboardQueries(engine)
-    before = (await queries.totals(window)).cost
+    before = (await queries.summary(window)).totals().cost
     late = [replace(row(10, 0, "team_a", "small", 7), request_id="req_10")]
     async with engine.begin() as conn:
         await conn.execute(insert(ledger), [asdict(r) for r in late])
-    assert (await queries.totals(window)).cost == before + from_pico(7)
+    assert (await queries.summary(window)).totals().cost == before + from_pico(7)
     recent = await queries.recent({"team_a": "A"}, limit=2)
     assert [r.request_id for r in recent] == ["req_10", "req_2"]
     assert recent[0].team == "A" and recent[0].cost == from_pico(7)
