@@ -39,7 +39,8 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
                   "budgets": {"redis_prefix": prefix, "refresh_s": 0.2},
                   "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}},
                   "plans": {"free": {"dollar_cap_usd": "0.00005", "tarpit_s": 0.2}},
-                  "alerts": {"webhook_url": hook.url, "backoff_s": 0.05, "retries": 4}}
+                  "alerts": {"webhook_url": hook.url, "backoff_s": 0.05, "retries": 4,
+                             "spend_rate_per_hour_usd": "0.0008", "total_spend_rate_per_hour_usd": "0.0005"}}
         a = GatewayProcess(config, tmp_path_factory.mktemp("replica-a"))
         b = GatewayProcess(config, tmp_path_factory.mktemp("replica-b"))
         try:
@@ -121,6 +122,19 @@ def test_200_concurrent_requests_never_overrun_a_shared_team_budget(replicas):
         view = budget_of(gw, budget["id"])
         assert Decimal(view["spent_usd"]) == ledger_sum
         assert Decimal(view["reserved_usd"]) == 0
+
+
+def test_spend_rate_alerts_fire_once_per_hour_per_team_and_overall(replicas, hook):
+    a, _ = replicas  # runs after the crowd above spent about $0.001 in this hour
+    crowd = team_id(a, "crowd")
+    hook.wait_for(lambda: {x["subject"] for x in hook.accepted if x["type"] == "spend_rate"} >= {"all", f"team:{crowd}"})
+    rate_alerts = [(x["subject"], x["period"]) for x in hook.accepted if x["type"] == "spend_rate"]
+    assert sorted(rate_alerts) == sorted([("all", "hourly"), (f"team:{crowd}", "hourly")])
+    rates = {r["subject"]: r for r in a.admin("GET", "/admin/budgets").json()["spend_rate"]}
+    assert rates["all"]["alerted_at"] is not None and rates[f"team:{crowd}"]["alerted_at"] is not None
+    assert 0 < Decimal(rates[f"team:{crowd}"]["spent_usd"]) <= ledger_total(replicas, crowd)  # <: an hour may turn
+    assert 'costgate_budget_alerts_total{kind="spend_rate"' in a.admin("GET", "/metrics").text + \
+        replicas[1].admin("GET", "/metrics").text
 
 
 def test_a_request_failing_upstream_releases_its_reservation(replicas, fake_upstream):
