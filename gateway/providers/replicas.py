@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 import httpx
 
@@ -28,6 +29,8 @@ from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCa
 from gateway.providers.openai import OpenAIProvider
 from gateway.settings import ModelConfig
 from gateway.tokens import count_prompt
+
+T = TypeVar("T")
 
 
 def replica_is_down(err: UpstreamError) -> bool:
@@ -62,16 +65,22 @@ class ReplicaSet:
         self._released = asyncio.Event()
 
     async def complete(self, call: UpstreamCall) -> Completion:
-        return await self._on_some_replica(call, lambda replica, c: replica.complete(c), stream=False)
+        completion, ticket = await self._on_some_replica(call, lambda replica, c: replica.complete(c))
+        self._release(ticket)
+        return completion
 
     async def open_stream(self, call: UpstreamCall) -> UpstreamStream:
-        return await self._on_some_replica(call, lambda replica, c: replica.open_stream(c), stream=True)
+        stream, ticket = await self._on_some_replica(call, lambda replica, c: replica.open_stream(c))
+        return ReleasingStream(stream, lambda: self._release(ticket))
 
     async def aclose(self) -> None:
         for replica in self.replicas:
             await replica.aclose()
 
-    async def _on_some_replica(self, call, send, *, stream: bool):  # type: ignore[no-untyped-def]
+    async def _on_some_replica(self, call: UpstreamCall,
+                               send: Callable[[Provider, UpstreamCall], Awaitable[T]]) -> tuple[T, Ticket]:
+        """`send` on the best replica, then on others while replicas fail; the caller releases
+        the returned ticket once the answer is complete."""
         weight = call_weight(call, self.max_output_tokens)
         upstream_call = self._for_replica(call)
         tried: set[int] = set()
@@ -94,10 +103,7 @@ class ReplicaSet:
                 self._release(ticket)
                 raise
             self.book.mark_up(replica)
-            if stream:
-                return ReleasingStream(result, lambda: self._release(ticket))
-            self._release(ticket)
-            return result
+            return result, ticket
         if last_error is not None:
             raise last_error
         raise Unavailable(f"no replica of {self.name!r} could take the request")
