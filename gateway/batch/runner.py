@@ -161,7 +161,7 @@ class BatchJob:
                        "param": "input_file_id"}]
             await self.store.set_status(self.batch.id, "failed", errors=orjson.dumps(errors).decode())
             return None
-        lines, _ = parse_input(data, self.batch.endpoint, self.config.max_lines)
+        lines, _ = await asyncio.to_thread(parse_input, data, self.batch.endpoint, self.config.max_lines)
         return lines
 
     async def _keep_lease(self) -> None:

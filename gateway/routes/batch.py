@@ -4,6 +4,7 @@ gateway.batch.runner, line by line through the pipeline."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -156,8 +157,8 @@ async def create_batch(request: Request) -> Response:
     record = await lane.files.get(body.input_file_id, principal.team_id)
     if record.purpose != "batch":
         raise InvalidRequest("the input file must be uploaded with purpose 'batch'", param="input_file_id")
-    data = lane.files.path(record.id).read_bytes()
-    lines, errors = parse_input(data, body.endpoint, lane.config.max_lines)
+    data = await asyncio.to_thread(lane.files.path(record.id).read_bytes)
+    lines, errors = await asyncio.to_thread(parse_input, data, body.endpoint, lane.config.max_lines)
     batch_id = await lane.store.create(
         team_id=principal.team_id, key_id=principal.key_id, endpoint=body.endpoint,
         input_file_id=record.id, completion_window=body.completion_window,
