@@ -50,6 +50,20 @@ def output_line(row: ResultRow) -> bytes:
                          "error": None}) + b"\n"
 
 
+def failures_after(row: ResultRow, failures: int) -> int:
+    """Server errors use up a line's attempts. Waiting for capacity (a busy batch lane, a rate
+    limit) does not: the batch has its whole completion window for that."""
+    if row.status_code not in TRANSIENT:
+        return failures
+    waiting = row.status_code == 429 or '"batch_lane_busy"' in row.body
+    return failures if waiting else failures + 1
+
+
+def retry_delay_s(tries: int) -> float:
+    """0.25 s before the first retry, doubling, at most 10 s."""
+    return min(0.25 * 2.0 ** min(tries - 1, 6), 10.0)
+
+
 async def _body_of(response: Response) -> bytes:
     if isinstance(response, StreamingResponse):
         return b"".join([c if isinstance(c, bytes) else c.encode() async for c in response.body_iterator])
@@ -187,20 +201,16 @@ class BatchJob:
     async def _run_line(self, line: BatchLine) -> ResultRow | None:
         """The line's answer; transient failures (429, 5xx) are tried again, and a busy batch
         lane is waited out for as long as the batch runs. None when the batch stopped first."""
-        attempt = 0
+        failures = tries = 0
         while True:
             row = await self._answer(line)
-            if row.status_code not in TRANSIENT:
-                return row
-            # Waiting for capacity (a busy lane, a rate limit) is not a failure: the batch has
-            # its whole completion window. Only server errors use up attempts.
-            waiting = row.status_code == 429 or '"batch_lane_busy"' in row.body
-            attempt += 0 if waiting else 1
-            if attempt >= self.config.max_attempts:
+            failures = failures_after(row, failures)
+            if row.status_code not in TRANSIENT or failures >= self.config.max_attempts:
                 return row
             if self.stop_as is not None or self.runner.stopping:
                 return None
-            await asyncio.sleep(min(2.0 ** attempt * 0.25, 10.0))
+            tries += 1
+            await asyncio.sleep(retry_delay_s(tries))
 
     async def _answer(self, line: BatchLine) -> ResultRow:
         request_id = "req_" + secrets.token_hex(12)

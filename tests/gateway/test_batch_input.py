@@ -7,6 +7,8 @@ import json
 import pytest
 
 from gateway.batch.input import MAX_ERRORS, parse_input
+from gateway.batch.runner import failures_after, retry_delay_s
+from gateway.storage.batches import ResultRow
 
 CHAT = "/v1/chat/completions"
 
@@ -45,3 +47,21 @@ def test_error_lines_are_one_based_and_capped() -> None:
     _, errors = parse_input(data, CHAT, max_lines=10)
     assert errors[0]["line"] == 2
     assert len(errors) == MAX_ERRORS and errors[-1]["code"] == "too_many_errors"
+
+
+@pytest.mark.parametrize("status, body, before, after", [
+    (200, "{}", 0, 0),
+    (400, "{}", 1, 1),                                                   # final: not a retry
+    (500, "{}", 0, 1),
+    (502, "{}", 2, 3),
+    (429, '{"error": {"code": "rate_limit_exceeded"}}', 1, 1),          # waiting for capacity
+    (503, '{"error": {"code": "batch_lane_busy"}}', 0, 0),
+    (503, '{"error": {"code": "unavailable"}}', 0, 1),
+])
+def test_failures_after(status: int, body: str, before: int, after: int) -> None:
+    assert failures_after(ResultRow(0, "c", "req_x", status, body), before) == after
+
+
+@pytest.mark.parametrize("tries, delay", [(1, 0.25), (2, 0.5), (3, 1.0), (6, 8.0), (7, 10.0), (100, 10.0)])
+def test_retry_delay(tries: int, delay: float) -> None:
+    assert retry_delay_s(tries) == delay
