@@ -28,8 +28,6 @@ SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", 
 PENDING = {
     "costgate_budget_used_ratio": "budgets (issue 3): a gauge of spent+reserved / limit per budget "
                                   "(labels budget_id, subject) for the burn-rate alert",
-    "costgate_breaker_open": "routing/circuit breaker: a gauge, 1 while a deployment's breaker is open "
-                             "(label deployment)",
 }
 
 
