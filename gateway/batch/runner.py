@@ -144,7 +144,7 @@ class BatchJob:
         self.batch = batch
         self.store = runner.store
         self.config = runner.config
-        self.stop_as: str | None = None  # "cancelled" | "expired": take no more lines
+        self.stop_as: str | None = None  # "cancelled" | "expired" | "lost" (the lease): take no more lines
 
     async def run(self) -> None:
         if self.batch.status == "cancelling":
@@ -160,7 +160,7 @@ class BatchJob:
                 await asyncio.gather(*(self._work(todo) for _ in range(self.config.concurrency)))
             finally:
                 keeper.cancel()
-            if self.runner.stopping and todo:
+            if self.runner.stopping:
                 return  # shutting down: the next start (or another replica) goes on from here
             if self.stop_as is None:
                 await self.store.set_status(self.batch.id, "finalizing", only_from=("in_progress",))
@@ -182,10 +182,15 @@ class BatchJob:
         """Renew the lease; notice a cancel or the end of the completion window."""
         while True:
             await asyncio.sleep(min(self.config.lease_s / 3, self.config.poll_interval_s))
-            if not await self.store.renew(self.batch.id, self.runner.owner, self.config.lease_s):
+            try:
+                renewed = await self.store.renew(self.batch.id, self.runner.owner, self.config.lease_s)
+                status = (await self.store.get(self.batch.id)).status
+            except SQLAlchemyError as err:
+                log.warning("batch %s: lease renewal failed, will retry: %s", self.batch.id, err)
+                continue
+            if not renewed:
                 self.stop_as = self.stop_as or "lost"
                 return
-            status = (await self.store.get(self.batch.id)).status
             if status == "cancelling":
                 self.stop_as = "cancelled"
             elif time.time() >= self.batch.expires_at:
@@ -225,7 +230,12 @@ class BatchJob:
                    "x-costgate-trace-id": self.batch.id}
         ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=None, headers=headers,
                              principal=principal, price_factor=self.runner.price_factor)
-        response = await self.runner.gateway.pipeline.handle(ctx)
+        try:
+            response = await self.runner.gateway.pipeline.handle(ctx)
+        except Exception:  # noqa: BLE001 — a bug in a stage: this line fails, the batch goes on
+            log.exception("batch %s line %d: the pipeline raised", self.batch.id, line.line)
+            err = GatewayError("internal error in the gateway")
+            return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())
         raw = await _body_of(response)
         u = ctx.usage
         return ResultRow(line.line, line.custom_id, request_id, response.status_code, raw.decode(),
