@@ -7,6 +7,7 @@ import logging
 import sys
 
 from gateway import cascade_cli
+from policies.semantic_cache.cli import add_cache_commands
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
+    add_cache_commands(commands)  # `costgate cache calibrate FILE` (issue 4)
     return parser
 
 

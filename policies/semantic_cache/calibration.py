@@ -20,10 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.semantic_cache.features import Parsed, pair_features
+from policies.semantic_cache.features import NAMES, Parsed, pair_features
 from policies.semantic_cache.verifier import Verifier, same_text
 
-RATES = (0.005, 0.01, 0.02, 0.03, 0.05, 0.1)
+RATES = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25)
+MODEL_FEATURES = ("bias", "cosine", "content_jaccard", "order_agreement")
+TRAIN_FLOOR = 0.85  # fit where the cache operates: far pairs teach nothing about the tail
 CONFIDENCE = 0.95
 Embed = Callable[[list[str]], np.ndarray]
 
@@ -47,27 +49,27 @@ def split(pairs: Sequence[Pair]) -> dict[str, list[Pair]]:
     return parts
 
 
-def _log_binom_pmf(k: int, n: int, p: float) -> float:
-    return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
-            + k * math.log(p) + (n - k) * math.log1p(-p))
-
-
 def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(X <= k) for X ~ Binomial(n, p), summed from the pmf's recurrence in log space."""
     if p <= 0.0:
         return 1.0
     if p >= 1.0:
         return 1.0 if k >= n else 0.0
-    return min(1.0, sum(math.exp(_log_binom_pmf(i, n, p)) for i in range(k + 1)))
+    log_pmf = n * math.log1p(-p)  # P(X = 0)
+    odds = math.log(p) - math.log1p(-p)
+    total = math.exp(log_pmf)
+    for i in range(1, k + 1):
+        log_pmf += math.log(n - i + 1) - math.log(i) + odds
+        total += math.exp(log_pmf)
+    return min(1.0, total)
 
 
 def upper_bound(wrong: int, n: int, confidence: float = CONFIDENCE) -> float:
     """Clopper-Pearson one-sided upper bound on a rate seen as `wrong` out of `n`."""
-    if n == 0:
-        return 1.0
-    if wrong >= n:
+    if n == 0 or wrong >= n:
         return 1.0
     lo, hi = wrong / n, 1.0
-    for _ in range(60):  # bisection: cdf(wrong; n, p) falls as p grows
+    for _ in range(40):  # bisection: cdf(wrong; n, p) falls as p grows
         mid = (lo + hi) / 2
         if binomial_cdf(wrong, n, mid) > 1 - confidence:
             lo = mid
@@ -86,6 +88,8 @@ def choose_threshold(scores: np.ndarray, wrong: np.ndarray, max_rate: float,
     for i in range(len(order)):
         if i + 1 < len(order) and sorted_scores[i + 1] == sorted_scores[i]:
             continue  # a threshold takes every candidate with an equal score
+        if errors[i] / (i + 1) > max_rate:
+            continue  # the bound is above the observed rate: no need to compute it
         if upper_bound(int(errors[i]), i + 1, confidence) <= max_rate:
             best = float(sorted_scores[i])
     return best
@@ -150,21 +154,24 @@ class Calibration:
 
 def calibrate(pairs: Sequence[Pair], embed: Embed, rates: Sequence[float] = RATES,
               confidence: float = CONFIDENCE) -> Calibration:
+    """Fit on the training part, choose thresholds on the calibration part."""
     parts = split(pairs)
     train, held = parts["train"], parts["calibration"]
     if len(train) < 50 or len(held) < 50:
         raise ValueError(f"need at least ~250 labelled pairs to calibrate; got {len(pairs)}")
-    x_pairs, y_pairs = pair_rows(train, embed)
-    train_lookups = nearest_lookups(train, embed)
-    x = np.vstack([x_pairs, train_lookups.features])
-    y = np.concatenate([y_pairs, train_lookups.right.astype(float)])
-    weights = fit_logistic(x, y)
+    x, y = pair_rows(train, embed)
+    cols = [NAMES.index(n) for n in MODEL_FEATURES]
+    veto = NAMES.index("veto")
+    usable = (x[:, NAMES.index("cosine")] >= TRAIN_FLOOR) & (x[:, veto] == 0)
+    if usable.sum() < 20 or len(set(y[usable])) < 2:
+        raise ValueError("too few close, labelled pairs (cosine >= 0.85, both labels) to fit the verifier")
+    weights = np.zeros(len(NAMES))
+    weights[cols] = fit_logistic(x[usable][:, cols], y[usable])
+    verifier = Verifier(weights, np.array([]), np.array([]), TRAIN_FLOOR)
     cal = nearest_lookups(held, embed)
-    scores = 1.0 / (1.0 + np.exp(-np.clip(cal.features @ weights, -50, 50)))
+    scores = np.where((cal.cosines >= TRAIN_FLOOR) & (cal.features[:, veto] == 0),
+                      1.0 / (1.0 + np.exp(-np.clip(cal.features @ weights, -50, 50))), 0.0)
     chosen = [(r, choose_threshold(scores, ~cal.right, r, confidence)) for r in rates]
-    kept = [(r, t) for r, t in chosen if t is not None]
-    loosest = min((t for _, t in kept), default=1.0)
-    served = cal.cosines[scores >= loosest]
-    min_cosine = float(max(0.5, served.min() - 0.02)) if len(served) else 1.0
-    verifier = Verifier(weights, np.array([r for r, _ in kept]), np.array([t for _, t in kept]), min_cosine)
+    kept = [(r, t) for r, t in chosen if t is not None and t > 0]
+    verifier = Verifier(weights, np.array([r for r, _ in kept]), np.array([t for _, t in kept]), TRAIN_FLOOR)
     return Calibration(verifier, len(train), len(held))

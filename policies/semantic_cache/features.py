@@ -34,7 +34,8 @@ STOPWORDS = {"a", "an", "the", "is", "are", "was", "were", "be", "been", "do", "
 
 NAMES = ("bias", "cosine", "cos_sq", "word_jaccard", "content_jaccard", "content_containment",
          "trigram_jaccard", "unshared_content", "number_mismatch", "number_only_one", "negation_mismatch",
-         "entity_mismatch", "question_word_mismatch", "length_ratio", "cos_x_content")
+         "entity_mismatch", "question_word_mismatch", "length_ratio", "cos_x_content", "order_agreement",
+         "veto")
 
 
 def words(text: str) -> list[str]:
@@ -85,6 +86,35 @@ class Parsed:
                    frozenset(_trigrams(text)))
 
 
+def _lcs(a: list[str], b: list[str]) -> int:
+    row = [0] * (len(b) + 1)
+    for x in a:
+        prev = 0
+        for j, y in enumerate(b):
+            prev, row[j + 1] = row[j + 1], prev + 1 if x == y else max(row[j + 1], row[j])
+    return row[-1]
+
+
+def order_agreement(a: Parsed, b: Parsed) -> float:
+    """Whether the shared content words come in the same order ("Chinese think of Americans"
+    is not "Americans think of the Chinese"): their longest common subsequence over their count."""
+    shared = a.content & b.content
+    seq_a = [t for t in a.tokens if t in shared]
+    seq_b = [t for t in b.tokens if t in shared]
+    if len(shared) < 2:
+        return 1.0
+    return _lcs(list(dict.fromkeys(seq_a)), list(dict.fromkeys(seq_b))) / len(shared)
+
+
+def vetoed(a: Parsed, b: Parsed) -> bool:
+    """Differences that change the answer whatever the embedding says: different numbers, a
+    negation on one side only, a name on one side only."""
+    numbers_differ = a.numbers != b.numbers
+    negation_differs = (a.negations > 0) != (b.negations > 0)
+    names_differ = bool((a.entities ^ b.entities) - (a.content & b.content))
+    return numbers_differ or negation_differs or names_differ
+
+
 def pair_features(a: Parsed, b: Parsed, cosine: float) -> np.ndarray:
     """One row of NAMES, in order."""
     content_union = a.content | b.content
@@ -108,4 +138,6 @@ def pair_features(a: Parsed, b: Parsed, cosine: float) -> np.ndarray:
         float(a.question_word != b.question_word),
         min(len(a.tokens), len(b.tokens)) / max(len(a.tokens), len(b.tokens), 1),
         cosine * content_j,
+        order_agreement(a, b),
+        float(vetoed(a, b)),
     ], dtype=np.float64)

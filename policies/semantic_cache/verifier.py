@@ -1,7 +1,9 @@
 """The verifier: does a stored question's answer answer this one?
 
-A logistic model over `features.NAMES` gives the probability that a (query, candidate) pair
-asks the same thing; a hit is served only when that probability clears a threshold that
+Questions with the same words (up to case and punctuation) are served. Otherwise a pair is
+refused outright when the texts disagree on a number, a negation or a name (`features.vetoed`);
+else a logistic model over `features.NAMES` gives the probability that the pair asks the same
+thing, and a hit is served only when that probability clears a threshold that
 calibration chose so the false-hit rate — the share of served hits that are wrong — stays under
 a configured bound. Thresholds for several bounds are calibrated at once, so a team can ask for
 another bound without re-fitting; a bound between two calibrated ones takes the stricter.
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.semantic_cache.features import NAMES, Parsed, normalise, pair_features
+from policies.semantic_cache.features import NAMES, Parsed, normalise, pair_features, vetoed
 
 SHIPPED = Path(__file__).with_name("verifier.npz")
 
@@ -41,7 +43,7 @@ class Verifier:
         if query.tokens == candidate.tokens and query.tokens:  # same words: the same question
             return True
         threshold = self.threshold_for(max_false_hit_rate)
-        if threshold is None or cosine < self.min_cosine:
+        if threshold is None or cosine < self.min_cosine or vetoed(query, candidate):
             return False
         return self.probability(query, candidate, cosine) >= threshold
 
