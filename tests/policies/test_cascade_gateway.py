@@ -251,3 +251,14 @@ def test_long_conversation_is_compressed(client: openai.OpenAI) -> None:
 
 def test_admin_cascades_needs_the_admin_key(gw: GatewayProcess) -> None:
     assert httpx.get(gw.url + "/admin/cascades").status_code == 401
+
+
+def test_train_from_the_stored_shadow_samples(gw: GatewayProcess, tmp_path: Path) -> None:
+    # Runs after test_shadow_sampling_moves_the_threshold stored agreeing and disagreeing samples.
+    out = tmp_path / "from-db.json"
+    result = subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", "--from-db",
+                             str(gw.config_path), "--cascade", "shadowed", "--folds", "1", "--out", str(out)],
+                            capture_output=True, text=True, env=_env(), cwd=gw.workdir, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "trained on 11 examples (5 acceptable)" in result.stdout  # 5 agreeing, 6 not
+    assert out.exists()
