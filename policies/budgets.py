@@ -13,6 +13,7 @@ import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 Clock = Callable[[], float]  # seconds since the epoch; time.time in production, a fake in tests
 
@@ -43,8 +44,14 @@ class Window:
 
 
 def window(period: Period, now: float) -> Window:
-    t = datetime.fromtimestamp(now, timezone.utc)
-    day = t.replace(hour=0, minute=0, second=0, microsecond=0)
+    """The period containing `now`. Every period is a whole number of UTC days, so the answer
+    depends only on the day: cached per day, as it is computed several times per request."""
+    return _window_of_day(period, int(now // 86_400))
+
+
+@lru_cache(maxsize=256)
+def _window_of_day(period: Period, day_index: int) -> Window:
+    day = datetime.fromtimestamp(day_index * 86_400, timezone.utc)
     if period is Period.DAILY:
         return Window(day.strftime("%Y-%m-%d"), day.timestamp(), (day + timedelta(days=1)).timestamp())
     if period is Period.WEEKLY:

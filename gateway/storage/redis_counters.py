@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.storage.resp import Script, ScriptChannel
 from gateway.storage.counters import (Admission, CounterState, Outcome, Settlement, StoreUnavailable,
                                       Verdict)
 
@@ -44,8 +45,10 @@ class RedisStore:
         self._pool = pool
         self.redis = Redis(connection_pool=pool)
         reclaim = _lua("reclaim.lua")
-        self._admit = self.redis.register_script(reclaim + _lua("admit.lua"))
-        self._settle = self.redis.register_script(_lua("settle.lua"))
+        # admit and settle run on every request: over the lean pipelined channel (resp.py)
+        self._fast = ScriptChannel(url, timeout_s)
+        self._admit = Script((reclaim + _lua("admit.lua")).encode())
+        self._settle = Script(_lua("settle.lua").encode())
         self._seed = self.redis.register_script(_lua("seed.lua"))
         self._reclaim = self.redis.register_script(reclaim + _lua("reclaim_only.lua"))
         self._holds = prefix + "holds"
@@ -69,7 +72,7 @@ class RedisStore:
             window = r.limit.window_s
             keys += [p + r.counter(a.now), p + r.counter(a.now, previous=True)]
             args += [r.maximum, r.amount, window, 1 if r.limit.sliding else 0, 2 * window + 60]
-        reply = await self._run(self._admit(keys=keys, args=args))
+        reply = await self._run(self._fast.run(self._admit, keys, args))
         code = int(reply[0])
         if code == 0:
             return Verdict(Outcome.ADMITTED)
@@ -87,7 +90,7 @@ class RedisStore:
         args: list[Any] = [p, s.reservation_id, str(s.cost_pusd), len(s.budgets), len(s.spend_counters),
                            len(s.rates)]
         args += [ttl for _, ttl in s.spend_counters] + [str(r.delta) for r in s.rates]
-        reply = await self._run(self._settle(keys=keys, args=args))
+        reply = await self._run(self._fast.run(self._settle, keys, args))
         return [int(v) for v in reply]
 
     async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
@@ -123,6 +126,7 @@ class RedisStore:
         return {_text(k): float(v) for k, v in raw.items()}
 
     async def close(self) -> None:
+        await self._fast.close()
         await self.redis.aclose()
         await self._pool.disconnect()
 
