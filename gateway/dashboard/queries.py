@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.dashboard.charts import Series
 from gateway.dashboard.rollup import Rollup, Window, summed
 from gateway.storage.db import from_pico, ledger
+from policies.pricing import Price
 
 ZERO = Decimal(0)
 CACHE_HITS = ("exact", "semantic")
@@ -57,7 +58,8 @@ class CascadeStats:
     tiers: tuple[str, ...]
     requests: int
     by_tier: dict[str, int]  # answered by each tier (served model)
-    saved: Decimal
+    saved: Decimal  # what the ledger recorded as saved on these requests
+    estimated_saving: Decimal | None  # see Summary.cascades; None when the last tier has no price
 
     @property
     def escalation_rate(self) -> float:
@@ -130,17 +132,27 @@ class Summary:
         saved = sum((x.saved for x in self.facts if x.cache_status in CACHE_HITS), ZERO)
         return CacheStats(sum(x.requests for x in self.facts), hits, saved)
 
-    def cascades(self, cascades: Iterable[tuple[str, tuple[str, ...]]]) -> list[CascadeStats]:
+    def cascades(self, cascades: Iterable[tuple[str, tuple[str, ...]]],
+                 prices: Mapping[str, Price]) -> list[CascadeStats]:
         """Escalation per configured cascade: requests asked of the cascade's name, by the tier that
-        answered (cache hits left out: no tier ran). Saved is what the ledger recorded as saved
-        on those requests (a cascade that records no saving shows $0)."""
+        answered (cache hits left out: no tier ran).
+
+        The estimated saving is gross: for requests a cheaper tier answered, what the last tier's
+        price would have charged for the same tokens, less what was charged. The cost of cheap
+        attempts that escalated is not subtracted: the ledger sums a request's calls, so their
+        tokens cannot be told apart."""
         out = []
         for name, tiers in cascades:
             mine = [x for x in self.facts if x.requested_model == name and x.cache_status not in CACHE_HITS]
             by_tier: dict[str, int] = {}
             for x in mine:
                 by_tier[x.served_model] = by_tier.get(x.served_model, 0) + x.requests
-            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier, sum((x.saved for x in mine), ZERO)))
+            last = prices.get(tiers[-1]) if tiers else None
+            estimate = None if last is None else sum(
+                (x.prompt_tokens * last.input + x.completion_tokens * last.output - x.cost
+                 for x in mine if x.served_model != tiers[-1] and x.errors < x.requests), ZERO)
+            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier,
+                                    sum((x.saved for x in mine), ZERO), estimate))
         return out
 
 

@@ -58,8 +58,9 @@ class Views:
         await self.queries.rollup.ensure(window)
         summary = await self.queries.summary(window)
         cascades = [(c.name, tuple(c.tiers)) for c in self.gateway.settings.cascades]
+        prices = {name: dep.price for name, dep in self.gateway.deployments.items()}
         return self._render("savings.html", session, window, page="savings", cache=summary.cache(),
-                            totals=summary.totals(), cascades=summary.cascades(cascades))
+                            totals=summary.totals(), cascades=summary.cascades(cascades, prices))
 
     async def requests(self, session: Session, window: Window) -> Response:
         return self._render("requests.html", session, window, page="requests",

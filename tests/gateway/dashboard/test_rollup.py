@@ -18,6 +18,7 @@ from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import Rollup, Window, ledger_daily, ledger_daily_days
 from gateway.storage.db import create_engine, create_tables, from_pico, ledger
 from gateway.storage.ledger import LedgerRow
+from policies.pricing import Price
 
 PG = "postgresql://postgres@127.0.0.1:5432"
 TODAY = date(2026, 11, 20)
@@ -108,9 +109,17 @@ async def test_series_cache_and_cascades(engine) -> None:
     cache = summary.cache()
     assert cache.hits == {"exact": 1, "semantic": 1} and cache.requests == 8
     assert cache.hit_rate == 0.25 and cache.saved == from_pico(5_000_000)
-    (auto,) = summary.cascades([("auto", ("small", "large"))])
+    prices = {"large": Price.per_million(Decimal(2), Decimal(8))}
+    (auto,) = summary.cascades([("auto", ("small", "large"))], prices)
     assert auto.requests == 1 and auto.by_tier == {"large": 1}  # the semantic hit ran no tier
-    assert auto.escalation_rate == 1.0
+    assert auto.escalation_rate == 1.0 and auto.estimated_saving == 0  # the last tier answered: nothing saved
+    (cheap,) = summary.cascades([("small", ("small", "large"))], prices)  # rows asked of "small", read as a cascade
+    answered_small = [r for r in ROWS if r.requested_model == "small" and r.served_model == "small"
+                      and r.cache_status == "miss" and "2026-11-14" <= r.day and r.status < 400]
+    assert cheap.estimated_saving == sum(
+        (Decimal(r.prompt_tokens * 2 + r.completion_tokens * 8) / 10**6 - from_pico(r.cost_pusd) for r in answered_small),
+        Decimal(0))
+    assert summary.cascades([("auto", ("small", "large"))], {})[0].estimated_saving is None
 
 
 async def test_open_days_are_live_and_racing_replicas_do_not_double_count(engine) -> None:
