@@ -84,11 +84,11 @@ def seed(db: Path, rows: int) -> float:
            "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'chat.completions', ?, ?, 'openai', ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)")
     batch = []
     for n in range(rows):
-        created = now - rng.random() ** 0.8 * 90 * 86400  # more traffic lately
+        created = now - rng.random() ** 1.3 * 90 * 86400  # more traffic lately
         team = rng.choices(range(len(TEAMS)), weights)[0]
         requested, served, pin, pout = rng.choices(ROUTES, ROUTE_WEIGHTS)[0]
         pt, ct = rng.randint(50, 3000), rng.randint(10, 800)
-        cost = int((pt * pin + ct * pout) * 10**6)  # pico-dollars: tokens x $/Mtok x 1e12 / 1e6
+        cost = pt * round(pin * 10**6) + ct * round(pout * 10**6)  # pico-dollars: $/Mtok x 1e12 / 1e6 per token
         cache, saved, status = "miss", 0, 200
         r = rng.random()
         if r < 0.18:
@@ -159,17 +159,18 @@ def screenshots(db: Path, target: Path) -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        budgets = [("team", "search", "25000", "monthly"), ("team", "support-bot", "9000", "monthly"),
-                   ("team", "growth", "4000", "monthly"), ("tag", "batch", "150", "daily")]
+        budgets = [("team", "search", "400", "monthly"), ("team", "support-bot", "120", "monthly"),
+                   ("team", "growth", "60", "monthly"), ("tag", "batch", "1.50", "daily")]
         for scope, subject, amount, period in budgets:
             httpx.put(url + "/admin/budgets", headers={"authorization": f"Bearer {ADMIN_KEY}"},
-                      json={"scope": scope, "id": subject, "amount_usd": amount, "period": period})
+                      json={"scope": scope, "id": subject, "amount_usd": amount, "period": period}, timeout=120)
         target.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
                 "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run"])
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(120_000)
             page.goto(url + "/admin/ui/login")
             page.screenshot(path=str(target / "login.png"))
             page.fill("input[name=admin_key]", ADMIN_KEY)

@@ -63,7 +63,7 @@ class Views:
                             totals=summary.totals(), cascades=summary.cascades(cascades, prices))
 
     async def requests(self, session: Session, window: Window) -> Response:
-        return self._render("requests.html", session, window, page="requests",
+        return self._render("requests.html", session, page="requests",  # no window: the newest rows
                             rows=await self.queries.recent(await self._team_names(), limit=100))
 
     async def keys(self, session: Session, window: Window | None = None, *, secret: dict[str, str] | None = None,
