@@ -10,9 +10,10 @@ from collections.abc import Callable
 
 from sqlalchemy import (BigInteger, Column, Float, String, Table, Text, UniqueConstraint, and_, delete,
                         func, insert, select, update)
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.errors import Unavailable
 from gateway.storage.db import ledger, metadata
 from gateway.storage.keys import new_id
 from policies.budgets import Budget, BudgetIndex, Period, Scope, Window, index
@@ -89,7 +90,13 @@ class BudgetTable:
             return self._index
         async with self._lock:
             if self._loaded_at is None or self._clock() - self._loaded_at >= self._refresh_s:
-                self._index = index(await self.all())
+                try:
+                    self._index = index(await self.all())
+                except SQLAlchemyError:
+                    if self._loaded_at is None:  # never loaded: budgets cannot be known
+                        raise Unavailable("budgets cannot be read right now; try again shortly",
+                                          code="budget_store_unavailable", retry_after=1) from None
+                    # the database is down: the last definitions stay in force
                 self._loaded_at = self._clock()
         return self._index
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text,
                         event)
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 PICO = Decimal(10) ** 12
@@ -103,7 +103,20 @@ def create_engine(url: str) -> AsyncEngine:
             cursor.close()
 
         return engine
-    return create_async_engine(target, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    engine = create_async_engine(target, pool_size=10, max_overflow=10, pool_pre_ping=True)
+    event.listen(engine.sync_engine, "do_connect", _connect_or_operational_error)
+    return engine
+
+
+def _connect_or_operational_error(dialect: Dialect, _record: object, cargs: tuple, cparams: dict) -> object:
+    """asyncpg raises a bare OSError (connection refused) or TimeoutError when PostgreSQL is
+    down, which SQLAlchemy passes through unwrapped. As the driver's OperationalError it
+    becomes SQLAlchemy's, so every caller that handles SQLAlchemyError (the ledger writer's
+    retry, the key store) handles an outage too."""
+    try:
+        return dialect.connect(*cargs, **cparams)
+    except (OSError, TimeoutError) as err:
+        raise dialect.loaded_dbapi.OperationalError(f"cannot connect to the database: {err!r}") from err
 
 
 async def create_tables(engine: AsyncEngine) -> None:

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy import insert, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import Principal
-from gateway.errors import AuthenticationFailed, InvalidRequest, NotFound
+from gateway.errors import AuthenticationFailed, InvalidRequest, NotFound, Unavailable
 from gateway.storage.db import api_keys, teams
 
 KEY_PREFIX = "sk-cg-"
@@ -152,7 +152,14 @@ class KeyStore:
         now = time.time()
         cached = self._cache.get(digest)
         if cached is None or now - cached.checked_at > self._ttl:
-            cached = await self._load(digest, now)
+            try:
+                cached = await self._load(digest, now)
+            except SQLAlchemyError:
+                # The database is down: a key checked before keeps working from memory
+                # (a revocation waits for the database); an unknown key cannot be checked.
+                if cached is None:
+                    raise Unavailable("API keys cannot be checked right now; try again shortly",
+                                      code="key_store_unavailable", retry_after=1) from None
         # The dict lookup already matched; compare again in constant time so that no code path
         # decides on a secret-derived value with an early-exit comparison.
         if cached is None or not hmac.compare_digest(cached.key_hash, digest):

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,21 +75,22 @@ class OwnRedis:
 class OwnPostgres:
     """A throwaway PostgreSQL cluster (initdb) on a free port, trust auth, database `test`."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self) -> None:
         bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
         if not bins:
             pytest.skip("PostgreSQL server binaries are not installed")
         self.bin = Path(bins[-1]).parent
         self.port = free_port()
-        self.dir = workdir / "pg"
-        self.sock = Path(f"/tmp/cg-pg-{self.port}")
+        # Outside pytest's private (0700) temp tree, which the `postgres` user cannot enter.
+        self.base = Path(tempfile.mkdtemp(prefix="cg-pg-"))
+        self.dir, self.sock = self.base / "data", self.base / "sock"
         for d in (self.dir, self.sock):
-            d.mkdir(parents=True, exist_ok=True)
+            d.mkdir()
         self._as_root = os.geteuid() == 0  # initdb refuses root: run it as `postgres`
         if self._as_root:
-            shutil.chown(self.dir, "postgres")
-            shutil.chown(self.sock, "postgres")
-            os.chmod(workdir, 0o755)
+            os.chmod(self.base, 0o755)
+            for d in (self.dir, self.sock):
+                shutil.chown(d, "postgres")
         self._run("initdb", "-D", str(self.dir), "-A", "trust", "-U", "postgres", "--no-sync")
         self.start()
         self._run("createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "test")
@@ -98,7 +100,9 @@ class OwnPostgres:
         cmd = [str(self.bin / tool), *args]
         if self._as_root:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"{tool} failed: {done.stdout.decode(errors='replace')[-2000:]}")
 
     def start(self) -> None:
         self._run("pg_ctl", "-D", str(self.dir), "-w", "-l", str(self.dir / "server.log"), "-o",
@@ -110,6 +114,6 @@ class OwnPostgres:
     def destroy(self) -> None:
         try:
             self.stop()
-        except subprocess.CalledProcessError:
+        except RuntimeError:
             pass  # already stopped
-        shutil.rmtree(self.sock, ignore_errors=True)
+        shutil.rmtree(self.base, ignore_errors=True)
