@@ -83,6 +83,7 @@ class Sample:
 @dataclass
 class Tally:
     sent: int = 0
+    shed: int = 0  # not sent: the load generator already had --max-inflight requests open
     ok: int = 0
     errors: int = 0
     error_kinds: dict[str, int] = field(default_factory=dict)
@@ -135,8 +136,14 @@ async def one_request(client: httpx.AsyncClient, key: str, n: int, tally: Tally)
         tally.fail(type(err).__name__)
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def drive(url: str, key: str, pid: int, duration: float, rate: float, sample_every: float,
-                progress: bool) -> tuple[Tally, list[Sample]]:
+                progress: bool, max_inflight: int) -> tuple[Tally, list[Sample]]:
     tally, samples = Tally(), []
     interval = 1.0 / rate
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
@@ -151,11 +158,15 @@ async def drive(url: str, key: str, pid: int, duration: float, rate: float, samp
                 if progress:
                     s = samples[-1]
                     print(f"t={s.t_s:7.1f}s rss={s.rss_kib / 1024:7.1f} MiB fds={s.fds} sent={s.sent} "
-                          f"errors={s.errors}", flush=True)
+                          f"errors={s.errors} inflight={len(tasks)} shed={tally.shed} "
+                          f"load={os.getloadavg()[0]:.1f}", flush=True)
                 next_sample += sample_every
-            task = asyncio.create_task(one_request(client, key, n, tally))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            if len(tasks) >= max_inflight:  # the machine cannot keep up: shed, do not pile up
+                tally.shed += 1
+            else:
+                task = asyncio.create_task(one_request(client, key, n, tally))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
             n += 1
             # Fixed schedule (not "after the last one finished"): the rate stays steady.
             await asyncio.sleep(max(0.0, start + n * interval - time.monotonic()))
@@ -177,7 +188,7 @@ def summarize(tally: Tally, samples: list[Sample], warmup: float, duration: floa
 
     return {
         "duration_s": duration, "rate_per_s": rate, "warmup_s": warmup,
-        "sent": tally.sent, "ok": tally.ok, "errors": tally.errors, "error_kinds": tally.error_kinds,
+        "sent": tally.sent, "shed_by_load_generator": tally.shed, "ok": tally.ok, "errors": tally.errors, "error_kinds": tally.error_kinds,
         "rss_warm_mib": round(base.rss_kib / 1024, 1), "rss_end_mib": round(end.rss_kib / 1024, 1),
         "rss_max_after_warmup_mib": round(max(s.rss_kib for s in after) / 1024, 1),
         "rss_growth_pct": round(100 * (end.rss_kib - base.rss_kib) / base.rss_kib, 2),
@@ -197,6 +208,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline "
                         "(default: 10%% of the duration, at most 120)")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS/fd samples")
+    parser.add_argument("--max-inflight", type=int, default=100,
+                        help="open requests at most; beyond it a tick is shed (counted) instead of piling up")
     parser.add_argument("--json", type=Path, help="also write the summary and samples here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
@@ -227,8 +240,9 @@ def main() -> int:
             httpx.post(url + "/admin/teams", json={"name": "soak"}, headers=admin).raise_for_status()
             key = httpx.post(url + "/admin/keys", json={"team": "soak"}, headers=admin).json()["key"]
             tally, samples = asyncio.run(drive(url, key, gateway.pid, args.duration, args.rate, args.sample,
-                                               not args.quiet))
+                                               not args.quiet, args.max_inflight))
             alive = gateway.poll() is None
+            gateway_cpu_s = cpu_s(gateway.pid) if alive else None
         finally:
             for proc in (gateway, upstream):
                 if proc.poll() is None:
@@ -241,6 +255,7 @@ def main() -> int:
             print("\n".join(log_errors[:20]), file=sys.stderr)
     summary = summarize(tally, samples, warmup, args.duration, args.rate)
     summary["gateway_alive_at_end"] = alive
+    summary["gateway_cpu_s"] = gateway_cpu_s
     summary["gateway_log_error_lines"] = len(log_errors)
     summary["cpus"] = os.cpu_count()
     summary["loadavg_end"] = os.getloadavg()
