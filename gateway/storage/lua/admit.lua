@@ -9,9 +9,14 @@ local prefix, now, deadline, id, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARG
 local nb, nr, hold_ttl = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 reclaim(KEYS[1], prefix, now, 100)
 
-local missing = {}
+local missing, spent, reserved = {}, {}, {}
 for i = 1, nb do
-  if redis.call('HEXISTS', KEYS[1 + i], 'spent') == 0 then missing[#missing + 1] = KEYS[1 + i] end
+  local v = redis.call('HMGET', KEYS[1 + i], 'spent', 'reserved')
+  if v[1] then
+    spent[i], reserved[i] = tonumber(v[1]), tonumber(v[2] or '0')
+  else
+    missing[#missing + 1] = KEYS[1 + i]
+  end
 end
 if #missing > 0 then
   table.insert(missing, 1, 3)
@@ -34,15 +39,16 @@ end
 
 local w = tonumber(want)
 for i = 1, nb do
-  local v = redis.call('HMGET', KEYS[1 + i], 'spent', 'reserved')
-  if tonumber(v[1]) + tonumber(v[2] or '0') + w > tonumber(ARGV[8 + i]) then return {2, i} end
+  if spent[i] + reserved[i] + w > tonumber(ARGV[8 + i]) then return {2, i} end
 end
 
 a = 9 + nb
 for j = 1, nr do
-  local k = KEYS[nb + 2 * j]
-  if ARGV[a + 1] ~= '0' then redis.call('INCRBY', k, ARGV[a + 1]) end
-  redis.call('EXPIRE', k, ARGV[a + 4])
+  local k, amount = KEYS[nb + 2 * j], ARGV[a + 1]
+  -- the increment that creates a window's counter sets its expiry (it returns exactly amount)
+  if amount ~= '0' and redis.call('INCRBY', k, amount) == tonumber(amount) then
+    redis.call('EXPIRE', k, ARGV[a + 4])
+  end
   a = a + 5
 end
 if nb > 0 and want ~= '0' then
