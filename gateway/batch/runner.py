@@ -22,6 +22,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import orjson
+from prometheus_client import Counter
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response, StreamingResponse
 
@@ -84,6 +85,8 @@ class BatchRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.stopping = False  # set at shutdown: jobs take no new lines
+        self.lines = Counter("costgate_batch_lines", "Batch lines answered (ok: 2xx, failed: in the error file)",
+                             ["outcome"], registry=gateway.metrics.registry)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="batch-runner")
@@ -200,8 +203,8 @@ class BatchJob:
         while todo and self.stop_as is None and not self.runner.stopping:
             line = todo.popleft()
             row = await self._run_line(line)
-            if row is not None:
-                await self.store.add_result(self.batch.id, row)
+            if row is not None and await self.store.add_result(self.batch.id, row):
+                self.runner.lines.labels("ok" if row.ok else "failed").inc()
 
     async def _run_line(self, line: BatchLine) -> ResultRow | None:
         """The line's answer; transient failures (429, 5xx) are tried again, and a busy batch

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
 import httpx
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from engine.admission import AdmissionPolicy, LoadBook, Priority, Ticket
 from gateway.errors import Unavailable, UpstreamError, UpstreamTimeout
@@ -173,3 +174,30 @@ def replica_set(config: ModelConfig, max_output_tokens: int,
     forward = a.forward_priority if a.forward_priority is not None else config.provider == "local"
     return ReplicaSet(config.name, replicas, policy, max_output_tokens=max_output_tokens,
                       batch_max_wait_s=a.batch_max_wait_s, forward_priority=forward)
+
+
+class ReplicaCollector:
+    """Prometheus view of every replica set: outstanding tokens per replica and class, and
+    whether each replica is in service (not in its cooldown). Read at scrape time."""
+
+    def __init__(self, providers: Callable[[], Iterable[Provider]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._providers = providers
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        tokens = GaugeMetricFamily("costgate_replica_outstanding_tokens",
+                                   "Prompt + max output tokens admitted and not yet answered",
+                                   labels=["model", "replica", "priority"])
+        up = GaugeMetricFamily("costgate_replica_up", "1 unless the replica is skipped after a failed connection",
+                               labels=["model", "replica"])
+        now = self._clock()
+        for provider in self._providers():
+            if not isinstance(provider, ReplicaSet):
+                continue
+            for load in provider.book.replicas:
+                for priority, count in load.outstanding.items():
+                    tokens.add_metric([provider.name, load.name, priority.label], count)
+                up.add_metric([provider.name, load.name], 1.0 if load.live(now) else 0.0)
+        yield tokens
+        yield up

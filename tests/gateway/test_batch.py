@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -93,6 +94,9 @@ def test_batch_runs_every_line_at_the_discount(gw: GatewayProcess) -> None:
     assert Decimal(rows[0]["saved_usd"]) == expected  # ...and the other half shows as saved
     tags = {r["group"]: r for r in gw.spend("tag")["rows"]}
     assert "lane:batch" in tags
+    metrics = httpx.get(gw.url + "/metrics").text
+    ok = [line for line in metrics.splitlines() if line.startswith('costgate_batch_lines_total{outcome="ok"}')]
+    assert ok and float(ok[0].split()[-1]) >= 5
 
 
 def test_files_api(gw: GatewayProcess) -> None:

@@ -81,3 +81,13 @@ async def test_unknown_class_is_400(app_and_calls) -> None:
                                              extra_headers={"x-costgate-priority": "urgent"})
     assert err.value.body["param"] == "x-costgate-priority"
     assert len(calls) == sent  # refused before any upstream call
+
+
+async def test_replica_metrics(app_and_calls) -> None:
+    app, _ = app_and_calls
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+        text = (await http.get("/metrics")).text
+    for replica in ("m@0", "m@1"):
+        assert f'costgate_replica_up{{model="m",replica="{replica}"}} 1.0' in text
+        for cls in ("realtime", "interactive", "batch"):  # nothing in flight: every weight released
+            assert f'costgate_replica_outstanding_tokens{{model="m",priority="{cls}",replica="{replica}"}} 0.0' in text
