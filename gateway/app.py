@@ -17,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from gateway.batch.runner import BatchRunner
+from gateway.providers.replicas import ReplicaCollector
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment, build_deployments
 from gateway.errors import GatewayError, InvalidRequest, error_response
@@ -79,6 +80,7 @@ class Gateway:
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(self))
         self.batch_lane = BatchRunner(self)  # /v1/files and /v1/batches: the batch lane's worker
+        self.metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in self.deployments.values()]))
 
     async def start(self) -> None:
         await create_tables(self.engine)
