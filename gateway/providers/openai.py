@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -12,6 +12,7 @@ import orjson
 from gateway.context import Endpoint
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.fast_post import FastPost, environment_proxies
 from gateway.providers.retry import RETRYABLE_STATUS, Retryable, parse_retry_after, with_retries
 
 PATHS = {
@@ -33,14 +34,13 @@ def _upstream_message(raw: bytes) -> str:
     return "no error message"
 
 
-def check_status(response: httpx.Response, raw: bytes) -> None:
+def check_status(status: int, headers: Mapping[str, str], raw: bytes) -> None:
     """Raise the gateway error that an upstream's non-2xx answer stands for."""
-    status = response.status_code
     if status < 300:
         return
     if status in RETRYABLE_STATUS:
         raise Retryable(f"upstream answered {status}", status=status,
-                        retry_after=parse_retry_after(response.headers.get("retry-after")))
+                        retry_after=parse_retry_after(headers.get("retry-after")))
     if status in CLIENT_FAULT:
         raise InvalidRequest(f"upstream rejected the request: {_upstream_message(raw)}",
                              code="upstream_invalid_request")
@@ -111,6 +111,9 @@ class OpenAIProvider:
             base_url=api_base.rstrip("/"), headers=headers, transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+        # Whole answers go through aiohttp when this provider owns the network (see fast_post).
+        self._fast = None if transport is not None or environment_proxies() else FastPost(
+            api_base, headers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
 
     async def complete(self, call: UpstreamCall) -> Completion:
         return await with_retries(lambda: self._complete_once(call), self.max_retries)
@@ -119,16 +122,19 @@ class OpenAIProvider:
         try:
             # httpx times each read; an upstream dripping bytes just in time must still end.
             async with asyncio.timeout(self.timeout_s):
-                response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                                    headers={"content-type": "application/json"})
+                if self._fast is not None:
+                    status, headers, raw = await self._fast.post(PATHS[call.endpoint], orjson.dumps(call.body))
+                else:
+                    response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
+                                                        headers={"content-type": "application/json"})
+                    status, headers, raw = response.status_code, response.headers, response.content
         except httpx.ConnectError as err:
             raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
         except (httpx.TimeoutException, TimeoutError):
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
             raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
-        raw = response.content
-        check_status(response, raw)
+        check_status(status, headers, raw)
         body = parse_json_object(raw)
         return Completion(body, raw, usage_from(body.get("usage")))
 
@@ -149,7 +155,7 @@ class OpenAIProvider:
         if response.status_code >= 300:
             raw = await response.aread()
             await response.aclose()
-            check_status(response, raw)
+            check_status(response.status_code, response.headers, raw)
         if "text/event-stream" not in response.headers.get("content-type", ""):
             await response.aclose()
             raise UpstreamError("upstream answered a stream request without server-sent events",
@@ -158,3 +164,5 @@ class OpenAIProvider:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+        if self._fast is not None:
+            await self._fast.aclose()

@@ -1,0 +1,92 @@
+"""The whole-answer upstream POST on aiohttp: the hottest I/O in the gateway.
+
+httpx's client spends about three times aiohttp's CPU on one small POST (URL and header
+merging, auth and redirect layers, cookie extraction, httpcore's per-request socket poll);
+on a gateway pinned to one core that is most of the proxy's own cost (bench/overhead.py).
+`OpenAIProvider` uses this for non-streamed calls when it owns the network: no transport
+injected (tests inject httpx.MockTransport) and no proxy configured in the environment (which
+httpx would honour). Streams keep httpx.
+
+Failures come out as the httpx exceptions httpx would have raised for the same fault, so the
+provider maps both clients' errors through one set of `except` clauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import urllib.request
+from collections.abc import Mapping
+
+import aiohttp
+import httpx
+from yarl import URL
+
+
+def environment_proxies() -> bool:
+    """Whether HTTP(S)_PROXY / ALL_PROXY are set: httpx routes through them, this client does not."""
+    proxies = urllib.request.getproxies()
+    return any(proxies.get(scheme) for scheme in ("http", "https", "all"))
+
+
+def as_httpx_error(err: aiohttp.ClientError) -> httpx.TransportError:
+    """The httpx exception for the same fault (connect, timeout, broken or garbled answer)."""
+    message = str(err) or type(err).__name__
+    if isinstance(err, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(message)
+    if isinstance(err, aiohttp.ServerTimeoutError):
+        return httpx.ReadTimeout(message)
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(message)
+    if isinstance(err, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError)):
+        return httpx.RemoteProtocolError(message)
+    return httpx.ReadError(message)
+
+
+class FastPost:
+    """One pooled aiohttp session per upstream, created in (and bound to) the running loop."""
+
+    def __init__(self, base_url: str, headers: Mapping[str, str], *, timeout_s: float, connect_timeout_s: float,
+                 max_connections: int = 1000, keepalive_s: float = 5.0) -> None:
+        self._base = base_url.rstrip("/")
+        self._urls: dict[str, URL] = {}
+        self._headers = {**headers, "content-type": "application/json"}
+        # httpx's timeouts: each read, the connect, and the wait for a pooled connection.
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=connect_timeout_s,
+                                              sock_read=timeout_s)
+        self._ssl: ssl.SSLContext = httpx.create_ssl_context()  # the CA bundle httpx would use
+        self._max_connections = max_connections
+        self._keepalive_s = keepalive_s  # httpx's keep-alive expiry
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _url(self, path: str) -> URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = URL(self._base + path)
+        return url
+
+    def _session_here(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:
+            # A session belongs to one loop; the gateway runs in one, tests may run several.
+            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self._keepalive_s,
+                                             ssl=self._ssl)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
+                                                  auto_decompress=True, trust_env=False)
+            self._loop = loop
+        return self._session
+
+    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
+        """POST `content` as JSON; the status, headers and whole body of the answer."""
+        try:
+            async with self._session_here().post(self._url(path), data=content, headers=self._headers,
+                                                 allow_redirects=False) as response:
+                return response.status, response.headers, await response.read()
+        except aiohttp.ClientError as err:
+            raise as_httpx_error(err) from err
+
+    async def aclose(self) -> None:
+        if self._session is not None and self._loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = None
