@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -79,17 +80,44 @@ class SpendControl:
         self.notifier = None if not a.webhook_url else WebhookNotifier(
             a.webhook_url, self.metrics, a.retries, a.backoff_s, a.timeout_s, transport)
         self._seed_lock = asyncio.Lock()
+        # Settlements the store could not take (an outage, a lost reply), retried in order until
+        # it does; settling is idempotent, so one that did land is not counted twice.
+        self.unsettled: deque[Settlement] = deque(maxlen=100_000)
+        self._retry_task: asyncio.Task[None] | None = None
         self._claimed: set[tuple[str, str]] = set()  # alerts this process knows are claimed
         self._last_outage_log = 0.0
 
     async def start(self) -> None:
         if self.notifier is not None:
             self.notifier.start()
+        self._retry_task = asyncio.create_task(self._retry_loop(), name="budget-settle-retry")
 
     async def stop(self) -> None:
+        if self._retry_task is not None:
+            self._retry_task.cancel()
+        await self.retry_unsettled()
+        if self.unsettled:
+            log.error("shutdown with %d budget settlements not applied (the ledger has them)", len(self.unsettled))
         if self.notifier is not None:
             await self.notifier.close()
         await self.store.close()
+
+    async def _retry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            await self.retry_unsettled()
+
+    async def retry_unsettled(self) -> int:
+        """Apply queued settlements, oldest first, until the store fails again."""
+        done = 0
+        while self.unsettled:
+            try:
+                await self.store.settle(self.unsettled[0])
+            except StoreUnavailable:
+                break
+            self.unsettled.popleft()
+            done += 1
+        return done
 
     # who pays
     def plan(self, name: str) -> Plan:
@@ -142,14 +170,20 @@ class SpendControl:
         hour = hour_key(hold.now)
         spend = ((f"spend:team:{principal.team_id}:{hour}", HOUR_TTL_S), (f"spend:all:{hour}", HOUR_TTL_S))
         counters = tuple(b.counter(hold.now) for b in hold.budgets)
+        settlement = Settlement(hold.id, hold.now, cost_pusd, counters, spend, tuple(rates))
         try:
-            spent = await self.store.settle(Settlement(hold.id, hold.now, cost_pusd, counters, spend, tuple(rates)))
-            if cost_pusd:
-                await self._raise_alerts(hold, spent, principal)
+            spent = await self.store.settle(settlement)
         except StoreUnavailable as err:
-            # The hold is reclaimed at its deadline; this cost is missing from the counters
-            # until they are next seeded from the ledger (see docs/budgets.md).
             self.outage("settle", err)
+            if len(self.unsettled) == self.unsettled.maxlen:
+                log.error("budget settlement queue full: the oldest is dropped (the ledger has it)")
+            self.unsettled.append(settlement)
+            return
+        if cost_pusd and spent:
+            try:
+                await self._raise_alerts(hold, spent, principal)
+            except StoreUnavailable as err:
+                self.outage("alert", err)
 
     async def _raise_alerts(self, hold: Hold, spent: list[int], principal: Principal) -> None:
         now = hold.now

@@ -94,7 +94,9 @@ class BudgetStore(Protocol):
 
     async def settle(self, settlement: Settlement) -> list[int]:
         """Commit the cost, release the hold; returns the spend after it of each budget
-        counter, then of each spend counter."""
+        counter, then of each spend counter. A backend that can fail (Redis) makes this
+        idempotent — settling one id again returns [] and changes nothing — so a settlement
+        whose reply was lost can be retried."""
         ...
 
     async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
@@ -132,6 +134,7 @@ class InProcessStore:
     holds: dict[str, _Hold] = field(default_factory=dict)
     deadlines: list[tuple[float, str]] = field(default_factory=list)  # a heap over holds
     alerts: dict[str, dict[str, float]] = field(default_factory=dict)
+    expires: dict[str, float] = field(default_factory=dict)  # spend counters' end of life
     _pruned_minute: int = 0
 
     async def admit(self, a: Admission) -> Verdict:
@@ -168,7 +171,8 @@ class InProcessStore:
             if state is not None:
                 state[0] += s.cost_pusd
             spent.append(state[0] if state is not None else 0)
-        for counter, _ttl in s.spend_counters:
+        for counter, ttl in s.spend_counters:
+            self.expires.setdefault(counter, s.now + ttl)
             state = self.counters.setdefault(counter, [0, 0])
             state[0] += s.cost_pusd
             spent.append(state[0])
@@ -178,6 +182,7 @@ class InProcessStore:
         return spent
 
     async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
+        # Budget counters are kept for good here: one per budget and period is little memory.
         for counter, (spent, _ttl) in seeds.items():
             self.counters.setdefault(counter, [spent, 0])
 
@@ -222,11 +227,15 @@ class InProcessStore:
         return count
 
     def _prune(self, now: float) -> None:
-        """Forget rate windows older than the previous one (at most once a minute)."""
+        """Forget rate windows older than the previous one and spend counters past their
+        lifetime (at most once a minute)."""
         minute = int(now // 60)
         if minute == self._pruned_minute:
             return
         self._pruned_minute = minute
+        for counter in [c for c, at in self.expires.items() if at <= now]:
+            del self.expires[counter]
+            self.counters.pop(counter, None)
         for key in list(self.windows):
             window_s = Limit(key.split(":")[1]).window_s
             index = int(key.rsplit(":", 1)[1])

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import redis
 from prometheus_client import CollectorRegistry
 
 from gateway.settings import Settings
@@ -19,9 +20,10 @@ from gateway.storage.counters import Admission, BudgetCheck, InProcessStore, Out
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.redis_counters import RedisStore
-from policies.budgets import Budget, Period, Scope
+from gateway.context import Principal
+from policies.budgets import Budget, Hold, Period, Scope
 from policies.ratelimit import Limit, RateCheck
-from tests.gateway.budget_support import SHARED_REDIS, redis_prefix
+from tests.gateway.budget_support import SHARED_REDIS, OwnRedis, redis_prefix
 from tests.support import free_port
 
 T0 = datetime(2026, 1, 31, 23, 59, 0, tzinfo=timezone.utc).timestamp()
@@ -177,3 +179,45 @@ async def test_period_rollover_with_an_injected_clock(backend: str, tmp_path: Pa
     assert (view.window.key, view.state.spent_pusd, view.state.reserved_pusd) == ("2026-02-01", 0, 200)
     await control.stop()
     await engine.dispose()
+
+
+async def test_a_settlement_whose_reply_is_lost_is_retried_and_counted_once(tmp_path: Path):
+    """Redis pauses (as in a network stall) while a request settles: the settle times out, is
+    queued, and retried; the paused command also lands when Redis resumes, and the retry
+    then changes nothing, so the cost is counted exactly once."""
+    server = OwnRedis(tmp_path)
+    try:
+        settings = Settings(database_url=f"sqlite:///{tmp_path}/l.db", data_dir=str(tmp_path), redis_url=server.url,
+                            budgets={"redis_timeout_s": 0.2})
+        engine = create_engine(settings.database_url)
+        await create_tables(engine)
+        control = SpendControl(settings, engine, LedgerWriter(engine), CollectorRegistry())
+        budget = await control.table.put(Budget(Scope.TEAM, "team_p", Period.TOTAL, 10_000))
+        now = time.time()
+        hold = Hold("h-stall", now, (budget,), 4_000)
+        admitted = await control.admit(Admission(hold.id, now, now + 60, 4_000, (), budget_checks([budget], now)), [budget])
+        assert admitted.outcome is Outcome.ADMITTED
+        redis.Redis(port=server.port).execute_command("CLIENT", "PAUSE", "600", "WRITE")
+        await control.settle(hold, 1_500, (), Principal("team_p", "p", "key_p"))
+        assert len(control.unsettled) == 1
+        await asyncio.sleep(0.7)  # the pause ends; the stalled command runs
+        assert await control.retry_unsettled() == 1 and not control.unsettled
+        [view] = await control.view([budget])
+        assert (view.state.spent_pusd, view.state.reserved_pusd) == (1_500, 0)
+        await control.stop()
+        await engine.dispose()
+    finally:
+        server.stop()
+
+
+async def test_redis_settlement_is_idempotent(prefix: str):
+    store = RedisStore(SHARED_REDIS, prefix + "idem:")
+    team = BudgetCheck("team:t:total:total", 10_000, None)
+    await store.initialize({team.counter: (0, None)})
+    assert (await store.admit(admission("r1", T0, 4000, (team,)))).outcome is Outcome.ADMITTED
+    settlement = Settlement("r1", T0, 1234, (team.counter,))
+    assert await store.settle(settlement) == [1234]
+    assert await store.settle(settlement) == []  # a retry after a lost reply
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (1234, 0)
+    await store.close()

@@ -3,9 +3,11 @@
 -- include this cost), add it to the spend counters, correct the token windows.
 -- KEYS: [1] holds zset, [2..nb+1] budget counters, then ns spend counters, then nr windows.
 -- ARGV: prefix, id, cost, nb, ns, nr, then ns ttls, then nr (delta) values.
--- Returns the spend (as strings, exact) of each budget counter, then of each spend counter.
+-- Returns the spend (as strings, exact) of each budget counter, then of each spend counter;
+-- {} when this settlement was applied already (a retry after a lost reply changes nothing).
 local prefix, id, cost = ARGV[1], ARGV[2], ARGV[3]
 local nb, ns, nr = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if not redis.call('SET', prefix .. 'settled:' .. id, '1', 'NX', 'EX', 86400) then return {} end
 local hkey = prefix .. 'hold:' .. id
 local h = redis.call('HMGET', hkey, 'neg', 'counters')
 if h[1] then
