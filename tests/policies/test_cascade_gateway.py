@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from gateway.tokens import count_text
+from policies.compress import SUMMARY_PREFIX, summary_request
 from tests.support import ROOT, GatewayProcess, _env, free_port, model, wait_http
 
 WEAK, STRONG = "rec-weak", "rec-strong"
@@ -31,6 +32,21 @@ RECORDS = [
                                               STRONG: "#### 6"}},
     {"prompt": "truncated question", "answers": {WEAK: {"content": "The answer", "finish_reason": "length",
                                                         "logprobs": CONFIDENT}, STRONG: "#### 9"}},
+]
+
+
+GRADER = "rec-grader"
+HISTORY = [m for i in range(12) for m in (
+    {"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."},
+    {"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."})]
+LONG_CONVERSATION = [{"role": "system", "content": "Be brief."}, *HISTORY,
+                     {"role": "user", "content": "good question"}]
+SUMMARY = "We covered topics 0 to 11."
+RECORDS += [
+    # the judge's grades for two answers, and the summarizer's summary of the long conversation
+    {"prompt": "Question:\ngood question\n\nAnswer:\n3 + 4 = 7\n#### 7", "answers": {GRADER: "9"}},
+    {"prompt": "Question:\nunsure question\n\nAnswer:\n#### 5", "answers": {GRADER: "2"}},
+    {"prompt": summary_request(LONG_CONVERSATION[1:-2], 256)[1]["content"], "answers": {GRADER: SUMMARY}},
 ]
 
 
@@ -60,18 +76,22 @@ def config(base: str) -> dict:
     strong = model("strong", STRONG, base, "10", "30", quality=2, max_retries=0)
     dead = model("dead", "fail-500", base, fallbacks=["weak"], max_retries=0)
     dead_tier = model("dead-tier", "fail-500", base, max_retries=0)
+    grader = model("grader", GRADER, base, "0.1", "0.1")
     return {
-        "models": [weak, strong, dead, dead_tier],
+        "models": [weak, strong, dead, dead_tier, grader],
         "cascades": [
             {"name": "auto", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.5],
              "shadow_rate": 0.0},
             {"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.99],
              "shadow_rate": 1.0, "quality_target": 0.6, "min_samples": 5},
             {"name": "broken-first", "tiers": ["dead-tier", "strong"], "scorer": "rules", "shadow_rate": 0.0},
+            {"name": "judged", "tiers": ["weak", "strong"], "scorer": "judge:grader", "thresholds": [0.5],
+             "shadow_rate": 0.0},
         ],
         "breaker": {"min_requests": 3, "window_s": 60, "open_s": 600},
         "cost_router": {"name": "fit", "models": ["weak", "strong"]},
-        "compression": {"enabled": True, "budget_tokens": 64, "keep_recent": 2, "models": ["weak"]},
+        "compression": {"enabled": True, "budget_tokens": 64, "keep_recent": 2, "models": ["weak"],
+                        "summarizer": "grader"},
     }
 
 
@@ -233,20 +253,41 @@ def test_cost_router_refuses_with_402_when_nothing_fits(client: openai.OpenAI, g
     assert err.value.body["code"] == "cost_limit_exceeded"
 
 
-def test_long_conversation_is_compressed(client: openai.OpenAI) -> None:
-    history = []
-    for i in range(12):
-        history.append({"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."})
-        history.append({"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."})
-    messages = [{"role": "system", "content": "Be brief."}, *history, {"role": "user", "content": "good question"}]
-    raw = client.chat.completions.with_raw_response.create(model="weak", messages=messages)
+def test_long_conversation_is_compressed_by_the_summarizer(client: openai.OpenAI, fake: RecordedFake,
+                                                           gw: GatewayProcess) -> None:
+    graded = fake.stats().get(GRADER, 0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="weak", messages=LONG_CONVERSATION, extra_headers={"x-costgate-tags": "compressed"})
     saved = int(raw.headers["x-costgate-compressed-tokens"])
     assert saved > 100
     completion = raw.parse()
     assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"  # the last turn survived
-    short = client.chat.completions.with_raw_response.create(model="weak", messages=messages[-3:])
+    assert fake.stats()[GRADER] == graded + 1  # the summary was a real call...
+    compressed_prompt = [LONG_CONVERSATION[0], {"role": "system", "content": SUMMARY_PREFIX + SUMMARY},
+                         *LONG_CONVERSATION[-2:]]
+    from gateway.tokens import count_messages
+    assert completion.usage.prompt_tokens == count_messages(compressed_prompt)  # ...and its summary was sent
+    answer_cost = cost_of(completion.usage.prompt_tokens, completion.usage.completion_tokens, "0.6", "0.6")
+    assert Decimal(raw.headers["x-costgate-cost-usd"]) > answer_cost  # the summary call is charged too
+    short = client.chat.completions.with_raw_response.create(model="weak", messages=LONG_CONVERSATION[-3:])
     assert "x-costgate-compressed-tokens" not in short.headers
-    assert completion.usage.prompt_tokens < 400
+    assert 'costgate_compression_tokens_saved_total{model="weak"}' in httpx.get(gw.url + "/metrics").text
+
+
+@pytest.mark.parametrize("question, served, calls", [
+    ("good question", "weak", {WEAK: 1, GRADER: 1, STRONG: 0}),      # graded 9/10: accepted
+    ("unsure question", "strong", {WEAK: 1, GRADER: 1, STRONG: 1}),  # graded 2/10: escalated
+])
+def test_judge_scorer_grades_with_a_charged_call(client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess,
+                                                 question: str, served: str, calls: dict[str, int]) -> None:
+    before = fake.stats()
+    raw = ask(client, "judged", question, extra_headers={"x-costgate-tags": f"judged-{served}"})
+    assert raw.headers["x-costgate-model"] == served
+    after = fake.stats()
+    assert {m: after.get(m, 0) - before.get(m, 0) for m in calls} == calls
+    rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
+    assert Decimal(rows[f"judged-{served}"]["cost_usd"]) == Decimal(raw.headers["x-costgate-cost-usd"])
+    assert rows[f"judged-{served}"]["prompt_tokens"] > raw.parse().usage.prompt_tokens  # several calls summed
 
 
 def test_admin_cascades_needs_the_admin_key(gw: GatewayProcess) -> None:
