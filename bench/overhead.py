@@ -1,0 +1,316 @@
+"""Issue 2's speed benchmark: what costgate adds on top of an upstream, against LiteLLM's proxy.
+
+Set-up (all in one run, so the figures are comparable):
+- a fast fake OpenAI upstream (bench/fast_upstream.py) and the load generator (wrk) share
+  one core (`--load-cpu`, default 1);
+- the proxy under test is pinned alone to the other (`--gateway-cpu`, default 0);
+- costgate: a real key created through the admin API, SQLite ledger, metrics, every stage of
+  the pipeline as configured (the caches are off so that each request is a real upstream call);
+- LiteLLM's proxy 1.110.2 from its own venv (`--litellm-venv`), a master key, no database,
+  the same fake upstream.
+
+Measured per product: added latency p50/p99 at 1 connection (proxy path minus the direct
+path to the fake, measured right before it) and requests/s at 32 connections. Each round is
+repeated `--runs` times and the median reported. Needs wrk: `apt-get install -y wrk`.
+
+    .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm]
+
+LiteLLM's venv, once (its `[proxy]` extra names `litellm-proxy`, which the registry lacks):
+    python3.11 -m venv /tmp/litellm-venv && bash bench/install_litellm.sh /tmp/litellm-venv
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+MODEL = "bench-model"
+BODY = json.dumps({"model": MODEL, "messages": [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Say hello to the benchmark."}]})
+ADMIN_KEY = "sk-cg-admin-bench-0123456789abcdef"
+LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
+
+
+@dataclass(frozen=True)
+class WrkResult:
+    requests: int
+    duration_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    non2xx: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s
+
+
+@dataclass(frozen=True)
+class Round:
+    direct: WrkResult
+    latency: WrkResult
+    throughput: WrkResult
+    cpu_ms: float  # the proxy's own CPU time during the throughput run
+
+    @property
+    def cpu_us_per_request(self) -> float:
+        """Independent of what else the machine runs: 1e6 / this is the proxy's req/s on an idle core."""
+        return self.cpu_ms * 1000 / max(self.throughput.requests, 1)
+
+    @property
+    def added_p50_ms(self) -> float:
+        return self.latency.p50_ms - self.direct.p50_ms
+
+    @property
+    def added_p99_ms(self) -> float:
+        return self.latency.p99_ms - self.direct.p99_ms
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, timeout: float, headers: dict[str, str] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before serving {url}")
+        try:
+            if httpx.get(url, timeout=2, headers=headers).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not come up in {timeout} s")
+
+
+class Processes:
+    """Every server this run starts, stopped (by its own pid) when the run ends."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, cpu: int, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "wb")
+        proc = subprocess.Popen(["taskset", "-c", str(cpu), *argv], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, cwd=cwd, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def run_wrk(url: str, key: str, connections: int, duration_s: float, cpu: int) -> WrkResult:
+    argv = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration_s))}s", "--timeout", "10s",
+            "-s", str(BENCH / "wrk_post.lua"), url, "--", key, BODY]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[:500]}")
+    out = done.stdout
+    line = next(line for line in out.splitlines() if line.startswith("BENCH "))
+    data = json.loads(line[6:])
+    return WrkResult(data["requests"], data["duration_us"] / 1e6, data["p50_us"] / 1000, data["p99_us"] / 1000,
+                     data["errors"], data["non2xx"])
+
+
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of a process and its children so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+def base_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)})
+    return env
+
+
+def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str, int]:
+    """costgate with the bench model; returns (its chat URL, a key made through the admin API, its pid)."""
+    workdir = procs.workdir / "costgate"
+    workdir.mkdir()
+    config = {
+        "admin_key": ADMIN_KEY, "database_url": f"sqlite:///{workdir}/costgate.db", "data_dir": str(workdir),
+        "models": [{"name": MODEL, "provider": "openai", "model": MODEL, "api_base": upstream, "api_key": "fake",
+                    "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"}}],
+        "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    proc = procs.start("costgate", cpu, [sys.executable, "-m", "gateway.cli", "serve", "--config",
+                                         str(workdir / "config.yaml"), "--port", str(port), "--log-level", "warning"],
+                       base_env(), workdir)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/healthz", proc, 120)
+    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+    httpx.post(url + "/admin/teams", json={"name": "bench"}, headers=admin).raise_for_status()
+    response = httpx.post(url + "/admin/keys", json={"team": "bench"}, headers=admin)
+    response.raise_for_status()
+    return url + "/v1/chat/completions", response.json()["key"], proc.pid
+
+
+def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tuple[str, int]:
+    workdir = procs.workdir / "litellm"
+    workdir.mkdir()
+    config = {
+        "model_list": [{"model_name": MODEL, "litellm_params": {
+            "model": f"openai/{MODEL}", "api_base": upstream, "api_key": "fake"}}],
+        "general_settings": {"master_key": LITELLM_MASTER_KEY},
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    port = free_port()
+    env = base_env()
+    env.pop("PYTHONPATH")
+    env.update({"LITELLM_LOG": "ERROR", "DISABLE_SCHEMA_UPDATE": "True"})
+    env.pop("DATABASE_URL", None)
+    proc = procs.start("litellm", cpu, [str(venv / "bin" / "litellm"), "--config", str(workdir / "config.yaml"),
+                                        "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+                       env, workdir)
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/health/liveliness", proc, 300)
+    return url + "/v1/chat/completions", proc.pid
+
+
+def check_answers(url: str, key: str) -> None:
+    """One request by hand, so that a misconfigured proxy fails loudly instead of benchmarking errors."""
+    response = httpx.post(url, content=BODY, headers={"authorization": f"Bearer {key}",
+                                                      "content-type": "application/json"}, timeout=30)
+    if response.status_code != 200 or "choices" not in response.json():
+        raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:300]}")
+
+
+def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace) -> list[Round]:
+    check_answers(url, key)
+    run_wrk(url, key, 8, args.warmup, args.load_cpu)  # warm the pools and caches
+    rounds = []
+    for i in range(args.runs):
+        direct = run_wrk(direct_url, "", 1, args.duration, args.load_cpu)
+        latency = run_wrk(url, key, 1, args.duration, args.load_cpu)
+        cpu_before = cpu_ms(pid)
+        throughput = run_wrk(url, key, 32, args.duration, args.load_cpu)
+        cpu = cpu_ms(pid) - cpu_before
+        for r in (latency, throughput):
+            if r.errors or r.non2xx:
+                raise RuntimeError(f"{name}: {r.errors} socket errors, {r.non2xx} non-2xx answers in the run")
+        rounds.append(Round(direct, latency, throughput, cpu))
+        print(f"  {name} run {i + 1}: direct p50 {direct.p50_ms:.3f} ms p99 {direct.p99_ms:.3f} ms | "
+              f"proxied p50 {latency.p50_ms:.3f} ms p99 {latency.p99_ms:.3f} ms | "
+              f"added p50 {rounds[-1].added_p50_ms:.3f} ms p99 {rounds[-1].added_p99_ms:.3f} ms | "
+              f"{throughput.rps:.0f} req/s @32 | {rounds[-1].cpu_us_per_request:.0f} us CPU/request", flush=True)
+    return rounds
+
+
+@dataclass(frozen=True)
+class Summary:
+    added_p50_ms: float
+    added_p99_ms: float
+    rps: float
+    cpu_us_per_request: float
+
+    @classmethod
+    def of(cls, rounds: list[Round]) -> Summary:
+        return cls(statistics.median(r.added_p50_ms for r in rounds),
+                   statistics.median(r.added_p99_ms for r in rounds),
+                   statistics.median(r.throughput.rps for r in rounds),
+                   statistics.median(r.cpu_us_per_request for r in rounds))
+
+
+def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
+    print(f"\nmedian of the runs ({load})")
+    print(f"{'':10} {'added p50':>12} {'added p99':>12} {'req/s @32':>12} {'CPU/request':>12}")
+    for name, s in (("costgate", costgate), ("litellm", litellm)):
+        if s is not None:
+            print(f"{name:10} {s.added_p50_ms:>9.3f} ms {s.added_p99_ms:>9.3f} ms {s.rps:>12.0f} "
+                  f"{s.cpu_us_per_request:>9.0f} us")
+    print(f"\ntarget: added p50 <= 1 ms -> {'met' if costgate.added_p50_ms <= 1 else 'NOT met'} "
+          f"({costgate.added_p50_ms:.3f} ms)")
+    if litellm is not None:
+        ratio = costgate.rps / litellm.rps
+        print(f"ratios vs LiteLLM: requests/s x{ratio:.1f} (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}); "
+              f"added p50 {litellm.added_p50_ms / max(costgate.added_p50_ms, 1e-3):.1f}x lower; "
+              f"added p99 {litellm.added_p99_ms / max(costgate.added_p99_ms, 1e-3):.1f}x lower; "
+              f"CPU per request {litellm.cpu_us_per_request / costgate.cpu_us_per_request:.1f}x lower")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="costgate vs LiteLLM proxy overhead (issue 2)")
+    parser.add_argument("--runs", type=int, default=3, help="rounds per product; the median is reported")
+    parser.add_argument("--duration", type=int, default=8, help="seconds per wrk run")
+    parser.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per product")
+    parser.add_argument("--gateway-cpu", type=int, default=0)
+    parser.add_argument("--load-cpu", type=int, default=1)
+    parser.add_argument("--litellm-venv", type=Path, default=Path(os.environ.get("LITELLM_VENV", "/tmp/litellm-venv")))
+    parser.add_argument("--no-litellm", action="store_true", help="measure costgate only")
+    parser.add_argument("--json", type=Path, help="also write the medians here")
+    return parser.parse_args()
+
+
+def main() -> int:
+    args = parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is missing: apt-get install -y wrk")
+    if not args.no_litellm and not (args.litellm_venv / "bin" / "litellm").exists():
+        sys.exit(f"no LiteLLM venv at {args.litellm_venv}: python3.11 -m venv {args.litellm_venv} && "
+                 f"bash bench/install_litellm.sh {args.litellm_venv}   (or pass --no-litellm)")
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="costgate-bench-") as tmp:
+        procs = Processes(Path(tmp))
+        try:
+            port = free_port()
+            fake = procs.start("upstream", args.load_cpu, [sys.executable, str(BENCH / "fast_upstream.py"),
+                                                           "--port", str(port)], base_env(), ROOT)
+            upstream = f"http://127.0.0.1:{port}/v1"
+            wait_http(upstream + "/models", fake, 30)
+            direct_url = upstream + "/chat/completions"
+            cg_url, cg_key, cg_pid = start_costgate(procs, args.gateway_cpu, upstream)
+            print(f"costgate (cpu {args.gateway_cpu}), load + fake upstream (cpu {args.load_cpu}), "
+                  f"{args.runs} x {args.duration:g} s", flush=True)
+            costgate = Summary.of(measure("costgate", cg_url, cg_key, cg_pid, direct_url, args))
+            litellm = None
+            if not args.no_litellm:
+                ll_url, ll_pid = start_litellm(procs, args.gateway_cpu, upstream, args.litellm_venv)
+                litellm = Summary.of(measure("litellm", ll_url, LITELLM_MASTER_KEY, ll_pid, direct_url, args))
+        finally:
+            procs.stop_all()
+    load_after = os.getloadavg()
+    load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores"
+    report(costgate, litellm, load)
+    if args.json:
+        args.json.write_text(json.dumps({"costgate": costgate.__dict__,
+                                         "litellm": None if litellm is None else litellm.__dict__,
+                                         "load": load, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
+                                        indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
