@@ -176,7 +176,8 @@ class CascadeTarget:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
         ctx.response_body = answer.body
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
-        if sample_from is not None:
+        # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
+        if sample_from is not None and [a.tier for a in sample_from] == list(range(len(sample_from))):
             self._spawn(self._shadow(ctx, list(sample_from)))
         if ctx.stream:
             return StreamingResponse(replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS)
