@@ -18,6 +18,7 @@ from decimal import Decimal
 
 import httpx
 from prometheus_client import CollectorRegistry
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.alerting import WebhookNotifier
@@ -148,13 +149,16 @@ class SpendControl:
         """Start missing counters from what the ledger says was spent in their period."""
         by_counter = {b.counter(now): b for b in budgets}
         async with self._seed_lock:
-            await self.ledger.flush()  # this replica's queued rows count too
             seeds: dict[str, tuple[int, int | None]] = {}
-            for counter in missing:
-                b = by_counter[counter]
-                w = window(b.period, now)
-                spent = await ledger_spend(self.engine, b.scope, b.subject, w)
-                seeds[counter] = (spent, None if w.end is None else int(w.end - now) + COUNTER_GRACE_S)
+            try:
+                await self.ledger.flush()  # this replica's queued rows count too
+                for counter in missing:
+                    b = by_counter[counter]
+                    w = window(b.period, now)
+                    spent = await ledger_spend(self.engine, b.scope, b.subject, w)
+                    seeds[counter] = (spent, None if w.end is None else int(w.end - now) + COUNTER_GRACE_S)
+            except SQLAlchemyError as err:  # no ledger, no starting point: as bad as no store
+                raise StoreUnavailable(f"the ledger cannot be read to seed budget counters: {err}") from err
             await self.store.initialize(seeds)
 
     def outage(self, op: str, err: Exception) -> None:
