@@ -23,6 +23,7 @@ from gateway.deployments import Deployment, build_deployments
 from gateway.errors import GatewayError, InvalidRequest, error_response
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, build_stages
+from gateway.routes import engine as engine_routes
 from gateway.routes import batch as batch_routes
 from gateway.routes import admin, admin_budgets, openai
 from gateway.routes import cache_admin
@@ -134,6 +135,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.include_router(cascade_routes.router)
     app.include_router(batch_routes.router)
     app.include_router(admin_budgets.router)
+    app.include_router(engine_routes.router)  # GET /admin/engine (issue 6)
     install_dashboard(app)  # /admin/ui: its own session auth, not the admin bearer key
     _add_health_routes(app, gateway)
     _add_error_handlers(app)

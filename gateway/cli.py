@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from engine import cli as engine_cli
 from gateway import cascade_cli
 from policies.semantic_cache.cli import add_cache_commands
 
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
     add_cache_commands(commands)  # `costgate cache calibrate FILE` (issue 4)
+    engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     return parser
 
 

@@ -48,6 +48,10 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
 def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> Provider:
     if config.replicas:  # several OpenAI-compatible servers of one model: admission + failover
         return replica_set(config, price_for(config)[1], transport)
+    if config.provider == "local" and not config.api_base:  # the bundled engine: costgate runs vLLM itself
+        from gateway.providers.local import local_provider
+
+        return local_provider(config)
     if config.provider == "litellm":
         return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
                                timeout_s=config.timeout_s, max_retries=config.max_retries)
@@ -63,7 +67,10 @@ def build_deployments(models: list[ModelConfig],
     deployments = {}
     for config in models:
         price, limit = price_for(config)
-        deployments[config.name] = Deployment(config, build_provider(config, transport), price, limit)
+        provider = build_provider(config, transport)
+        if config.provider == "local" and config.price is None and hasattr(provider, "price"):
+            price = provider.price  # the local engine's measured price (engine/cost.py LivePrice)
+        deployments[config.name] = Deployment(config, provider, price, limit)
     for dep in deployments.values():
         unknown = [f for f in dep.config.fallbacks if f not in deployments]
         if unknown:

