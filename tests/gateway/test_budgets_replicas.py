@@ -11,7 +11,6 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 
 import openai
 import pytest
