@@ -4,9 +4,16 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from gateway.context import RequestContext
+from gateway.context import CacheStatus, RequestContext
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+def saving_reason(ctx: RequestContext) -> str:
+    """Why a request cost less than list price: a cache hit (`exact`/`semantic`) or the batch lane."""
+    if ctx.cache_status is not CacheStatus.MISS:
+        return ctx.cache_status.value
+    return "batch" if ctx.price_factor < 1 else "other"
 
 
 class Metrics:
@@ -37,7 +44,7 @@ class Metrics:
         if ctx.cost:
             self.cost.labels(team, model).inc(float(ctx.cost))
         if ctx.saved:
-            self.saved.labels(team, model, ctx.cache_status.value).inc(float(ctx.saved))
+            self.saved.labels(team, model, saving_reason(ctx)).inc(float(ctx.saved))
         self.latency.labels(model).observe(ctx.latency_s)
         ttft = ctx.ttft_s
         if ttft is not None:
