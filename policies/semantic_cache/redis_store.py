@@ -13,6 +13,7 @@ index has not caught up. (With RediSearch available, its vector index would repl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -56,6 +57,8 @@ class RedisStore:
     async def stop(self) -> None:
         if self._tail is not None:
             self._tail.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tail
         await self.redis.aclose()
 
     async def _index_keys(self, keys: list[str]) -> None:
@@ -125,12 +128,15 @@ class RedisStore:
         pipe.pexpireat(self._k("e", entry.key), int(entry.expires_at * 1000))
         pipe.sadd(self._k("team", entry.team_id), entry.key)
         pipe.zadd(self._k("keep"), {entry.key: keep_score(entry.last_used or entry.created_at, entry.hits)})
+        pipe.zadd(self._k("expiry"), {entry.key: entry.expires_at})
         pipe.xadd(self._k("events"), {"op": "add", "key": entry.key, "ns": entry.namespace},
                   maxlen=STREAM_MAXLEN, approximate=True)
         pipe.zcard(self._k("keep"))
         size = (await pipe.execute())[-1]
         if vector is not None:
             self._index_add(entry.namespace, entry.key, np.asarray(vector, dtype=np.float32))
+        if size > self.max_entries:
+            size -= await self._drop_expired(time.time())
         if size > self.max_entries:
             await self._evict(max(size - self.max_entries, int(self.max_entries * EVICT_FRACTION), 1))
 
@@ -154,6 +160,7 @@ class RedisStore:
         for key, (ns, team) in zip(keys, found):
             pipe.delete(self._k("e", key))
             pipe.zrem(self._k("keep"), key)
+            pipe.zrem(self._k("expiry"), key)
             if team is not None:
                 pipe.srem(self._k("team", team.decode()), key)
             if ns is not None:
@@ -163,6 +170,24 @@ class RedisStore:
                 self._index_remove(ns.decode(), key)
         await pipe.execute()
         return removed
+
+    async def _drop_expired(self, now: float) -> int:
+        """Redis expires an entry's hash by itself; its place in the keep score, expiry and team
+        sets (and replicas' indexes) goes here, before they could count towards the size limit."""
+        expired = [k.decode() for k in await self.redis.zrangebyscore(self._k("expiry"), 0, now, start=0, num=10_000)]
+        if not expired:
+            return 0
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.zrem(self._k("keep"), *expired)
+        pipe.zrem(self._k("expiry"), *expired)
+        removed = (await pipe.execute())[0]
+        for team_key in [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]:
+            await self.redis.srem(team_key, *expired)
+        for namespace, index in list(self.indexes.items()):
+            for key in expired:
+                if key in index.where:
+                    self._index_remove(namespace, key)
+        return int(removed)
 
     async def _evict(self, n: int) -> None:
         doomed = await self.redis.zpopmin(self._k("keep"), n)

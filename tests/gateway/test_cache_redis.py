@@ -1,0 +1,74 @@
+"""Two gateway replicas sharing one Redis-backed cache (the real server at 127.0.0.1:6379),
+under a key prefix of this module's own, deleted afterwards."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from tests.conftest import standard_models
+from tests.support import FakeUpstream, GatewayProcess
+
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[list[GatewayProcess]]:
+    prefix = f"costgate-test-{secrets.token_hex(6)}:"
+    root = tmp_path_factory.mktemp("cache-redis")
+    config = {"models": standard_models(fake_upstream.url), "redis_url": REDIS,
+              "database_url": f"sqlite:///{root}/shared.db",
+              "cache": {"backend": "redis", "redis_prefix": prefix,
+                        "teams": {"shared": {"semantic": True, "max_false_hit_rate": 0.25}}}}
+    first = GatewayProcess(config, root / "a")
+    second = GatewayProcess(config, root / "b")
+    yield [first, second]
+    first.stop()
+    second.stop()
+    client = redis.Redis.from_url(REDIS)
+    keys = list(client.scan_iter(match=prefix + "*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+def ask(gw: GatewayProcess, key: str, text: str):
+    raw = gw.client(key).chat.completions.with_raw_response.create(
+        model="small", temperature=0, messages=[{"role": "user", "content": text}])
+    return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content
+
+
+def until(check, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_replicas_share_exact_and_semantic_entries(replicas) -> None:
+    one, two = replicas
+    key = one.new_key("shared")
+    status, stored = ask(one, key, "How do I learn Python quickly?")
+    assert status == "miss"
+    assert ask(two, key, "How do I learn Python quickly?") == ("exact", stored)
+    # the second replica's index learns the vector from the event stream
+    assert until(lambda: ask(two, key, "How can I learn Python quickly?")[0] == "semantic")
+    assert ask(two, key, "How can I learn Python quickly?")[1] == stored
+    other = one.new_key("elsewhere")
+    assert ask(two, other, "How do I learn Python quickly?")[0] == "miss"
+
+
+def test_purge_on_one_replica_empties_both(replicas) -> None:
+    one, two = replicas
+    key = one.new_key("shared")
+    ask(one, key, "purge across replicas")
+    assert ask(two, key, "purge across replicas")[0] == "exact"
+    response = two.admin("DELETE", "/admin/cache?team=shared")
+    assert response.status_code == 200 and response.json()["removed"] >= 1
+    assert ask(one, key, "purge across replicas")[0] == "miss"
