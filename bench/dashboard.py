@@ -5,8 +5,9 @@
 Inserts synthetic ledger rows (90 days, a dozen teams with skewed spend, direct models, a
 cascade, exact and semantic cache hits, a few errors) into a fresh SQLite database, then
 signs in to the dashboard and times every page through the app (ASGI, in-process: SQL,
-roll-up and rendering; no network). The first load of a page that needs closed days rolls
-them up ("cold"); later loads read the roll-up ("warm", the median of --repeat). The
+roll-up and rendering; no network). The first load rolls every row older than an hour into
+the daily roll-up ("cold"); later loads read the roll-up plus the last hour live ("warm", the
+median of --repeat). The
 baseline is `SELECT count(*) FROM ledger` on the same database, the cheapest question one
 can ask of a million rows. With --screenshots, serves the same database with `costgate
 serve` and saves each page as PNG through Debian's chromium (the docs' screenshots).
@@ -37,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from gateway.app import create_app  # noqa: E402
-from gateway.dashboard.rollup import LIVE_INDEX, ledger_daily, ledger_daily_days  # noqa: E402
+from gateway.dashboard.rollup import LIVE_INDEX, ledger_daily, ledger_rollup  # noqa: E402
 from gateway.settings import Settings  # noqa: E402
 from gateway.storage.db import create_engine, create_tables  # noqa: E402
 
@@ -117,7 +118,7 @@ async def timings(db: Path, repeat: int) -> None:
         async with engine.begin() as conn:  # measure the roll-up from scratch; index a reused database
             await conn.run_sync(lambda sync: LIVE_INDEX.create(sync, checkfirst=True))
             await conn.execute(delete(ledger_daily))
-            await conn.execute(delete(ledger_daily_days))
+            await conn.execute(delete(ledger_rollup))
         baseline = []
         for _ in range(repeat):
             started = time.perf_counter()

@@ -1,32 +1,40 @@
-"""Daily roll-up of the ledger, so dashboard pages do not re-sum a million rows per view.
+"""Incremental daily roll-up of the ledger, so dashboard pages do not re-sum a million rows.
 
-The ledger is append-only and a row's `day` is its creation day (UTC). Rows reach the
-database within the writer's flush interval (50 ms), or later only while a database outage
-keeps them queued. So a day that ended more than an hour ago is treated as closed: its rows are summed
-once into `ledger_daily` (one row per day, team, requested model, served model and cache
-status) and the day is marked in `ledger_daily_days`. Today (and yesterday, in the first hour after
-midnight) is summed live from the ledger through its `day` index. Rolling a day is one INSERT ... SELECT plus the
-mark, in one transaction: two replicas racing on the same day collide on the mark's primary
-key and one rolls back, so a day is never counted twice.
+`ledger_daily` holds one row per day, team, requested model, served model and cache status
+with the sums of the ledger rows created before a watermark, `ledger_rollup.rolled_until`.
+A page first advances the watermark to `now - GRACE_S` (when it lags by more than `STEP_S`),
+adding the rows created in between to `ledger_daily` with an upsert, then reads the roll-up
+for the window's days plus the few rows created since the watermark, live, through a covering
+index. So a warm page costs the same whatever today's traffic.
 
-Limit (stated, not hidden): a row that reaches the database over an hour after its day ended
-(a ledger outage of that length while the process keeps it queued) after its day was rolled is missing
-from the dashboard's charts; the admin API's /admin/spend reads the ledger itself and has it.
+Replicas: advancing moves the watermark with a compare-and-set (`UPDATE ... WHERE rolled_until
+= old`) in the same transaction as the upsert; of two replicas racing, one updates no row
+and rolls back, so no row is ever added twice.
+
+Limit (stated, not hidden): a ledger row is written when its request finishes (within the
+writer's 50 ms flush) but carries its start time. A row that reaches the database more than
+GRACE_S (an hour) after its request started — a request running longer than that, or a
+ledger outage that long while the process keeps the row queued — lands behind the watermark
+and is missing from the dashboard's charts; the admin API's /admin/spend reads the ledger
+itself and has it.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, PrimaryKeyConstraint, String, Table, case, func,
-                        insert, literal, select, union_all)
-from sqlalchemy.exc import IntegrityError
+                        literal, select, union_all, update)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql import Select
 
 from gateway.storage.db import ledger, metadata
+
+GRACE_S = 3600.0  # rows created longer ago than this are rolled up (see the limit above)
+STEP_S = 60.0  # advance only when the watermark lags by more: most page views write nothing
 
 ledger_daily = Table(
     "ledger_daily", metadata,
@@ -44,41 +52,34 @@ ledger_daily = Table(
     PrimaryKeyConstraint("day", "team_id", "requested_model", "served_model", "cache_status"),
 )
 
-ledger_daily_days = Table(
-    "ledger_daily_days", metadata,
-    Column("day", String(10), primary_key=True),
-    Column("rolled_at", Float, nullable=False),
+ledger_rollup = Table(
+    "ledger_rollup", metadata,
+    Column("name", String(40), primary_key=True),
+    Column("rolled_until", Float, nullable=False),  # every ledger row created before this is in ledger_daily
 )
 
-# The live part of every page (today's rows) reads only this index: on SQLite a covering-index
-# range scan, about 6x faster than fetching each row through `ix_ledger_day` (bench/dashboard.py).
-# Created with the tables on a new database; an existing one needs `CREATE INDEX` once.
-LIVE_INDEX = Index("ix_ledger_dashboard", ledger.c.day, ledger.c.team_id, ledger.c.requested_model,
-                   ledger.c.served_model, ledger.c.cache_status, ledger.c.status, ledger.c.prompt_tokens,
-                   ledger.c.completion_tokens, ledger.c.cost_pusd, ledger.c.saved_pusd)
+# The live part of every page (rows since the watermark) reads only this index: a range on
+# created_at, covering every column summed. Created with the tables on a new database; an
+# existing one needs `CREATE INDEX` once (bench/dashboard.py does).
+LIVE_INDEX = Index("ix_ledger_live", ledger.c.created_at, ledger.c.day, ledger.c.team_id,
+                   ledger.c.requested_model, ledger.c.served_model, ledger.c.cache_status, ledger.c.status,
+                   ledger.c.prompt_tokens, ledger.c.completion_tokens, ledger.c.cost_pusd, ledger.c.saved_pusd)
 
 DIMENSIONS = ("day", "team_id", "requested_model", "served_model", "cache_status")
 MEASURES = ("requests", "errors", "prompt_tokens", "completion_tokens", "cost_pusd", "saved_pusd")
-
-
-GRACE_S = 3600  # a day is closed once it ended this long ago: rows reach the database in 50 ms
+MARK = "ledger"
 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """The days a page shows: `days` days ending today (UTC). Days from `first_open_day` on are
-    summed live (default: yesterday and today)."""
+    """The days a page shows: `days` days ending `today` (UTC)."""
 
     today: date
     days: int
-    first_open_day: date | None = None
 
     @classmethod
-    def ending_at(cls, now: float, days: int, grace_s: float = GRACE_S) -> Window:
-        """The window at time `now`: only the current day (and the previous one, for the first
-        `grace_s` after midnight) is still open."""
-        t = datetime.fromtimestamp(now, timezone.utc)
-        return cls(t.date(), days, (t - timedelta(seconds=grace_s)).date())
+    def ending_at(cls, now: float, days: int) -> Window:
+        return cls(datetime.fromtimestamp(now, timezone.utc).date(), days)
 
     @property
     def first(self) -> str:
@@ -88,19 +89,12 @@ class Window:
     def last(self) -> str:
         return self.today.isoformat()
 
-    @property
-    def first_open(self) -> str:
-        return (self.first_open_day or self.today - timedelta(days=1)).isoformat()
-
     def labels(self) -> list[str]:
         return [(self.today - timedelta(days=self.days - 1 - i)).isoformat() for i in range(self.days)]
 
-    def closed(self) -> list[str]:
-        return [d for d in self.labels() if d < self.first_open]
 
-
-def _live_rows(first: str, last: str) -> Select:  # type: ignore[type-arg]
-    """The ledger summed to roll-up shape for days first..last (through the `day` index)."""
+def _grouped(*conditions) -> Select:  # type: ignore[no-untyped-def, type-arg]
+    """Ledger rows matching `conditions`, summed to roll-up shape."""
     keys = (ledger.c.day, func.coalesce(ledger.c.team_id, ""), func.coalesce(ledger.c.requested_model, ""),
             func.coalesce(ledger.c.served_model, ""), ledger.c.cache_status)
     return select(
@@ -111,39 +105,58 @@ def _live_rows(first: str, last: str) -> Select:  # type: ignore[type-arg]
         func.sum(ledger.c.completion_tokens).label("completion_tokens"),
         func.sum(ledger.c.cost_pusd).label("cost_pusd"),
         func.sum(ledger.c.saved_pusd).label("saved_pusd"),
-    ).where(ledger.c.day >= first, ledger.c.day <= last).group_by(*keys)
+    ).where(*conditions).group_by(*keys)
 
 
 class Rollup:
     def __init__(self, engine: AsyncEngine) -> None:
         self._engine = engine
 
-    async def ensure(self, window: Window) -> int:
-        """Roll every closed day of the window not rolled yet; returns how many were rolled here."""
-        closed = window.closed()
-        if not closed:
-            return 0
+    async def mark(self) -> float:
         async with self._engine.connect() as conn:
-            done = {r.day for r in await conn.execute(select(ledger_daily_days.c.day).where(
-                ledger_daily_days.c.day >= closed[0], ledger_daily_days.c.day <= closed[-1]))}
-        rolled = 0
-        for day in (d for d in closed if d not in done):
-            try:
-                async with self._engine.begin() as conn:
-                    await conn.execute(insert(ledger_daily).from_select(
-                        [*DIMENSIONS, *MEASURES], _live_rows(day, day)))
-                    await conn.execute(insert(ledger_daily_days).values(day=day, rolled_at=time.time()))
-                rolled += 1
-            except IntegrityError:
-                continue  # another replica rolled this day first
-        return rolled
+            value = (await conn.execute(select(ledger_rollup.c.rolled_until).where(
+                ledger_rollup.c.name == MARK))).scalar()
+        return 0.0 if value is None else float(value)
+
+    async def advance(self, now: float) -> bool:
+        """Roll the rows created up to `now - GRACE_S` into ledger_daily, when the watermark lags
+        by more than STEP_S. False when nothing was done here (not due, or another replica or
+        connection is doing it: readers stay correct either way, they read the watermark and
+        the roll-up in one statement)."""
+        old, target = await self.mark(), now - GRACE_S
+        if target - old <= STEP_S:
+            return False
+        dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
+        rows = dialect.insert(ledger_daily).from_select(
+            [*DIMENSIONS, *MEASURES], _grouped(ledger.c.created_at >= old, ledger.c.created_at < target))
+        upsert = rows.on_conflict_do_update(
+            index_elements=list(DIMENSIONS),
+            set_={m: ledger_daily.c[m] + rows.excluded[m] for m in MEASURES})
+        try:
+            async with self._engine.begin() as conn:
+                if old == 0.0:
+                    await conn.execute(dialect.insert(ledger_rollup).values(name=MARK, rolled_until=0.0)
+                                       .on_conflict_do_nothing())
+                moved = await conn.execute(update(ledger_rollup).where(
+                    ledger_rollup.c.name == MARK, ledger_rollup.c.rolled_until == old).values(rolled_until=target))
+                if moved.rowcount != 1:
+                    await conn.rollback()  # another replica moved it first
+                    return False
+                await conn.execute(upsert)
+        except OperationalError:  # SQLite: another connection holds the write lock for its own roll-up
+            return False
+        return True
 
     def facts(self, window: Window) -> Select:  # type: ignore[type-arg]
-        """Roll-up-shaped rows for the whole window: closed days from the roll-up, open days live.
-        Callers group this subquery by the dimensions they need."""
+        """Roll-up-shaped rows for the window: ledger_daily, plus the rows since the watermark
+        summed live. The watermark is read inside the same statement, so the two parts come
+        from one snapshot even while another replica advances it. Callers group this subquery
+        by the dimensions they need."""
+        mark = func.coalesce(select(ledger_rollup.c.rolled_until).where(ledger_rollup.c.name == MARK)
+                             .scalar_subquery(), 0.0)
         rolled = select(*(ledger_daily.c[n] for n in (*DIMENSIONS, *MEASURES))).where(
-            ledger_daily.c.day >= window.first, ledger_daily.c.day < window.first_open)
-        live = _live_rows(max(window.first, window.first_open), window.last)
+            ledger_daily.c.day >= window.first, ledger_daily.c.day <= window.last)
+        live = _grouped(ledger.c.created_at >= mark, ledger.c.day >= window.first, ledger.c.day <= window.last)
         return union_all(rolled, live).subquery("facts")  # type: ignore[return-value]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -34,12 +35,12 @@ class Views:
         return {t["id"]: t["name"] for t in await self.admin.data("/admin/teams")}
 
     async def _chart(self, window: Window, dimension: str, names: dict[str, str], title: str) -> str:
-        await self.queries.rollup.ensure(window)
         series = top_series(await self.queries.spend_series(window, dimension, names), CHART_SERIES)
         return stacked_bars(window.labels(), series, title=title)
 
     # pages
     async def overview(self, session: Session, window: Window) -> Response:
+        await self.queries.rollup.advance(time.time())
         names = await self._team_names()
         chart = await self._chart(window, "team_id", names, "Spend per day by team")
         summary = await self.queries.summary(window)
@@ -47,6 +48,7 @@ class Views:
                             totals=summary.totals(), cache=summary.cache(), spenders=summary.top_spenders(names))
 
     async def spend(self, session: Session, window: Window) -> Response:
+        await self.queries.rollup.advance(time.time())
         names = await self._team_names()
         by_team = await self._chart(window, "team_id", names, "Spend per day by team")
         by_model = await self._chart(window, "served_model", {}, "Spend per day by model")
@@ -55,7 +57,7 @@ class Views:
                             spenders=summary.top_spenders(names, limit=50))
 
     async def savings(self, session: Session, window: Window) -> Response:
-        await self.queries.rollup.ensure(window)
+        await self.queries.rollup.advance(time.time())
         summary = await self.queries.summary(window)
         cascades = [(c.name, tuple(c.tiers)) for c in self.gateway.settings.cascades]
         prices = {name: dep.price for name, dep in self.gateway.deployments.items()}
