@@ -86,6 +86,12 @@ class Window:
         return (self.today - timedelta(days=self.days - 1)).isoformat()
 
     @property
+    def start(self) -> float:
+        """The first day's midnight (UTC), as a timestamp."""
+        first = self.today - timedelta(days=self.days - 1)
+        return datetime(first.year, first.month, first.day, tzinfo=timezone.utc).timestamp()
+
+    @property
     def last(self) -> str:
         return self.today.isoformat()
 
@@ -156,7 +162,9 @@ class Rollup:
                              .scalar_subquery(), 0.0)
         rolled = select(*(ledger_daily.c[n] for n in (*DIMENSIONS, *MEASURES))).where(
             ledger_daily.c.day >= window.first, ledger_daily.c.day <= window.last)
-        live = _grouped(ledger.c.created_at >= mark, ledger.c.day >= window.first, ledger.c.day <= window.last)
+        # Only created_at bounds the live rows (nothing is created after today): a condition on
+        # `day` would let the planner pick a `day` index and scan the whole window.
+        live = _grouped(ledger.c.created_at >= mark, ledger.c.created_at >= window.start)
         return union_all(rolled, live).subquery("facts")  # type: ignore[return-value]
 
 
