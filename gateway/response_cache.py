@@ -51,7 +51,7 @@ def policies_from(config: CacheConfig) -> tuple[CachePolicy, dict[str, CachePoli
             semantic=base.semantic if t.semantic is None else t.semantic,
             max_false_hit_rate=base.max_false_hit_rate if t.max_false_hit_rate is None else t.max_false_hit_rate,
             max_temperature=base.max_temperature if t.max_temperature is None else t.max_temperature,
-            ttl_s=base.ttl_s if t.ttl is None else parse_duration(t.ttl))
+            ttl_s=base.ttl_s if t.ttl is None else parse_duration(t.ttl), verifier=t.verifier)
     return base, teams
 
 
@@ -86,7 +86,7 @@ class ResponseCache:
     base: CachePolicy = field(init=False)
     teams: dict[str, CachePolicy] = field(init=False)
     _embedder: object | None = field(default=None, init=False)
-    _verifier: Verifier | None = field(default=None, init=False)
+    _verifiers: dict[str, Verifier] = field(default_factory=dict, init=False)  # by file
     _parsed: dict[str, Parsed] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
@@ -98,9 +98,11 @@ class ResponseCache:
 
     async def start(self) -> None:
         await self.store.start()
-        if self.semantic_anywhere:  # load the model now, not on the first request
+        if self.semantic_anywhere:  # load the model and verifiers now, not on the first request
             self._batcher()
-            self._verifier = Verifier.load(self.verifier_path)
+            for policy in (self.base, *self.teams.values()):
+                if policy.semantic:
+                    self.verifier_for(policy)
         self.metrics.entries.set(await self.store.count())
 
     async def stop(self) -> None:
@@ -133,8 +135,7 @@ class ResponseCache:
         except BACKEND_ERRORS as err:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
-        verifier = self._verifier or Verifier.load(self.verifier_path)
-        self._verifier = verifier
+        verifier = self.verifier_for(policy)
         query = Parsed.of(keys.question)
         hit = None
         for entry, cosine in candidates:
@@ -145,6 +146,13 @@ class ResponseCache:
                 break
         self.metrics.lookup_seconds.observe(time.perf_counter() - started)
         return hit
+
+    def verifier_for(self, policy: CachePolicy) -> Verifier:
+        path = str(policy.verifier or self.verifier_path)
+        verifier = self._verifiers.get(path)
+        if verifier is None:
+            verifier = self._verifiers[path] = Verifier.load(Path(path))
+        return verifier
 
     def _parse(self, question: str) -> Parsed:
         parsed = self._parsed.get(question)

@@ -135,6 +135,7 @@ class TeamCacheConfig(_Strict):
     max_false_hit_rate: float | None = Field(default=None, gt=0, lt=1)
     max_temperature: float | None = Field(default=None, ge=0, le=2)  # raise it to opt in to sampled answers
     ttl: str | None = None
+    verifier: str | None = None  # this team's own `costgate cache calibrate` output
 
 
 class BatchConfig(_Strict):

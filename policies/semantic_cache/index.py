@@ -88,6 +88,17 @@ class VectorIndex:
         if len(self.where) >= self.ivf_min and len(self.where) >= 2 * self._trained_at:
             self._retrain()
 
+    def add_many(self, keys: list[str], vectors: np.ndarray) -> None:
+        """Bulk load (a snapshot, a replica's start): one training instead of one per doubling."""
+        if len(self.blocks) > 1 or any(k in self.where for k in keys):
+            for key, vector in zip(keys, vectors):
+                self.add(key, vector)
+            return
+        for key, vector in zip(keys, np.asarray(vectors, dtype=np.float32)):
+            self.where[key] = (0, self.blocks[0].add(key, vector))
+        if len(self.where) >= self.ivf_min:
+            self._retrain()
+
     def remove(self, key: str) -> bool:
         place = self.where.pop(key, None)
         if place is None:

@@ -168,13 +168,16 @@ class EmbeddedStore:
     def load(self, path: Path) -> None:
         with np.load(path / "vectors.npz") as data:
             matrix, with_vector = data["vectors"], data["with_vector"]
+        rows: dict[str, tuple[list[str], list[int]]] = {}
         row = 0
         with open(path / "entries.jsonl") as f:
             for i, line in enumerate(f):
                 entry = Entry.from_json(json.loads(line))
-                vector = None
-                if i < len(with_vector) and with_vector[i]:
-                    vector, row = matrix[row], row + 1
                 self.entries[entry.key] = entry
-                if vector is not None:
-                    self.indexes.setdefault(entry.namespace, VectorIndex(DIM)).add(entry.key, vector)
+                if i < len(with_vector) and with_vector[i]:
+                    keys, positions = rows.setdefault(entry.namespace, ([], []))
+                    keys.append(entry.key)
+                    positions.append(row)
+                    row += 1
+        for namespace, (keys, positions) in rows.items():
+            self.indexes.setdefault(namespace, VectorIndex(DIM)).add_many(keys, matrix[positions])

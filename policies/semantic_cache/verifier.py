@@ -28,6 +28,7 @@ class Verifier:
     rates: np.ndarray  # calibrated false-hit-rate bounds, ascending
     thresholds: np.ndarray  # the probability threshold that meets each bound
     min_cosine: float  # candidates below it are not even scored: none cleared calibration
+    vetoes: bool = True  # False only for baselines (a plain cosine threshold)
 
     def probability(self, query: Parsed, candidate: Parsed, cosine: float) -> float:
         z = float(pair_features(query, candidate, cosine) @ self.weights)
@@ -43,20 +44,28 @@ class Verifier:
         if query.tokens == candidate.tokens and query.tokens:  # same words: the same question
             return True
         threshold = self.threshold_for(max_false_hit_rate)
-        if threshold is None or cosine < self.min_cosine or vetoed(query, candidate):
+        if threshold is None or cosine < self.min_cosine or (self.vetoes and vetoed(query, candidate)):
             return False
         return self.probability(query, candidate, cosine) >= threshold
 
     def save(self, path: Path) -> None:
         np.savez(path, weights=self.weights, rates=self.rates, thresholds=self.thresholds,
-                 min_cosine=np.array(self.min_cosine), names=np.array(NAMES))
+                 min_cosine=np.array(self.min_cosine), vetoes=np.array(self.vetoes), names=np.array(NAMES))
 
     @classmethod
     def load(cls, path: Path = SHIPPED) -> Verifier:
         with np.load(path) as data:
             if tuple(str(n) for n in data["names"]) != NAMES:
                 raise ValueError(f"{path} was fitted on other features; re-run `costgate cache calibrate`")
-            return cls(data["weights"], data["rates"], data["thresholds"], float(data["min_cosine"]))
+            vetoes = bool(data["vetoes"]) if "vetoes" in data.files else True
+            return cls(data["weights"], data["rates"], data["thresholds"], float(data["min_cosine"]), vetoes)
+
+    @classmethod
+    def plain_cosine(cls, threshold: float) -> Verifier:
+        """The baseline a verifier must beat: serve whenever cosine >= threshold."""
+        weights = np.zeros(len(NAMES))
+        weights[NAMES.index("bias")], weights[NAMES.index("cosine")] = -1000.0 * threshold, 1000.0
+        return cls(weights, np.array([0.0]), np.array([0.5]), threshold, vetoes=False)  # whatever bound is asked
 
 
 def same_text(a: str, b: str) -> bool:

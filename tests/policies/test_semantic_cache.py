@@ -191,3 +191,14 @@ async def test_store_ttl_eviction_purge_and_snapshot(tmp_path: Path) -> None:
     assert await again.purge("u") == 1
     assert await again.nearest("ns2", vectors[1], now=0) == []
     assert math.isclose((await again.get("e0", now=0)).answer.completion_tokens, 4)
+
+
+def test_bulk_load_matches_one_by_one() -> None:
+    vectors = _clustered(1200)
+    bulk, single = VectorIndex(DIM, ivf_min=512), VectorIndex(DIM, ivf_min=512)
+    bulk.add_many([str(i) for i in range(1200)], vectors)
+    for i, v in enumerate(vectors):
+        single.add(str(i), v)
+    assert len(bulk) == len(single) == 1200 and len(bulk.blocks) > 1
+    for i in range(0, 1200, 97):
+        assert bulk.search(vectors[i], 1)[0][0] == single.search(vectors[i], 1)[0][0] == str(i)
