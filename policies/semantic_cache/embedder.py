@@ -61,6 +61,7 @@ class MicroBatcher:
     max_batch: int = 32
     _pending: list[tuple[str, asyncio.Future[np.ndarray]]] = field(default_factory=list)
     _flusher: asyncio.Task[None] | None = None
+    _running: set[asyncio.Task[None]] = field(default_factory=set)  # referenced until done
 
     async def embed(self, text: str) -> np.ndarray:
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
@@ -80,8 +81,9 @@ class MicroBatcher:
         if self._flusher is not None:
             self._flusher.cancel()
             self._flusher = None
-        batch = self._take()
-        asyncio.create_task(self._run(batch))
+        task = asyncio.create_task(self._run(self._take()))
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
 
     def _take(self) -> list[tuple[str, asyncio.Future[np.ndarray]]]:
         batch, self._pending = self._pending, []

@@ -202,3 +202,23 @@ def test_bulk_load_matches_one_by_one() -> None:
     assert len(bulk) == len(single) == 1200 and len(bulk.blocks) > 1
     for i in range(0, 1200, 97):
         assert bulk.search(vectors[i], 1)[0][0] == single.search(vectors[i], 1)[0][0] == str(i)
+
+
+async def test_micro_batcher_coalesces_concurrent_queries(embedder) -> None:
+    import asyncio
+
+    from policies.semantic_cache.embedder import MicroBatcher
+
+    calls: list[int] = []
+
+    class Counting:
+        def embed_many(self, texts: list[str]) -> np.ndarray:
+            calls.append(len(texts))
+            return embedder.embed_many(texts)
+
+    batcher = MicroBatcher(Counting(), window_s=0.01)  # type: ignore[arg-type]
+    texts = [f"question number {i} about tea" for i in range(12)]
+    vectors = await asyncio.gather(*(batcher.embed(t) for t in texts))
+    assert sum(calls) == 12 and len(calls) < 12
+    for text, vector in zip(texts, vectors):
+        assert np.allclose(vector, embedder.embed(text), atol=1e-6)  # the same as asked alone
