@@ -102,3 +102,25 @@ def test_pending_metrics_are_flagged(exported: set[str]) -> None:
     missing = sorted(name for name in PENDING if name in used and name not in exported)
     if missing:
         pytest.xfail("rules use metrics not exported yet: " + "; ".join(f"{n} ({PENDING[n]})" for n in missing))
+
+
+def test_grafana_dashboard_is_importable() -> None:
+    for path in DASHBOARDS:
+        board = json.loads(path.read_text())
+        assert board["uid"] and board["title"] and board["schemaVersion"] >= 30
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)), f"{path.name}: duplicate panel ids"
+        variables = {v["name"] for v in board["templating"]["list"]}
+        for panel in board["panels"]:
+            pos = panel["gridPos"]
+            assert 0 <= pos["x"] and pos["x"] + pos["w"] <= 24 and pos["h"] > 0, panel["title"]
+            assert panel["datasource"]["uid"].strip("${}") in variables, panel["title"]
+            assert [t["refId"] for t in panel["targets"]] == [chr(65 + i) for i in range(len(panel["targets"]))]
+
+
+def test_every_rule_has_a_severity_and_a_summary() -> None:
+    for path in RULES:
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                assert rule["labels"]["severity"] in {"info", "warning", "critical"}, rule["alert"]
+                assert rule["annotations"]["summary"], rule["alert"]
