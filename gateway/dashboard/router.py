@@ -70,7 +70,16 @@ def _same_origin(request: Request) -> bool:
     origin = request.headers.get("origin")
     if origin is None:  # not sent by every browser on same-origin posts; the CSRF token still applies
         return True
-    return urlsplit(origin).netloc == request.headers.get("host", "")
+    # Behind a proxy that rewrites Host, the public host arrives as x-forwarded-host. A page on
+    # another site cannot set that header on a form post, so trusting it here opens nothing.
+    hosts = {request.headers.get("host", ""), *request.headers.get("x-forwarded-host", "").split(",")}
+    return urlsplit(origin).netloc in {h.strip() for h in hosts if h.strip()}
+
+
+def _https(request: Request) -> bool:
+    """Whether the browser reached us over TLS (directly, or through a TLS-terminating proxy)."""
+    forwarded = request.headers.get("x-forwarded-proto", "").split(",")[0].strip().lower()
+    return request.url.scheme == "https" or forwarded == "https"
 
 
 async def _form(request: Request) -> dict[str, str] | None:
@@ -114,7 +123,7 @@ async def login(request: Request) -> Response:
     session = await dash.sessions.create()
     response = RedirectResponse("/admin/ui", status_code=303)
     response.set_cookie(COOKIE, session.id, max_age=int(session.expires_at - time.time()),
-                        path=COOKIE_PATH, httponly=True, samesite="strict", secure=request.url.scheme == "https")
+                        path=COOKIE_PATH, httponly=True, samesite="strict", secure=_https(request))
     return response
 
 

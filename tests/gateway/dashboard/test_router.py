@@ -51,6 +51,18 @@ def test_cookie_flags_and_security_headers(gateway: GatewayProcess) -> None:
     assert "<script>" not in page.text and "http" not in page.text.split("<main>")[0].replace("http-equiv", "")
 
 
+def test_behind_a_tls_proxy_the_cookie_is_secure_and_the_public_origin_is_accepted(gateway: GatewayProcess) -> None:
+    proxy = {"x-forwarded-proto": "https", "x-forwarded-host": "costgate.example.com",
+             "origin": "https://costgate.example.com"}
+    response = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY}, headers=proxy)
+    assert response.status_code == 303 and "secure" in response.headers["set-cookie"].lower()
+    plain = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY})
+    assert "secure" not in plain.headers["set-cookie"].lower()
+    other = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY},
+                       headers={**proxy, "origin": "https://evil.example"})
+    assert other.status_code == 401 and "set-cookie" not in other.headers
+
+
 @pytest.mark.parametrize("forge", ["no token", "other session's token", "foreign origin", "null origin"])
 def test_writes_without_a_valid_token_and_origin_are_refused(gateway: GatewayProcess, forge: str) -> None:
     client, csrf = signed_in(gateway)
