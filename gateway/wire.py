@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.context import Endpoint
 from gateway.errors import InvalidRequest
 
+# Printable ASCII: a model name is echoed in the x-costgate-model header, which must be latin-1
+# and free of control characters (a client's emoji model name answered 500 and a dropped
+# connection before this rule).
+MODEL_NAME = r"^[!-~]+$"
 Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
@@ -25,13 +29,23 @@ class StreamOptions(_Open):
     include_usage: bool | None = None
 
 
+class ContentPart(_Open):
+    type: str | None = None
+    text: str = ""  # counted as prompt tokens: text when present (an image part has none)
+
+
+class ToolCall(_Open):
+    function: dict[str, Any] | None = None
+
+
 class Message(_Open):
     role: Role
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[ContentPart] | None = None
+    tool_calls: list[ToolCall] | None = None
 
 
 class _Generation(_Open):
-    model: str = Field(min_length=1, max_length=256)
+    model: str = Field(min_length=1, max_length=256, pattern=MODEL_NAME)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     max_tokens: int | None = Field(default=None, ge=1)
@@ -52,7 +66,7 @@ class CompletionRequest(_Generation):
 
 
 class EmbeddingRequest(_Open):
-    model: str = Field(min_length=1, max_length=256)
+    model: str = Field(min_length=1, max_length=256, pattern=MODEL_NAME)
     input: str | list[str] | list[int] | list[list[int]]
     user: str | None = Field(default=None, max_length=256)
 
