@@ -100,8 +100,11 @@ class Pipeline:
     async def _settle(self, entered: list[Stage], ctx: RequestContext) -> None:
         ctx.finish()
         for stage in reversed(entered):
-            if isinstance(stage, Settles):
-                await stage.settle(ctx)
+            # What isinstance(stage, Settles) checks, without a runtime Protocol check per
+            # stage per request (typing's __instancecheck__ cost ~10% of the request's CPU).
+            settle = getattr(stage, "settle", None)
+            if settle is not None:
+                await settle(ctx)
 
 
 def with_headers(response: Response, ctx: RequestContext) -> Response:
