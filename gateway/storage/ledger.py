@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
@@ -73,6 +73,11 @@ class LedgerRow:
             latency_ms=ctx.latency_s * 1000, ttft_ms=None if ttft is None else ttft * 1000,
             cache_status=ctx.cache_status.value, status=ctx.status_code, error=ctx.error)
 
+    def as_dict(self) -> dict[str, Any]:
+        """What dataclasses.asdict gives (every field is a scalar), without its recursive deep
+        copy: this runs on every request."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
 
 class LedgerWriter:
     """Journals each row synchronously, then writes rows to the database in batches."""
@@ -93,7 +98,7 @@ class LedgerWriter:
 
     def record(self, row: LedgerRow) -> None:
         """Durable against a crash of this process once it returns (see gateway/storage/journal.py)."""
-        data = asdict(row)
+        data = row.as_dict()
         if self._journal is not None:
             self._journal.append(data)
         self._pending.append(data)
