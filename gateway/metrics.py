@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.metrics import MetricWrapperBase
 
 from gateway.context import CacheStatus, RequestContext
 
@@ -32,23 +35,34 @@ class Metrics:
                               ["model"], buckets=LATENCY_BUCKETS, registry=r)
         self.upstream_errors = Counter("costgate_upstream_errors", "Failed upstream calls",
                                        ["model", "code"], registry=r)
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: MetricWrapperBase, *labels: str) -> Any:
+        """`metric.labels(*labels)`, remembered: prometheus-client validates and locks on every
+        lookup, and `observe` makes five of them per request."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def observe(self, ctx: RequestContext) -> None:
         team = ctx.principal.team_name if ctx.principal else ""
         model = ctx.served_model or ctx.requested_model or ""
-        self.requests.labels(team, model, str(ctx.status_code), ctx.cache_status.value).inc()
+        child = self._child
+        child(self.requests, team, model, str(ctx.status_code), ctx.cache_status.value).inc()
         if ctx.usage.prompt_tokens:
-            self.tokens.labels(team, model, "prompt").inc(ctx.usage.prompt_tokens)
+            child(self.tokens, team, model, "prompt").inc(ctx.usage.prompt_tokens)
         if ctx.usage.completion_tokens:
-            self.tokens.labels(team, model, "completion").inc(ctx.usage.completion_tokens)
+            child(self.tokens, team, model, "completion").inc(ctx.usage.completion_tokens)
         if ctx.cost:
-            self.cost.labels(team, model).inc(float(ctx.cost))
+            child(self.cost, team, model).inc(float(ctx.cost))
         if ctx.saved:
-            self.saved.labels(team, model, saving_reason(ctx)).inc(float(ctx.saved))
-        self.latency.labels(model).observe(ctx.latency_s)
+            child(self.saved, team, model, saving_reason(ctx)).inc(float(ctx.saved))
+        child(self.latency, model).observe(ctx.latency_s)
         ttft = ctx.ttft_s
         if ttft is not None:
-            self.ttft.labels(model).observe(ttft)
+            child(self.ttft, model).observe(ttft)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
