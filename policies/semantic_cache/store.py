@@ -89,7 +89,7 @@ class EmbeddedStore:
             self.load(self.path)
 
     async def stop(self) -> None:
-        if self.path is not None:
+        if self.path is not None and (self.entries or (self.path / "entries.jsonl").exists()):
             self.save(self.path)
 
     async def get(self, key: str, now: float) -> Entry | None:
