@@ -15,7 +15,7 @@ from tests.conftest import standard_models
 from tests.gateway.budget_support import OwnRedis
 from tests.support import FakeUpstream, GatewayProcess
 
-PROMPT = " ".join(f"w{i}" for i in range(40))  # ~$1.8e-5 per call on `small`, ~$1.9e-5 worst case
+PROMPT = " ".join(f"w{i}" for i in range(40))  # $1.8e-5 per call on `small`, $2.49e-5 worst case
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +71,24 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
     finally:
         closed.stop()
         opened.stop()
+
+
+def test_in_process_counters_survive_a_restart_through_the_ledger(tmp_path_factory, fake_upstream):
+    """The embedded default (no Redis): counters live in the process; a restarted gateway
+    seeds them from its SQLite ledger, so the budget still binds."""
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url)}, tmp_path_factory.mktemp("memory"))
+    try:
+        key = gw.new_key("embedded")
+        gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "embedded", "amount_usd": "0.000065",
+                                                "period": "daily"})
+        assert [_ask(gw, key) for _ in range(2)] == [200, 200]
+        gw.stop()
+        gw.start()
+        # $1.8e-5 per call, $2.49e-5 worst case: three fit in all. Had the counter restarted
+        # from zero, the fourth would fit too.
+        assert [_ask(gw, key) for _ in range(2)] == [200, 402]
+        data = gw.admin("GET", "/admin/budgets").json()["data"]
+        assert Decimal(data[0]["spent_usd"]) == Decimal(gw.spend()["total_usd"]) <= Decimal("0.000065")
+        assert Decimal(data[0]["reserved_usd"]) == 0
+    finally:
+        gw.stop()
