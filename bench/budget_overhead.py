@@ -28,15 +28,18 @@ from __future__ import annotations
 import argparse
 import secrets
 import statistics
+import sys
 import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
 
-import redis as redis_sync
-import uvloop
-from redis.asyncio import Redis
-from prometheus_client import CollectorRegistry
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo, ahead of bench/engine.py
+
+import redis as redis_sync  # noqa: E402
+import uvloop  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
+from redis.asyncio import Redis  # noqa: E402
 
 from gateway.context import Endpoint, Principal, RequestContext
 from gateway.deployments import build_deployments
