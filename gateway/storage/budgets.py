@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 
 from sqlalchemy import (BigInteger, Column, Float, String, Table, Text, UniqueConstraint, and_, delete,
@@ -101,6 +102,10 @@ class BudgetTable:
         return self._index
 
 
+def _utc_day(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
 def _escape_like(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -117,10 +122,12 @@ async def ledger_spend(engine: AsyncEngine, scope: Scope, subject: str, window: 
         conditions.append(ledger.c.user == subject)
     else:
         conditions.append(ledger.c.tags.like(f"%,{_escape_like(subject)},%", escape="\\"))
+    # Periods are whole UTC days and a row's `day` is its created_at's UTC day, so bounding by
+    # day selects exactly the same rows — through the (team_id, day) and day indexes.
     if window.start is not None:
-        conditions.append(ledger.c.created_at >= window.start)
+        conditions.append(ledger.c.day >= _utc_day(window.start))
     if window.end is not None:
-        conditions.append(ledger.c.created_at < window.end)
+        conditions.append(ledger.c.day < _utc_day(window.end))
     query = select(func.coalesce(func.sum(ledger.c.cost_pusd), 0)).where(*conditions)
     async with engine.connect() as conn:
         return int((await conn.execute(query)).scalar_one())
