@@ -59,6 +59,22 @@ class LiteLLMStream:
             await close()
 
 
+# litellm takes where to connect and with what credentials as keyword arguments, the same way it
+# takes the request's fields; a client's body must never set those (`base_url` would send the
+# provider key to any host). Only the admin's config does.
+CONNECTION_KWARGS = frozenset({
+    "api_base", "base_url", "api_key", "api_version", "api_type", "organization", "custom_llm_provider",
+    "extra_headers", "headers", "deployment_id", "timeout", "request_timeout", "num_retries", "max_retries",
+    "client", "mock_response", "mock_tool_calls", "model_list", "input_cost_per_token", "output_cost_per_token",
+    "proxy_url", "ssl_verify",
+})
+CONNECTION_PREFIXES = ("aws_", "vertex_", "azure_", "litellm_", "watsonx_", "api_", "region_")
+
+
+def client_may_not_set(field: str) -> bool:
+    return field in CONNECTION_KWARGS or field.startswith(CONNECTION_PREFIXES)
+
+
 class LiteLLMProvider:
     """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-haiku-4-5`."""
 
@@ -71,7 +87,7 @@ class LiteLLMProvider:
         self._timeout = timeout_s
 
     def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
-        body = {k: v for k, v in call.body.items() if k != "model"}
+        body = {k: v for k, v in call.body.items() if k != "model" and not client_may_not_set(k)}
         return {**body, **self._extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
 
     async def complete(self, call: UpstreamCall) -> Completion:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -62,8 +62,9 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 class OpenAIStream:
     """Server-sent events from an open httpx response; closes it when done or abandoned."""
 
-    def __init__(self, response: httpx.Response) -> None:
+    def __init__(self, response: httpx.Response, redact: Callable[[bytes], bytes] = bytes) -> None:
         self._response = response
+        self._redact = redact
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         try:
@@ -73,7 +74,7 @@ class OpenAIStream:
                 payload = line[5:].strip()
                 if payload == "[DONE]":
                     return
-                raw = payload.encode()
+                raw = self._redact(payload.encode())
                 try:
                     data = orjson.loads(raw)
                 except orjson.JSONDecodeError:
@@ -106,6 +107,7 @@ class OpenAIProvider:
         self.name = name
         self.max_retries = max_retries
         self.timeout_s = timeout_s
+        self._secret = api_key.encode() if api_key else b""
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(
             base_url=api_base.rstrip("/"), headers=headers, transport=transport,
@@ -134,6 +136,7 @@ class OpenAIProvider:
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
             raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+        raw = self.redact(raw)
         check_status(status, headers, raw)
         body = parse_json_object(raw)
         return Completion(body, raw, usage_from(body.get("usage")))
@@ -153,14 +156,19 @@ class OpenAIProvider:
         except httpx.TransportError as err:
             raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
         if response.status_code >= 300:
-            raw = await response.aread()
+            raw = self.redact(await response.aread())
             await response.aclose()
             check_status(response.status_code, response.headers, raw)
         if "text/event-stream" not in response.headers.get("content-type", ""):
             await response.aclose()
             raise UpstreamError("upstream answered a stream request without server-sent events",
                                 code="bad_upstream_body")
-        return OpenAIStream(response)
+        return OpenAIStream(response, self.redact)
+
+    def redact(self, raw: bytes) -> bytes:
+        """An upstream (or a proxy before it) that echoes the provider key, in an error message
+        or an answer, must not hand it on to the client."""
+        return raw.replace(self._secret, b"[redacted]") if self._secret and self._secret in raw else raw
 
     async def aclose(self) -> None:
         await self._client.aclose()
