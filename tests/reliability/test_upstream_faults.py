@@ -54,8 +54,11 @@ def gw(tmp_path_factory: pytest.TempPathFactory, faulty: FaultyUpstreamProcess) 
         model("stream-garbage", "stream-garbage", base),
         model("refused", "ok", "http://127.0.0.1:9/v1", max_retries=1, connect_timeout_s=1),
         model("refused-fb", "ok", "http://127.0.0.1:9/v1", fallbacks=["ok"], connect_timeout_s=1),
+        model("brk", "status-500-brk", base, fallbacks=["ok"], max_retries=0),
+        model("brk-solo", "status-502-solo", base, max_retries=0),
     ]
-    gateway = GatewayProcess({"models": models}, tmp_path_factory.mktemp("gw-faults"))
+    breaker = {"min_requests": 4, "max_error_rate": 0.5, "window_s": 60, "open_s": 30}
+    gateway = GatewayProcess({"models": models, "breaker": breaker}, tmp_path_factory.mktemp("gw-faults"))
     yield gateway
     gateway.stop()
 
@@ -172,7 +175,27 @@ def test_faults_under_concurrency_never_hang_or_500_and_the_gateway_recovers(gw:
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         statuses = list(pool.map(one, names))
     assert 500 not in statuses
-    assert set(statuses) <= {200, 502, 504}
+    assert set(statuses) <= {200, 502, 503, 504}  # 503: a breaker opened
     assert statuses.count(200) >= names.count("ok") + names.count("s503-fb") + names.count("flaky-503")
     assert httpx.get(gw.url + "/healthz").status_code == 200
     assert gw.client(key).chat.completions.create(model="ok", messages=HI).choices
+
+
+def test_a_breaker_opens_and_the_fallback_answers_without_calling_the_broken_upstream(
+        gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str) -> None:
+    before = faulty.stats().get("status-500-brk", 0)
+    for _ in range(8):
+        raw = gw.client(key).chat.completions.with_raw_response.create(model="brk", messages=HI)
+        assert raw.headers["x-costgate-model"] == "ok"
+        assert Decimal(raw.headers["x-costgate-cost-usd"]) == ONE_CALL_USD
+    assert faulty.stats()["status-500-brk"] - before == 4  # then the breaker opened: no more calls
+
+
+def test_an_open_breaker_without_fallback_answers_503_with_retry_after(
+        gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str) -> None:
+    statuses = [ask(gw, key, "brk-solo").status_code for _ in range(4)]
+    assert statuses == [502] * 4
+    response = ask(gw, key, "brk-solo")
+    assert response.status_code == 503 and response.json()["error"]["code"] == "circuit_open"
+    assert int(response.headers["retry-after"]) >= 1
+    assert faulty.stats()["status-502-solo"] == 4
