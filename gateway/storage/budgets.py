@@ -9,7 +9,7 @@ import time
 from datetime import datetime, timezone
 from collections.abc import Callable
 
-from sqlalchemy import (BigInteger, Column, Float, String, Table, Text, UniqueConstraint, and_, delete,
+from sqlalchemy import (BigInteger, Column, Float, Index, String, Table, Text, UniqueConstraint, and_, delete,
                         func, insert, select, update)
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -31,6 +31,11 @@ budgets = Table(
     Column("updated_at", Float, nullable=False),
     UniqueConstraint("scope", "subject", "period", name="uq_budget_subject_period"),
 )
+
+
+# Key budgets, and every free key's dollar cap, are seeded from the ledger by key (and day):
+# without this index each would scan the whole ledger on its key's first request.
+ix_ledger_key_day = Index("ix_ledger_key_day", ledger.c.key_id, ledger.c.day)
 
 
 def _budget(row) -> Budget:  # type: ignore[no-untyped-def]
