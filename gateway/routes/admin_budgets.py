@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from decimal import Decimal
 from typing import Literal
 
@@ -10,10 +12,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import Response
 
-from gateway.errors import NotFound
+from gateway.errors import NotFound, Unavailable
 from gateway.routes.admin import require_admin
 from gateway.spend_control import BudgetView
 from gateway.storage.chargeback import chargeback_csv, trace
+from gateway.storage.counters import StoreUnavailable
 from gateway.storage.db import from_pico, to_pico
 from policies.budgets import DEFAULT_ALERT_AT, Budget, Period, Scope, remaining
 from policies.pricing import ZERO, format_usd
@@ -69,6 +72,16 @@ def _budget_json(view: BudgetView, team_names: dict[str, str]) -> dict[str, obje
             "alerts": [{"threshold": float(t), "at": at} for t, at in sorted(view.alerts.items())]}
 
 
+@asynccontextmanager
+async def _store_errors() -> AsyncIterator[None]:
+    """The counters live in Redis: while it is unreachable the spend cannot be shown (503)."""
+    try:
+        yield
+    except StoreUnavailable as err:
+        raise Unavailable(f"budget counters cannot be read right now: {err}", code="budget_store_unavailable",
+                          retry_after=1) from None
+
+
 @router.put("/budgets")
 async def put_budget(body: BudgetIn, request: Request) -> dict[str, object]:
     spend = request.app.state.gateway.spend
@@ -77,15 +90,17 @@ async def put_budget(body: BudgetIn, request: Request) -> dict[str, object]:
     stored = await spend.table.put(Budget(scope, subject, Period(body.period), to_pico(body.amount_usd),
                                           tuple(body.alert_at)))
     teams = {t.id: t.name for t in await request.app.state.gateway.keys.list_teams()}
-    return _budget_json((await spend.view([stored]))[0], teams)
+    async with _store_errors():
+        return _budget_json((await spend.view([stored]))[0], teams)
 
 
 @router.get("/budgets")
 async def list_budgets(request: Request) -> dict[str, object]:
     gateway = request.app.state.gateway
     teams = {t.id: t.name for t in await gateway.keys.list_teams()}
-    views = await gateway.spend.view(await gateway.spend.table.all())
-    rates = await gateway.spend.rate_view(["all"] + [f"team:{t}" for t in teams])
+    async with _store_errors():
+        views = await gateway.spend.view(await gateway.spend.table.all())
+        rates = await gateway.spend.rate_view(["all"] + [f"team:{t}" for t in teams])
     return {"data": [_budget_json(v, teams) for v in views], "spend_rate": rates}
 
 

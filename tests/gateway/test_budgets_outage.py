@@ -55,6 +55,8 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
         own_redis.stop()
         assert _ask(closed, key) == 503  # fail closed: nothing is spent unchecked
         assert _ask(opened, open_key) == 200  # fail open: served, uncounted
+        unreadable = closed.admin("GET", "/admin/budgets")
+        assert unreadable.status_code == 503 and unreadable.json()["error"]["code"] == "budget_store_unavailable"
         for gw in (closed, opened):
             assert gw.admin("GET", "/healthz").status_code == 200
             assert "costgate_budget_store_errors_total" in gw.admin("GET", "/metrics").text
