@@ -130,6 +130,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app = FastAPI(title="costgate", version="0.1.0", lifespan=lifespan)
     app.state.gateway = gateway
     app.include_router(openai.router)
+    app.router.routes[:0] = openai.hot_routes()  # matched before the FastAPI routes (see there)
     app.include_router(admin.router)
     app.include_router(cache_admin.router)
     app.include_router(cascade_routes.router)
