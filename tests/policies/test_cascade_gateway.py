@@ -209,6 +209,9 @@ def test_shadow_sampling_moves_the_threshold(client: openai.OpenAI, gw: GatewayP
     rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
     assert rows["cascade-shadow"]["requests"] == 5 and Decimal(rows["cascade-shadow"]["cost_usd"]) > 0
     assert rows["shadow-test"]["requests"] == 10  # the answers and their shadow rows, same tags
+    trace = gw.admin("GET", f"/admin/traces/{raw.headers['x-costgate-request-id']}").json()
+    assert trace["requests"] == 2  # the answer and its shadow call, one transaction
+    assert Decimal(trace["cost_usd"]) > Decimal(raw.headers["x-costgate-cost-usd"])
     for _ in range(5):  # unsure answers that disagree: accepted at 0.0 for now, so shadowed
         ask(client, "shadowed", "unsure question")
     view = wait_samples(gw, "shadowed", 10)
