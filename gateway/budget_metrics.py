@@ -17,6 +17,9 @@ class BudgetMetrics:
         self.alert_state = Gauge("costgate_budget_alert_threshold_reached",
                                  "Highest alert threshold reached this period (fraction of the budget)",
                                  ["budget_id", "subject"], registry=r)
+        self.used_ratio = Gauge("costgate_budget_used_ratio",
+                                "Spend committed this period as a fraction of the budget (updated as requests settle)",
+                                ["budget_id", "subject"], registry=r)
         self.webhooks = Counter("costgate_alert_webhooks_sent", "Alert webhooks delivered", ["kind"], registry=r)
         self.webhook_failures = Counter("costgate_alert_webhook_failures", "Failed alert webhook attempts",
                                         ["outcome"], registry=r)

@@ -192,6 +192,9 @@ class SpendControl:
     async def _raise_alerts(self, hold: Hold, spent: list[int], principal: Principal) -> None:
         now = hold.now
         for b, total in zip(hold.budgets, spent):
+            if b.amount_pusd:
+                self.metrics.used_ratio.labels(b.id or "plan-cap", f"{b.scope.value}:{b.subject}").set(
+                    total / b.amount_pusd)
             for t in reached(total, b.amount_pusd, b.alert_at):
                 w = window(b.period, now)
                 alert = Alert(AlertKind.BUDGET_THRESHOLD, f"{b.scope.value}:{b.subject}", b.period.value, w.key, t,

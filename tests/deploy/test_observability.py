@@ -25,10 +25,7 @@ DASHBOARDS = sorted((ROOT / "deploy" / "grafana").glob("*.json"))
 SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
             "gauge": ("",), "summary": ("_sum", "_count", "_created", ""), "info": ("_info",), "unknown": ("",)}
 
-PENDING = {
-    "costgate_budget_used_ratio": "budgets (issue 3): a gauge of spent+reserved / limit per budget "
-                                  "(labels budget_id, subject) for the burn-rate alert",
-}
+PENDING: dict[str, str] = {}
 
 
 def expressions() -> list[tuple[str, str]]:

@@ -248,6 +248,9 @@ def test_threshold_alerts_are_sent_once_with_retries(replicas, hook):
     metrics = b.admin("GET", "/metrics").text
     assert 'costgate_budget_alerts_total{kind="budget_threshold"' in metrics
     assert "costgate_alert_webhook_failures_total" in metrics
+    ratio = next(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                 if line.startswith("costgate_budget_used_ratio{") and budget["id"] in line)
+    assert 0.5 <= ratio <= 1.0  # the burn-rate alert's input: spend over the budget
 
 
 def test_team_rate_limit_answers_429_with_retry_after(replicas):
