@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -255,6 +256,7 @@ async def run(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:  # writing a 100k-entry snapshot on a busy machine
             gw.kill()
         fake.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the 100k snapshot is ~200 MB
     offline(heldout, Embedder())
     timings = in_process_timings([p.b for p in pairs], fill)
     print("\nIn process, one thread:", ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
