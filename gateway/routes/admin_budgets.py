@@ -29,7 +29,9 @@ class BudgetIn(BaseModel):
 
     scope: Literal["team", "key", "user", "tag"]
     id: str = Field(min_length=1, max_length=200)
-    amount_usd: Decimal = Field(ge=0, le=Decimal("1e9"))
+    # Counters hold pico-dollars in signed 64-bit integers: $9.2M is the most one can count
+    # (a larger amount answered 500 when stored).
+    amount_usd: Decimal = Field(ge=0, le=Decimal("9e6"))
     period: Literal["daily", "weekly", "monthly", "total"]
     alert_at: list[float] = Field(default_factory=lambda: list(DEFAULT_ALERT_AT), max_length=10)
 
