@@ -94,6 +94,13 @@ class Tally:
         self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
 
 
+def error_code(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "?"
+
+
 async def one_request(client: httpx.AsyncClient, key: str, n: int, tally: Tally) -> None:
     stream = n % 5 != 0
     body = {"model": "small", "stream": stream,
@@ -106,15 +113,17 @@ async def one_request(client: httpx.AsyncClient, key: str, n: int, tally: Tally)
     try:
         if not stream:
             r = await client.post("/v1/chat/completions", json=body, headers=headers)
-            if r.status_code != 200 or not r.json()["choices"][0]["message"]["content"].startswith("echo:"):
-                tally.fail(f"status {r.status_code}")
+            if r.status_code != 200:
+                tally.fail(f"status {r.status_code} {error_code(r.content)}")
+                return
+            if not r.json()["choices"][0]["message"]["content"].startswith("echo:"):
+                tally.fail("wrong answer")
                 return
             tally.ok += 1
             return
         async with client.stream("POST", "/v1/chat/completions", json=body, headers=headers) as r:
             if r.status_code != 200:
-                await r.aread()
-                tally.fail(f"status {r.status_code}")
+                tally.fail(f"status {r.status_code} {error_code(await r.aread())}")
                 return
             done, text = False, []
             async for line in r.aiter_lines():
@@ -123,7 +132,7 @@ async def one_request(client: httpx.AsyncClient, key: str, n: int, tally: Tally)
                 elif line.startswith("data: "):
                     event = json.loads(line[6:])
                     if "error" in event:
-                        tally.fail("error event")
+                        tally.fail(f"error event {event['error'].get('code')}")
                         return
                     for choice in event.get("choices") or ():
                         text.append(choice.get("delta", {}).get("content") or "")
