@@ -38,7 +38,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     quantize.add_argument("dst", help="where to write the INT8 checkpoint")
     quantize.add_argument("--scheme", choices=["w8a8", "w8a16"], default="w8a8",
                           help="w8a8: int8 weights per channel + dynamic per-token int8 activations "
-                               "(default); w8a16: int8 weights only")
+                               "(default); w8a16: int8 weights only (vLLM runs it on GPU only)")
     quantize.add_argument("--group-size", type=int, default=None, help="w8a16 only: one scale per N inputs")
     quantize.set_defaults(run=_quantize)
     prepare = engine.add_parser("prepare-default", help="convert the bundled SmolLM2 GGUF to safetensors")
