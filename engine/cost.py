@@ -29,6 +29,7 @@ from policies.pricing import Price, Usage
 
 SECONDS_PER_HOUR = Decimal(3600)
 JOULES_PER_KWH = 3_600_000.0
+FEMTO = Decimal("1e-15")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,9 @@ def price_per_token(gpu_hour_usd: Decimal, tokens_per_second: float) -> Decimal:
     """(gpu_hour_usd / 3600) / tokens_per_second, as Decimal dollars."""
     if tokens_per_second <= 0:
         raise ValueError("tokens per second must be positive")
-    return gpu_hour_usd / SECONDS_PER_HOUR / Decimal(repr(tokens_per_second))
+    # Rounded to femto-dollars per token: a call's cost then has at most 15 decimals (the ledger
+    # keeps pico-dollars per call), instead of Decimal's 28 digits of a repeating fraction.
+    return (gpu_hour_usd / SECONDS_PER_HOUR / Decimal(repr(tokens_per_second))).quantize(FEMTO)
 
 
 def machine_seconds(usage: Usage, prompt_tps: float, output_tps: float) -> float:
