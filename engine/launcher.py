@@ -194,11 +194,13 @@ class Replica:
         return self.base_url
 
     async def stop(self) -> None:
+        # Not READY from here on (before any await), so a request arriving meanwhile starts a
+        # fresh engine instead of being handed the one that is going away.
+        self.state = State.STOPPED
         self._stopping = True
         if self._watcher is not None and self._watcher is not asyncio.current_task():
             self._watcher.cancel()
         await self._terminate()
-        self.state = State.STOPPED
         self._stopping = False
 
     async def _start(self) -> None:
@@ -240,9 +242,9 @@ class Replica:
 
     async def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        client, self._client = self._client, None  # both taken before any await: a new start may follow
+        if client is not None:
+            await client.aclose()
         if proc is None or proc.returncode is not None:
             return
         try:
