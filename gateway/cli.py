@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 
@@ -21,7 +22,13 @@ def _serve(args: argparse.Namespace) -> int:
     if not settings.models:
         logging.getLogger("costgate").warning(
             "no models configured: set OPENAI_API_KEY / ANTHROPIC_API_KEY or pass --config")
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, loop="uvloop", http="httptools",
+    app = create_app(settings)
+    # Everything built so far (imports, the price map, the app) lives as long as the process:
+    # move it out of the collector's reach, so a full collection scans only what requests
+    # allocate (without this, each full collection walked ~160k start-up objects: ~0.1 s pauses).
+    gc.collect()
+    gc.freeze()
+    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools",
                 access_log=False, log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
 
