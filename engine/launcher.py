@@ -136,6 +136,7 @@ class Replica:
         self.spec = spec
         self.settings = spec.settings
         self.cpu = on_cpu_build() if cpu is None else cpu
+        self.kv_cache_dtype = kv_dtype_for(spec.settings, self.cpu)
         self.log_dir = log_dir
         self.meter = ThroughputMeter(spec.settings.cost)
         self.state = State.STOPPED
@@ -267,7 +268,10 @@ class Replica:
             if proc.returncode is not None:
                 await self._restart_after_death(proc.returncode)
                 return  # the restarted engine has its own watcher
-            await self._observe()
+            try:
+                await self._observe()
+            except Exception:  # a scrape it cannot read must not end the watch (restarts, idle stop)
+                log.exception("reading the metrics of local engine %s failed", self.spec.served_name)
             idle_for = self._clock() - self._last_activity
             limit = self.settings.idle_shutdown_s
             if limit is not None and self.in_flight == 0 and idle_for >= limit:
@@ -319,7 +323,7 @@ class Replica:
                 "starts": self.starts, "restarts": self.restarts, "speculation": self.speculate,
                 "acceptance": stats.acceptance if stats else None, "mean_running": round(self.mean_running, 3),
                 "outstanding_tokens": self.outstanding_tokens, "kv_cache_tokens": self.kv_tokens,
-                "kv_cache_dtype": kv_dtype_for(self.settings, self.cpu),
+                "kv_cache_dtype": self.kv_cache_dtype,
                 "output_tokens_per_s": round(self.meter.output_tps, 3),
                 "prompt_tokens_per_s": round(self.meter.prompt_tps, 3), "measured": self.meter.measured,
                 "input_usd_per_mtok": str(price.input * 1_000_000), "output_usd_per_mtok": str(price.output * 1_000_000)}
