@@ -1,0 +1,102 @@
+"""Whole answers on aiohttp (gateway/providers/fast_post.py) give what the httpx path gives:
+the same completion, the same gateway errors with the same codes and messages, against the
+real fake upstream, a refused port and an upstream slower than the timeout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from gateway.context import Endpoint
+from gateway.errors import GatewayError
+from gateway.providers.base import UpstreamCall
+from gateway.providers.fast_post import FastPost, environment_proxies
+from gateway.providers.openai import OpenAIProvider
+from tests.support import FakeUpstream, free_port
+
+HI = [{"role": "user", "content": "hi there"}]
+
+
+def outcome_of(result: Any) -> tuple:
+    if isinstance(result, GatewayError):
+        return type(result).__name__, result.status, result.code, result.message
+    return "answer", result.body["choices"], result.usage
+
+
+async def both_paths(api_base: str, model: str, **options: Any) -> tuple[tuple, tuple]:
+    """The same call through the aiohttp path and through httpx (forced by injecting httpx's
+    own network transport)."""
+    outcomes = []
+    for transport in (None, httpx.AsyncHTTPTransport()):
+        provider = OpenAIProvider("m", api_base, "sk-up", max_retries=0, transport=transport, **options)
+        assert (provider._fast is None) is (transport is not None)
+        try:
+            outcomes.append(outcome_of(await provider.complete(UpstreamCall(
+                Endpoint.CHAT, {"model": model, "messages": HI}))))
+        except GatewayError as err:
+            outcomes.append(outcome_of(err))
+        finally:
+            await provider.aclose()
+    return outcomes[0], outcomes[1]
+
+
+@pytest.mark.parametrize("model, expected", [
+    ("gpt-fake", "answer"),
+    ("no-usage", "answer"),
+    ("fail-503", "UpstreamError"),
+    ("fail-429", "UpstreamRateLimited"),
+    ("fail-401", "UpstreamError"),
+    ("reject", "InvalidRequest"),
+    ("html", "UpstreamError"),
+    ("garbage", "UpstreamError"),
+])
+async def test_aiohttp_and_httpx_paths_agree(fake_upstream: FakeUpstream, model: str, expected: str) -> None:
+    fast, slow = await both_paths(fake_upstream.url, model)
+    assert fast[0] == expected
+    assert fast == slow
+
+
+async def test_a_refused_port_is_unreachable_on_both_paths() -> None:
+    fast, slow = await both_paths(f"http://127.0.0.1:{free_port()}/v1", "gpt-fake", connect_timeout_s=2)
+    assert fast[:3] == slow[:3] == ("UpstreamError", 502, "upstream_unreachable")
+
+
+async def test_an_upstream_slower_than_the_timeout_times_out_on_both_paths(fake_upstream: FakeUpstream) -> None:
+    fast, slow = await both_paths(fake_upstream.url, "slow", timeout_s=0.3)
+    assert fast == slow
+    assert fast[0] == "UpstreamTimeout" and fast[2] == "upstream_timeout"
+
+
+async def test_fast_post_returns_status_headers_and_body(fake_upstream: FakeUpstream) -> None:
+    post = FastPost(fake_upstream.url, {"authorization": "Bearer sk-up"}, timeout_s=10, connect_timeout_s=2)
+    try:
+        body = orjson.dumps({"model": "gpt-fake", "messages": HI})
+        status, headers, raw = await post.post("/chat/completions", body)
+        again = await post.post("/chat/completions", body)  # the pooled connection, reused
+    finally:
+        await post.aclose()
+    assert status == 200 and again[0] == 200
+    assert headers["content-type"].startswith("application/json")
+    assert orjson.loads(raw)["choices"][0]["message"]["content"] == "echo: hi there"
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, False),
+    ({"HTTPS_PROXY": "http://proxy.internal:3128"}, True),
+    ({"http_proxy": "http://proxy.internal:3128"}, True),
+    ({"ALL_PROXY": "http://proxy.internal:3128"}, True),
+    ({"NO_PROXY": "localhost"}, False),
+])
+def test_a_proxy_in_the_environment_sends_whole_answers_through_httpx(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: bool) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
+                 "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert environment_proxies() is expected
+    provider = OpenAIProvider("m", "http://upstream/v1", None)
+    assert (provider._fast is None) is expected
