@@ -13,7 +13,10 @@ Measured per product: added latency p50/p99 at 1 connection (proxy path minus th
 path to the fake, measured right before it) and requests/s at 32 connections. Each round is
 repeated `--runs` times and the median reported. Needs wrk: `apt-get install -y wrk`.
 
-    .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm]
+    .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm] [--profile DIR]
+
+`--profile DIR` adds one py-spy-sampled 32-connection run per product (py-spy from PyPI, in
+any venv on PATH or `--py-spy`), written as speedscope files: where the proxy's CPU goes.
 
 LiteLLM's venv, once (its `[proxy]` extra names `litellm-proxy`, which the registry lacks):
     python3.11 -m venv /tmp/litellm-venv && bash bench/install_litellm.sh /tmp/litellm-venv
@@ -214,9 +217,25 @@ def check_answers(url: str, key: str) -> None:
         raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:300]}")
 
 
+def start_profiler(name: str, pid: int, args: argparse.Namespace) -> subprocess.Popen | None:
+    """py-spy on the proxy for one throughput run (`--profile DIR`): a speedscope file per product."""
+    if args.profile is None:
+        return None
+    args.profile.mkdir(parents=True, exist_ok=True)
+    out = args.profile / f"{name}.speedscope.json"
+    return subprocess.Popen([args.py_spy, "record", "--pid", str(pid), "--duration", str(args.duration), "--rate", "250",
+                             "--format", "speedscope", "--output", str(out), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace) -> list[Round]:
     check_answers(url, key)
     run_wrk(url, key, 8, args.warmup, args.load_cpu)  # warm the pools and caches
+    profiler = start_profiler(name, pid, args)
+    if profiler is not None:  # a profiled run of its own: py-spy's sampling costs the proxy CPU
+        run_wrk(url, key, 32, args.duration, args.load_cpu)
+        profiler.wait()
+        print(f"  {name}: profile in {args.profile}/{name}.speedscope.json (open in https://speedscope.app)")
     rounds = []
     for i in range(args.runs):
         direct = run_wrk(direct_url, "", 1, args.duration, args.load_cpu)
@@ -284,6 +303,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--litellm-venv", type=Path, default=Path(os.environ.get("LITELLM_VENV", "/tmp/litellm-venv")))
     parser.add_argument("--no-litellm", action="store_true", help="measure costgate only")
     parser.add_argument("--json", type=Path, help="also write the medians here")
+    parser.add_argument("--profile", type=Path, help="py-spy each proxy for one extra 32-connection run, "
+                        "speedscope files into this folder (pip install py-spy, anywhere)")
+    parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy", help="the py-spy command")
     return parser.parse_args()
 
 
