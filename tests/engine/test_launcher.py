@@ -23,8 +23,9 @@ def _spec(**engine: object) -> LaunchSpec:
 
 @pytest.mark.parametrize(("engine", "cpu", "speculate", "present", "absent"), [
     ({}, True, False, ["--enforce-eager", "--distributed-executor-backend", "--kv-cache-dtype auto"],
-     ["--speculative-config"]),
-    ({}, False, False, ["--kv-cache-dtype auto"], ["--enforce-eager", "--distributed-executor-backend"]),
+     ["--speculative-config", "--scheduling-policy"]),
+    ({}, False, False, ["--kv-cache-dtype auto", "--scheduling-policy priority"],
+     ["--enforce-eager", "--distributed-executor-backend"]),
     ({"kv_cache_dtype": "int8_per_token_head"}, False, False, ["--kv-cache-dtype int8_per_token_head"], []),
     ({"kv_cache_dtype": "int8_per_token_head"}, True, False, ["--kv-cache-dtype fp8"], []),  # no CPU kernel
     ({"speculative": {"method": "ngram"}}, True, True,
