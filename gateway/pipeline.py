@@ -10,6 +10,7 @@ written and the ledger row recorded, and why nothing leaks when a request fails.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -20,6 +21,8 @@ from gateway.context import CacheStatus, RequestContext
 from gateway.errors import GatewayError, error_response
 from policies.pricing import format_usd
 
+
+log = logging.getLogger("costgate.pipeline")
 
 SSE_DONE = b"data: [DONE]\n\n"
 
@@ -58,7 +61,6 @@ def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-define
 class Pipeline:
     def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages = list(stages)
-        self._settlers = [s for s in self.stages if isinstance(s, Settles)]
 
     async def handle(self, ctx: RequestContext) -> Response:
         entered: list[Stage] = []
@@ -71,14 +73,20 @@ class Pipeline:
             else:
                 raise RuntimeError("the pipeline's last stage must answer")
         except GatewayError as err:
-            ctx.status_code, ctx.error = err.status, err.message
-            await self._settle(entered, ctx)
-            return with_headers(error_response(err), ctx)
+            return await self._refuse(err, entered, ctx)
+        except Exception as err:  # a bug in a stage: still settle, so no hold or ledger row is lost
+            log.exception("unhandled error in the pipeline", exc_info=err)
+            return await self._refuse(GatewayError("internal error in the gateway"), entered, ctx)
         if isinstance(response, StreamingResponse):
             response.body_iterator = self._settle_after(response.body_iterator, entered, ctx)
             return with_headers(response, ctx)
         await self._settle(entered, ctx)
         return with_headers(response, ctx)
+
+    async def _refuse(self, err: GatewayError, entered: list[Stage], ctx: RequestContext) -> Response:
+        ctx.status_code, ctx.error = err.status, err.message
+        await self._settle(entered, ctx)
+        return with_headers(error_response(err), ctx)
 
     async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
                             ctx: RequestContext) -> AsyncIterator[bytes | str]:
@@ -103,8 +111,12 @@ class Pipeline:
             # What isinstance(stage, Settles) checks, without a runtime Protocol check per
             # stage per request (typing's __instancecheck__ cost ~10% of the request's CPU).
             settle = getattr(stage, "settle", None)
-            if settle is not None:
+            if settle is None:
+                continue
+            try:
                 await settle(ctx)
+            except Exception as err:  # one stage's failure must not skip the others' settles
+                log.exception("settle of %s failed", type(stage).__name__, exc_info=err)
 
 
 def with_headers(response: Response, ctx: RequestContext) -> Response:
