@@ -17,28 +17,27 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from gateway.batch.runner import BatchRunner
-from gateway.providers.replicas import ReplicaCollector
 from gateway.context import Endpoint, RequestContext
+from gateway.dashboard.router import install as install_dashboard
 from gateway.deployments import Deployment, build_deployments
 from gateway.errors import GatewayError, InvalidRequest, error_response
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, build_stages
-from gateway.routes import engine as engine_routes
-from gateway.routes import batch as batch_routes
-from gateway.routes import admin, admin_budgets, openai
-from gateway.routes import cache_admin
+from gateway.providers.replicas import ReplicaCollector
 from gateway.response_cache import build_cache
-from gateway.dashboard.router import install as install_dashboard
+from gateway.routes import admin, admin_budgets, cache_admin, openai
+from gateway.routes import batch as batch_routes
+from gateway.routes import cascades as cascade_routes
+from gateway.routes import engine as engine_routes
+from gateway.routing_policies import RoutingPolicies
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.route import RouteTarget
 from gateway.storage.db import create_engine, create_tables
-from gateway.storage.keys import KeyStore
 from gateway.storage.journal import Journal
+from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream import DirectTarget
-from gateway.routing_policies import RoutingPolicies
-from gateway.routes import cascades as cascade_routes
 from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")

@@ -38,11 +38,8 @@ class Settles(Protocol):
 
 def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
-    from gateway.stages import authenticate, record, route, tag
-    from gateway.stages import compress
-    from gateway.stages import budget, ratelimit
+    from gateway.stages import authenticate, budget, cache, compress, ratelimit, record, route, tag
     from gateway.stages.priority import Prioritize
-    from gateway.stages import cache
 
     return [
         record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last

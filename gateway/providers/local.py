@@ -39,7 +39,8 @@ def call_tokens(call: UpstreamCall) -> int:
 
 
 def with_priority(call: UpstreamCall) -> UpstreamCall:
-    """The request's class as vLLM's `priority` field (the engine runs `--scheduling-policy priority`)."""
+    """The request's class as vLLM's `priority` field (scheduled by it where the launcher asks for
+    `--scheduling-policy priority`: on GPU)."""
     return replace(call, body={**call.body, "priority": int(call.priority)})
 
 

@@ -10,9 +10,8 @@ import time
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
-
 import asyncpg
+import httpx
 import pytest
 
 from tests.conftest import standard_models
