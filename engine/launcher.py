@@ -233,6 +233,10 @@ class Replica:
             raise EngineUnavailable(f"local engine for {self.spec.served_name} did not start: {err}") from None
         self.starts += 1
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
+        # A baseline scrape before the first request: throughput is measured as counter growth
+        # between scrapes, and a burst served before the watcher's first scrape would otherwise
+        # leave no window that saw it (the price then never left its configured prior).
+        await self._observe()
         self.state = State.READY
         self._watcher = asyncio.create_task(self._watch())
 

@@ -119,7 +119,7 @@ def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: G
             break
         time.sleep(0.5)
     assert status["outstanding_tokens"] == 0
-    assert status["measured"] and status["output_tokens_per_s"] > 0, status
+    assert status["measured"] and status["output_tokens_per_s"] > 0, json.dumps(status)
     expected = Decimal("3.60") / 3600 / Decimal(repr(status["output_tokens_per_s"])) * 1_000_000
     assert abs(Decimal(status["output_usd_per_mtok"]) - expected) / expected < Decimal("0.01")
 
