@@ -268,7 +268,15 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=1000,
                         help="held-out pairs sent through the gateway (the README's protocol uses 1,000)")
     parser.add_argument("--fill", default="10000,100000", help="namespace sizes for the latency runs")
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--timings-only", action="store_true",
+                        help="only the in-process embed and index timings (run it pinned: taskset -c 0)")
+    args = parser.parse_args()
+    if args.timings_only:
+        questions = [json.loads(line)["b"] for line in Path(args.data).read_text().splitlines()]
+        timings = in_process_timings(questions, [int(n) for n in args.fill.split(",")])
+        print("In process, one thread:", ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
+        return
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":
