@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import os
 import random
-import re
 import sqlite3
 import statistics
 import subprocess

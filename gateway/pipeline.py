@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import anyio
 from starlette.responses import Response, StreamingResponse
@@ -20,6 +20,9 @@ from starlette.responses import Response, StreamingResponse
 from gateway.context import CacheStatus, RequestContext
 from gateway.errors import GatewayError, error_response
 from policies.pricing import format_usd
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
 
 
 log = logging.getLogger("costgate.pipeline")
@@ -36,7 +39,7 @@ class Settles(Protocol):
     async def settle(self, ctx: RequestContext) -> None: ...
 
 
-def build_stages(gateway: "Gateway") -> list[Stage]:  # type: ignore[name-defined]  # noqa: F821
+def build_stages(gateway: Gateway) -> list[Stage]:
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     from gateway.stages import authenticate, budget, cache, compress, ratelimit, record, route, tag
     from gateway.stages.priority import Prioritize

@@ -3,10 +3,15 @@ settings and registered in `gateway.targets` under their model names."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Mapping
 from pathlib import Path
 
 from gateway.deployments import Deployment
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
 from policies.cascade import CascadeTarget, Services, build_cascade
 from policies.cascade_metrics import PolicyMetrics
 from policies.cascade_store import SampleStore
@@ -37,7 +42,7 @@ def build_scorer(spec: str, deployments: Mapping[str, Deployment]) -> Scorer:
 
 
 class RoutingPolicies:
-    def __init__(self, gateway: "Gateway") -> None:  # type: ignore[name-defined]  # noqa: F821
+    def __init__(self, gateway: Gateway) -> None:
         settings = gateway.settings
         self.metrics = PolicyMetrics(gateway.metrics.registry)
         self.store = SampleStore(gateway.engine)

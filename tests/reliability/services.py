@@ -9,13 +9,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 import pytest
-import redis
 
+from tests.gateway.budget_support import OwnRedis  # noqa: F401  (re-exported for these tests)
 from tests.support import ROOT, _env, free_port, wait_http
 
 
@@ -38,38 +37,6 @@ class FaultyUpstreamProcess:
         self.proc.terminate()
         self.proc.wait(10)
         self._log.close()
-
-
-class OwnRedis:
-    """A redis-server on a free port, no persistence: a restart comes back empty."""
-
-    def __init__(self, workdir: Path) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.skip("redis-server is not installed")
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(self.workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise TimeoutError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
 
 
 class OwnPostgres:
