@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
@@ -62,13 +63,18 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 class OpenAIStream:
     """Server-sent events from an open httpx response; closes it when done or abandoned."""
 
-    def __init__(self, response: httpx.Response, redact: Callable[[bytes], bytes] = bytes) -> None:
+    def __init__(self, response: httpx.Response, redact: Callable[[bytes], bytes] = bytes,
+                 deadline_s: float | None = None) -> None:
         self._response = response
         self._redact = redact
+        # httpx times each read; an upstream dripping lines just in time must still end.
+        self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         try:
             async for line in self._response.aiter_lines():
+                if self._deadline is not None and time.monotonic() > self._deadline:
+                    raise UpstreamTimeout("upstream stream outlasted the model's timeout_s")
                 if not line.startswith("data:"):
                     continue  # comments, event names, blank separators
                 payload = line[5:].strip()
@@ -163,7 +169,7 @@ class OpenAIProvider:
             await response.aclose()
             raise UpstreamError("upstream answered a stream request without server-sent events",
                                 code="bad_upstream_body")
-        return OpenAIStream(response, self.redact)
+        return OpenAIStream(response, self.redact, self.timeout_s)
 
     def redact(self, raw: bytes) -> bytes:
         """An upstream (or a proxy before it) that echoes the provider key, in an error message

@@ -3,6 +3,8 @@ httpx.MockTransport standing in for the network."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
@@ -113,3 +115,22 @@ async def test_connect_errors_are_retried() -> None:
     up = OpenAIProvider("m", "http://upstream/v1", None, transport=httpx.MockTransport(refuse))
     assert (await up.complete(CALL)).usage.completion_tokens == 1
     assert len(attempts) == 3
+
+
+async def test_a_stream_dripping_past_the_total_timeout_ends_with_a_timeout() -> None:
+    async def drip():
+        for i in range(50):
+            await asyncio.sleep(0.05)
+            yield b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
+        yield b"data: [DONE]\n\n"
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=drip())
+
+    up = OpenAIProvider("m", "http://upstream/v1", None, timeout_s=0.5, transport=httpx.MockTransport(handler))
+    stream = await up.open_stream(UpstreamCall(Endpoint.CHAT, CALL.body, True))
+    events = []
+    with pytest.raises(UpstreamTimeout):
+        async for event in stream:
+            events.append(event)
+    assert 3 <= len(events) < 50  # each read came in time; the whole stream did not
