@@ -47,11 +47,13 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 class FakeUpstream:
-    def __init__(self, log_dir: Path) -> None:
+    """A fake upstream module (`python -m MODULE --port P ARGS…`) in its own process."""
+
+    def __init__(self, log_dir: Path, module: str = "gateway.testing.fake_openai", args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._log = open(log_dir / f"fake-{self.port}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_openai", "--port", str(self.port)],
+        self._log = open(log_dir / f"{module.rsplit('.', 1)[-1]}-{self.port}.log", "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", module, "--port", str(self.port), *args],
                                      stdout=self._log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
         wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
 

@@ -18,7 +18,7 @@ import pytest
 
 from gateway.tokens import count_text
 from policies.compress import SUMMARY_PREFIX, summary_request
-from tests.support import ROOT, GatewayProcess, _env, free_port, model, wait_http
+from tests.support import FakeUpstream, GatewayProcess, _env, model
 
 WEAK, STRONG = "rec-weak", "rec-strong"
 CONFIDENT = [-0.01] * 5
@@ -50,25 +50,13 @@ RECORDS += [
 ]
 
 
-class RecordedFake:
+class RecordedFake(FakeUpstream):
+    """gateway/testing/fake_recorded.py serving RECORDS."""
+
     def __init__(self, workdir: Path) -> None:
         path = workdir / "answers.jsonl"
         path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._log = open(workdir / "fake.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_recorded", "--answers", str(path),
-                                      "--port", str(self.port)], stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=_env(), cwd=ROOT)
-        wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
-
-    def stats(self) -> dict[str, int]:
-        return httpx.get(f"http://127.0.0.1:{self.port}/_stats").json()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self._log.close()
+        super().__init__(workdir, "gateway.testing.fake_recorded", ("--answers", str(path)))
 
 
 def config(base: str) -> dict:

@@ -7,36 +7,20 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.gateway.budget_support import OwnRedis  # noqa: F401  (re-exported for these tests)
-from tests.support import ROOT, _env, free_port, wait_http
+from tests.support import FakeUpstream, free_port
 
 
-class FaultyUpstreamProcess:
+class FaultyUpstreamProcess(FakeUpstream):
     """gateway/testing/faulty_upstream.py in its own process."""
 
     def __init__(self, log_dir: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self._log = open(log_dir / f"faulty-{self.port}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "gateway.testing.faulty_upstream", "--port",
-                                      str(self.port)], stdout=self._log, stderr=subprocess.STDOUT, env=_env(),
-                                     cwd=ROOT)
-        wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
-
-    def stats(self) -> dict[str, int]:
-        return httpx.get(f"http://127.0.0.1:{self.port}/_stats").json()
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
-        self._log.close()
+        super().__init__(log_dir, "gateway.testing.faulty_upstream")
 
 
 class OwnPostgres:
