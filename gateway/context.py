@@ -5,14 +5,17 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 from collections.abc import Mapping
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from engine.admission import Priority
 from policies.budgets import Hold
 from policies.pricing import ZERO, Usage
 from policies.ratelimit import RateCheck
+
+if TYPE_CHECKING:
+    from gateway.stages.cache import Plan as CachePlan
 
 
 class Endpoint(enum.Enum):
@@ -104,6 +107,7 @@ class RequestContext:
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
+    cache_plan: CachePlan | None = None  # what the caches may do for this request, from lookup to settle
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -77,13 +77,12 @@ class ExactCache:
     def __init__(self, cache: ResponseCache, deployments: Mapping[str, Deployment]) -> None:
         self.cache = cache
         self.deployments = deployments
-        self.plans: dict[str, Plan] = {}  # by request id, from lookup to settle
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
         plan = plan_for(ctx, self.cache)
         if plan is None:
             return None
-        self.plans[ctx.request_id] = plan
+        ctx.cache_plan = plan
         if CacheControl.NO_CACHE in ctx.cache_control or not plan.policy.exact:
             return None
         entry = await self.cache.lookup_exact(plan.keys)
@@ -96,7 +95,7 @@ class ExactCache:
         return response
 
     async def settle(self, ctx: RequestContext) -> None:
-        plan = self.plans.pop(ctx.request_id, None)
+        plan = ctx.cache_plan
         if plan is None or CacheControl.NO_STORE in ctx.cache_control:
             return
         answer = self._answer(ctx)
@@ -128,7 +127,7 @@ class SemanticCache:
         self.cache = exact.cache
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
-        plan = self.exact.plans.get(ctx.request_id)
+        plan = ctx.cache_plan
         if plan is None or not plan.policy.semantic or not plan.keys.question.strip():
             return None
         if CacheControl.NO_CACHE in ctx.cache_control:
