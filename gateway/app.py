@@ -32,11 +32,12 @@ from gateway.routes import engine as engine_routes
 from gateway.routing_policies import RoutingPolicies
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
+from gateway.stages.record import Record
 from gateway.stages.route import RouteTarget
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
-from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.storage.ledger import LedgerWriter
 from gateway.upstream import DirectTarget
 from policies.breaker import Breakers
 
@@ -111,8 +112,7 @@ class Gateway:
             pass  # unattributable: recorded without a team
         ctx.status_code, ctx.error = err.status, err.message
         ctx.finish()
-        self.ledger.record(LedgerRow.from_context(ctx))
-        self.metrics.observe(ctx)
+        await Record(self.ledger, self.metrics).settle(ctx)  # the row and metrics the pipeline's would write
 
 
 def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
