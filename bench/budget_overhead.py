@@ -51,6 +51,7 @@ from gateway.stages.ratelimit import RateLimit
 from gateway.storage.db import create_engine, create_tables, to_pico
 from gateway.storage.ledger import LedgerWriter
 from gateway.upstream import DirectTarget
+from policies.breaker import Breakers
 from policies.budgets import Budget, Period, Scope
 from policies.pricing import Usage
 
@@ -73,7 +74,8 @@ async def measure(settings: Settings, plan: str, budgets: bool, n: int,
     model = ModelConfig(name="small", api_base="http://127.0.0.1:9/v1", api_key="x",
                         price={"input_per_mtok": "0.15", "output_per_mtok": "0.6"})
     deployments = build_deployments([model])
-    targets = {"small": DirectTarget(deployments["small"], deployments, Metrics())}
+    targets = {"small": DirectTarget(deployments["small"], deployments, Metrics(),
+                                         Breakers(settings.breaker))}
     principal = Principal("team_bench", "bench", "key_bench", plan=plan)
     if budgets:
         for b in (Budget(Scope.TEAM, "team_bench", Period.MONTHLY, to_pico(Decimal(10**6))),

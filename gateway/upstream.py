@@ -149,7 +149,7 @@ class DirectTarget:
     """A deployment, then each of its fallbacks in order, until one answers."""
 
     def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics,
-                 breakers: Breakers | None = None) -> None:
+                 breakers: Breakers) -> None:
         self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
         self.metrics = metrics
         self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped
@@ -161,7 +161,7 @@ class DirectTarget:
     async def answer(self, ctx: RequestContext) -> Response:
         error: UpstreamError | None = None
         for dep in self.chain:
-            if self.breakers is not None and not self.breakers.allow(dep.name):
+            if not self.breakers.allow(dep.name):
                 error = error or circuit_open(self.breakers, dep.name)
                 continue
             try:
@@ -174,12 +174,10 @@ class DirectTarget:
                     response = Response(completion.raw, media_type="application/json")
             except UpstreamError as err:
                 self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-                if self.breakers is not None:
-                    self.breakers.record(dep.name, ok=False)
+                self.breakers.record(dep.name, ok=False)
                 error = err
                 continue
-            if self.breakers is not None:
-                self.breakers.record(dep.name, ok=True)
+            self.breakers.record(dep.name, ok=True)
             return response
         assert error is not None
         raise error
