@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.admission import Priority
 from policies.budgets import Hold
-from policies.pricing import ZERO, Usage
+from policies.pricing import ZERO, Usage, in_picos
 from policies.ratelimit import RateCheck
 
 if TYPE_CHECKING:
@@ -116,9 +116,9 @@ class RequestContext:
                            u.completion_tokens + usage.completion_tokens,
                            u.cached_tokens + usage.cached_tokens)
         # The lane's discount: what is not charged is recorded as saved.
-        charged = cost * self.price_factor
+        charged = in_picos(cost * self.price_factor)
         self.cost += charged
-        self.saved += cost - charged
+        self.saved += in_picos(cost) - charged
 
     def finish(self) -> None:
         if self.finished_at is None:

@@ -15,6 +15,13 @@ from pathlib import Path
 
 MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)
+PICO_USD = Decimal("1e-12")  # the ledger's unit: every charge is a whole number of these
+
+
+def in_picos(amount: Decimal) -> Decimal:
+    """`amount` rounded to the ledger's unit, so the header, the ledger and the budget counters
+    carry the same number (a measured local price has more digits than a price list)."""
+    return amount.quantize(PICO_USD)
 
 
 @dataclass(frozen=True, slots=True)

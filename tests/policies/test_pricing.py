@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from policies.pricing import Price, Usage, cost_of, format_usd, lookup, worst_case_cost
+from policies.pricing import Price, Usage, cost_of, format_usd, in_picos, lookup, worst_case_cost
 
 D = Decimal
 
@@ -47,3 +47,12 @@ def test_bundled_price_map() -> None:
 ])
 def test_format_usd(amount: Decimal, text: str) -> None:
     assert format_usd(amount) == text
+
+
+@pytest.mark.parametrize("amount, picos", [
+    (D("0.00000700000002"), D("0.000007000000")),  # a measured local price's extra digits
+    (D("0.00000015"), D("0.00000015")),  # price-list products are already whole picos
+    (D("2.5E-13"), D("0E-12")), (D("7.5E-13"), D("1E-12")),  # half a pico rounds to even
+])
+def test_in_picos(amount: Decimal, picos: Decimal) -> None:
+    assert in_picos(amount) == picos
