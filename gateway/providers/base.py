@@ -71,3 +71,9 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
     return Usage(prompt, completion if isinstance(completion, int) else 0,
                  cached if isinstance(cached, int) else 0)
+
+
+def redact(raw: bytes, secret: bytes) -> bytes:
+    """An upstream (or a proxy before it) that echoes the provider key, in an error message or
+    an answer, must not hand it on to the client."""
+    return raw.replace(secret, b"[redacted]") if secret and secret in raw else raw

@@ -14,7 +14,7 @@ import orjson
 
 from gateway.context import Endpoint
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
-from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.retry import Retryable, with_retries
 
 
@@ -25,8 +25,10 @@ def _litellm() -> Any:
     return litellm
 
 
-def _translate(err: Exception) -> Exception:
-    """litellm's exception classes, as gateway errors."""
+def _translate(err: Exception, secret: bytes) -> Exception:
+    """litellm's exception classes, as gateway errors. Only a bad request's message is relayed
+    (the client needs it to mend the request), with the provider key redacted: litellm quotes
+    the upstream's error body, and an upstream may echo the key there."""
     litellm = _litellm()
     name = type(err).__name__
     if isinstance(err, litellm.Timeout):
@@ -36,22 +38,29 @@ def _translate(err: Exception) -> Exception:
         status = 429 if isinstance(err, litellm.RateLimitError) else 503
         return Retryable(f"upstream failed: {name}", status=status)
     if isinstance(err, litellm.BadRequestError):
-        return InvalidRequest(f"upstream rejected the request: {getattr(err, 'message', name)}",
-                              code="upstream_invalid_request")
+        message = redact(str(getattr(err, "message", name)).encode(), secret).decode()
+        return InvalidRequest(f"upstream rejected the request: {message}", code="upstream_invalid_request")
     return UpstreamError(f"upstream failed: {name}")
 
 
+def _redacted(data: dict[str, Any], secret: bytes) -> tuple[bytes, dict[str, Any]]:
+    """A litellm answer as the bytes and dict a client gets, the provider key redacted."""
+    raw = orjson.dumps(data)
+    clean = redact(raw, secret)
+    return (raw, data) if clean is raw else (clean, orjson.loads(clean))
+
+
 class LiteLLMStream:
-    def __init__(self, chunks: Any) -> None:
+    def __init__(self, chunks: Any, secret: bytes) -> None:
         self._chunks = chunks
+        self._secret = secret
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
         try:
             async for chunk in self._chunks:
-                data = chunk.model_dump(exclude_none=True)
-                yield StreamEvent(orjson.dumps(data), data)
+                yield StreamEvent(*_redacted(chunk.model_dump(exclude_none=True), self._secret))
         except Exception as err:  # litellm raises its own tree; translate, never swallow
-            raise _translate(err) from err
+            raise _translate(err, self._secret) from err
 
     async def aclose(self) -> None:
         close = getattr(self._chunks, "aclose", None)
@@ -84,6 +93,7 @@ class LiteLLMProvider:
         self.model = model
         self.max_retries = max_retries
         self._extra = {k: v for k, v in (("api_key", api_key), ("api_base", api_base)) if v}
+        self._secret = api_key.encode() if api_key else b""
         self._timeout = timeout_s
 
     def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
@@ -100,9 +110,9 @@ class LiteLLMProvider:
         try:
             response = await fn(**self._kwargs(call))
         except Exception as err:  # litellm raises its own tree; translate, never swallow
-            raise _translate(err) from err
-        body = response.model_dump(exclude_none=True)
-        return Completion(body, orjson.dumps(body), usage_from(body.get("usage")))
+            raise _translate(err, self._secret) from err
+        raw, body = _redacted(response.model_dump(exclude_none=True), self._secret)
+        return Completion(body, raw, usage_from(body.get("usage")))
 
     async def open_stream(self, call: UpstreamCall) -> LiteLLMStream:
         return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
@@ -112,8 +122,8 @@ class LiteLLMProvider:
         try:
             chunks = await litellm.acompletion(**self._kwargs(call))
         except Exception as err:
-            raise _translate(err) from err
-        return LiteLLMStream(chunks)
+            raise _translate(err, self._secret) from err
+        return LiteLLMStream(chunks, self._secret)
 
     async def aclose(self) -> None:
         return None

@@ -12,7 +12,7 @@ import orjson
 
 from gateway.context import Endpoint
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
-from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.fast_post import FastPost, environment_proxies
 from gateway.providers.retry import RETRYABLE_STATUS, Retryable, parse_retry_after, with_retries
 
@@ -172,9 +172,7 @@ class OpenAIProvider:
         return OpenAIStream(response, self.redact, self.timeout_s)
 
     def redact(self, raw: bytes) -> bytes:
-        """An upstream (or a proxy before it) that echoes the provider key, in an error message
-        or an answer, must not hand it on to the client."""
-        return raw.replace(self._secret, b"[redacted]") if self._secret and self._secret in raw else raw
+        return redact(raw, self._secret)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -59,10 +59,11 @@ def completion(model: str, content: str) -> bytes:
                                       "finish_reason": "stop"}], "usage": USAGE})
 
 
-def event(model: str, content: str | None, usage: bool = False) -> bytes:
+def event(model: str, content: str | None, usage: bool = False, finish_reason: str | None = None) -> bytes:
+    delta = {} if finish_reason else {"content": content}
     data: dict[str, Any] = {"id": "faulty-s", "object": "chat.completion.chunk", "created": 0, "model": model,
-                            "choices": [] if usage else [{"index": 0, "delta": {"content": content},
-                                                          "finish_reason": None}]}
+                            "choices": [] if usage else [{"index": 0, "delta": delta,
+                                                          "finish_reason": finish_reason}]}
     if usage:
         data["usage"] = USAGE
     return b"data: " + orjson.dumps(data) + b"\n\n"
@@ -187,7 +188,8 @@ class FaultyUpstream:
                 continue
             writer.write(chunk(event(model, word + " ")))
             await writer.drain()
-        writer.write(chunk(event(model, None, usage=True)) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        writer.write(chunk(event(model, None, finish_reason="stop")) + chunk(event(model, None, usage=True))
+                     + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         await writer.drain()
         return True
 

@@ -45,6 +45,9 @@ def gw(tmp_path_factory: pytest.TempPathFactory, faulty: FaultyUpstreamProcess,
     models.append(model("cached", "echo-small", fake_upstream.url))
     models.append(model("via-litellm", "echo-small", fake_upstream.url) | {
         "provider": "litellm", "model": "openai/echo-small", "api_key": key})
+    models += [model(f"litellm-{name}", name, faulty.url) | {"provider": "litellm", "model": f"openai/{name}",
+                                                            "api_key": key}
+               for name in ("echo-auth", "echo-auth-200", "echo-auth-stream")]
     gateway = GatewayProcess({"models": models}, tmp_path_factory.mktemp("gw-secrets"),
                              env={"COSTGATE_TEST_PROVIDER_KEY": PROVIDER_KEY})
     yield gateway
@@ -61,20 +64,24 @@ def chat(gw: GatewayProcess, key: str, **body: object) -> httpx.Response:
                       json={"messages": HI, **body})
 
 
-@pytest.mark.parametrize("name", ["echo-auth", "echo-auth-200", "status-401"])
+@pytest.mark.parametrize("name", ["echo-auth", "echo-auth-200", "status-401",
+                                  "litellm-echo-auth", "litellm-echo-auth-200"])
 def test_a_provider_key_echoed_upstream_never_reaches_the_client(gw: GatewayProcess, keys: dict[str, str],
                                                                  name: str) -> None:
     response = chat(gw, keys["x"], model=name)
     assert PROVIDER_KEY not in response.text
     assert PROVIDER_KEY not in str(response.headers)
-    if name == "echo-auth":  # the upstream blamed the request: its message is relayed, redacted
+    if name.endswith("echo-auth"):  # the upstream blamed the request: its message is relayed, redacted
         assert response.status_code == 400 and "[redacted]" in response.json()["error"]["message"]
+    if name.endswith("echo-auth-200"):  # a misbehaving upstream's answer is passed on, redacted
+        assert response.status_code == 200 and "[redacted]" in response.text
 
 
+@pytest.mark.parametrize("name", ["echo-auth-stream", "litellm-echo-auth-stream"])
 def test_a_provider_key_echoed_in_a_stream_never_reaches_the_client(gw: GatewayProcess,
-                                                                    keys: dict[str, str]) -> None:
+                                                                    keys: dict[str, str], name: str) -> None:
     with httpx.stream("POST", gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {keys['x']}"},
-                      json={"model": "echo-auth-stream", "messages": HI, "stream": True}, timeout=30) as r:
+                      json={"model": name, "messages": HI, "stream": True}, timeout=30) as r:
         text = r.read().decode()
     assert "data: [DONE]" in text and "[redacted]" in text
     assert PROVIDER_KEY not in text
