@@ -90,6 +90,7 @@ class LedgerWriter:
         self._batch_size = batch_size
         self._pending: list[dict[str, Any]] = []
         self._wake = asyncio.Event()
+        self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
@@ -129,7 +130,13 @@ class LedgerWriter:
             await conn.execute(statement, rows)
 
     async def flush(self) -> int:
-        """Write every queued row now; returns how many were written."""
+        """Write every queued row now; returns how many were written. One flush at a time: a
+        reader that flushes before it queries (/admin/spend) must also wait for the rows the
+        background writer has taken but not yet committed."""
+        async with self._flushing:
+            return await self._flush_locked()
+
+    async def _flush_locked(self) -> int:
         batch, self._pending = self._pending, []
         if not batch:
             return 0

@@ -140,3 +140,67 @@ def test_client_leaving_mid_stream_is_charged_for_what_was_generated(gateway: Ga
     assert row is not None
     completion_tokens, cost = row
     assert 0 < completion_tokens < 31 and cost > 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_an_existing_database_gets_the_indexes_a_later_release_added(backend: str, tmp_path, request) -> None:
+    """A database created before an index existed gains it at the next start, and starting
+    again (or two replicas starting together) changes nothing."""
+    from sqlalchemy import inspect
+
+    import gateway.dashboard.rollup  # noqa: F401  (defines ix_ledger_live on the ledger table)
+    from gateway.storage.db import create_engine, create_tables, ledger
+
+    url = f"sqlite:///{tmp_path / 'old.db'}" if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    added_later = [ix for ix in ledger.indexes if ix.name in ("ix_ledger_live", "ix_ledger_created")]
+
+    async def names(engine) -> set[str]:  # type: ignore[no-untyped-def]
+        async with engine.connect() as conn:
+            return await conn.run_sync(lambda c: {ix["name"] for ix in inspect(c).get_indexes("ledger")})
+
+    async def scenario() -> tuple[set[str], set[str]]:
+        engine = create_engine(url)
+        try:
+            await create_tables(engine)
+            async with engine.begin() as conn:  # as an older release left it
+                for index in added_later:
+                    await conn.run_sync(lambda c, ix=index: ix.drop(c))
+            before = await names(engine)
+            await asyncio.gather(create_tables(engine), create_tables(engine))
+            return before, await names(engine)
+        finally:
+            await engine.dispose()
+
+    before, after = asyncio.run(scenario())
+    assert len(added_later) == 2 and not {ix.name for ix in added_later} & before
+    assert {ix.name for ix in ledger.indexes} <= after
+
+
+async def test_a_flush_waits_for_rows_the_background_writer_has_taken(tmp_path) -> None:
+    """/admin/spend flushes before it sums: rows the background writer took a moment before
+    (and has not committed yet) must be in the sum too."""
+    from sqlalchemy import func, select
+
+    from gateway.storage.db import create_engine, create_tables, ledger
+    from gateway.storage.ledger import LedgerRow, LedgerWriter
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    await create_tables(engine)
+    writer = LedgerWriter(engine, flush_interval_s=0.01)
+    taken, insert = asyncio.Event(), writer._insert
+
+    async def slow_insert(rows):  # type: ignore[no-untyped-def]
+        taken.set()
+        await asyncio.sleep(0.3)  # a slow database
+        await insert(rows)
+
+    writer._insert = slow_insert  # type: ignore[method-assign]
+    writer.start()
+    writer.record(LedgerRow("r1", time.time(), "2026-11-29", "team", "k", None, None, None, "chat.completions",
+                            "m", "m", "openai", 1, 1, 0, 7, 0, 1.0, None, "miss", 200, None))
+    await taken.wait()  # the background writer holds the row, uncommitted
+    await writer.flush()
+    async with engine.connect() as conn:
+        assert (await conn.execute(select(func.count()).select_from(ledger))).scalar() == 1
+    await writer.close()
+    await engine.dispose()
