@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from engine.cost import CostConfig
@@ -25,6 +26,21 @@ from engine.speculative import SpeculationPolicy, speculative_config
 
 # KV-cache dtypes vLLM's CPU attention backend accepts (vllm/v1/attention/backends/cpu_attn.py).
 CPU_KV_DTYPES = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
+FULL_WIDTH_KV_DTYPES = frozenset({"auto", "bfloat16", "float16", "float32"})
+# The CPU features vLLM's CPU attention needs for any 8-bit KV cache (same file, _get_attn_isa).
+CPU_8BIT_KV_FLAGS = frozenset({"avx512f", "amx_tile"})
+
+
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """This machine's CPU feature flags (Linux); empty where they cannot be read."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
 
 
 def on_cpu_build() -> bool:

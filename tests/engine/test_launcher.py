@@ -11,10 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.config import EngineSettings
-from engine.launcher import EngineUnavailable, LaunchSpec, Replica, State, build_command, build_env
+from engine.config import EngineSettings, cpu_flags
+from engine.launcher import EngineUnavailable, LaunchSpec, Replica, State, build_command, build_env, kv_dtype_for
 
 STAND_IN = "tests.engine.stand_in_vllm"
+
+
+AVX512 = frozenset({"sse4_2", "avx2", "avx512f"})
 
 
 def _spec(**engine: object) -> LaunchSpec:
@@ -37,12 +40,33 @@ def _spec(**engine: object) -> LaunchSpec:
     ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
 ])
 def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
-    line = " ".join(build_command(_spec(**engine), 8000, speculate, cpu, python="py"))
+    line = " ".join(build_command(_spec(**engine), 8000, speculate, cpu, python="py", flags=AVX512))
     assert line.startswith("py -m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m")
     for part in present:
         assert part in line
     for part in absent:
         assert part not in line
+
+
+@pytest.mark.parametrize(("asked", "cpu", "flags", "used"), [
+    ("fp8", True, AVX512, "fp8"),
+    ("int8_per_token_head", True, AVX512, "fp8"),  # no int8 kernel on CPU: fp8, the same byte
+    ("int8_per_token_head", True, frozenset({"amx_tile"}), "fp8"),
+    ("fp8", True, frozenset({"sse4_2", "avx2"}), "auto"),  # no 8-bit KV kernel at all without AVX-512/AMX
+    ("int8_per_token_head", True, frozenset(), "auto"),  # e.g. an ARM machine
+    ("auto", True, frozenset(), "auto"),
+    ("int8_per_token_head", False, frozenset(), "int8_per_token_head"),  # a GPU build: as configured
+])
+def test_kv_dtype_falls_back_to_what_the_cpu_can_run(asked: str, cpu: bool, flags: frozenset[str],
+                                                     used: str) -> None:
+    assert kv_dtype_for(EngineSettings.parse({"kv_cache_dtype": asked}), cpu, flags) == used
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: x\nflags\t\t: fpu sse4_2 avx2 avx512f\n\nprocessor\t: 1\n")
+    assert cpu_flags(info) == {"fpu", "sse4_2", "avx2", "avx512f"}
+    assert cpu_flags(tmp_path / "missing") == frozenset()
 
 
 def test_build_env_on_cpu() -> None:
