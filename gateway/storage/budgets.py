@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from datetime import datetime, timezone
 from collections.abc import Callable
 
 from sqlalchemy import (BigInteger, Column, Float, Index, String, Table, Text, UniqueConstraint, and_, delete,
@@ -15,7 +14,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.errors import Unavailable
-from gateway.storage.db import ledger, metadata
+from gateway.storage.db import ledger, metadata, utc_day
 from gateway.storage.keys import new_id
 from policies.budgets import Budget, BudgetIndex, Period, Scope, Window, index
 
@@ -107,10 +106,6 @@ class BudgetTable:
         return self._index
 
 
-def _utc_day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
-
-
 def _escape_like(value: str) -> str:
     return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -130,9 +125,9 @@ async def ledger_spend(engine: AsyncEngine, scope: Scope, subject: str, window: 
     # Periods are whole UTC days and a row's `day` is its created_at's UTC day, so bounding by
     # day selects exactly the same rows — through the (team_id, day) and day indexes.
     if window.start is not None:
-        conditions.append(ledger.c.day >= _utc_day(window.start))
+        conditions.append(ledger.c.day >= utc_day(window.start))
     if window.end is not None:
-        conditions.append(ledger.c.day < _utc_day(window.end))
+        conditions.append(ledger.c.day < utc_day(window.end))
     query = select(func.coalesce(func.sum(ledger.c.cost_pusd), 0)).where(*conditions)
     async with engine.connect() as conn:
         return int((await conn.execute(query)).scalar_one())

@@ -6,6 +6,7 @@ exact decimal type), fine enough for per-token prices, and summed exactly by SQL
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 
@@ -45,7 +46,7 @@ ledger = Table(
     "ledger", metadata,
     Column("request_id", String(40), primary_key=True),
     Column("created_at", Float, nullable=False),
-    Column("day", String(10), nullable=False),
+    Column("day", String(10), nullable=False),  # utc_day(created_at)
     Column("team_id", String(40)),
     Column("key_id", String(40)),
     Column("user", String(200)),
@@ -70,6 +71,11 @@ ledger = Table(
     Index("ix_ledger_trace", "trace_id"),
     Index("ix_ledger_created", "created_at"),
 )
+
+
+def utc_day(ts: float) -> str:
+    """A ledger row's `day`: its created_at's UTC date, YYYY-MM-DD."""
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
 def to_pico(amount: Decimal) -> int:

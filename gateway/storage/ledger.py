@@ -15,7 +15,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -26,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import RequestContext
-from gateway.storage.db import from_pico, ledger, to_pico
+from gateway.storage.db import from_pico, ledger, to_pico, utc_day
 from gateway.storage.journal import Journal
 
 log = logging.getLogger("costgate.ledger")
@@ -63,7 +62,7 @@ class LedgerRow:
         ttft = ctx.ttft_s
         return cls(
             request_id=ctx.request_id, created_at=ctx.created_at,
-            day=datetime.fromtimestamp(ctx.created_at, timezone.utc).strftime("%Y-%m-%d"),
+            day=utc_day(ctx.created_at),
             team_id=p.team_id if p else None, key_id=p.key_id if p else None, user=ctx.user,
             tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None, trace_id=ctx.trace_id,
             endpoint=ctx.endpoint.value, requested_model=ctx.requested_model or None,

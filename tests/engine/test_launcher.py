@@ -40,7 +40,8 @@ def _spec(**engine: object) -> LaunchSpec:
     ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
 ])
 def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
-    line = " ".join(build_command(_spec(**engine), 8000, speculate, cpu, python="py", flags=AVX512))
+    spec = _spec(**engine)
+    line = " ".join(build_command(spec, 8000, speculate, cpu, kv_dtype_for(spec.settings, cpu, AVX512), python="py"))
     assert line.startswith("py -m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m")
     for part in present:
         assert part in line

@@ -22,13 +22,6 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyUpstreamProcess]:
-    up = FaultyUpstreamProcess(tmp_path_factory.mktemp("faulty-secrets"))
-    yield up
-    up.stop()
-
-
-@pytest.fixture(scope="module")
 def canary(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyUpstreamProcess]:
     """Where a hostile request would like upstream traffic to go: it must get nothing."""
     up = FaultyUpstreamProcess(tmp_path_factory.mktemp("canary"))

@@ -24,13 +24,6 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyUpstreamProcess]:
-    up = FaultyUpstreamProcess(tmp_path_factory.mktemp("faulty"))
-    yield up
-    up.stop()
-
-
-@pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, faulty: FaultyUpstreamProcess) -> Iterator[GatewayProcess]:
     base = faulty.url
     quick = {"timeout_s": 0.5, "max_retries": 0}
