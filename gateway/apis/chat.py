@@ -1,0 +1,95 @@
+"""A Chat Completions answer, whole or as stream chunks, read into typed values.
+
+One shape serves both: a whole answer fills `choices[0].message`, a chunk `choices[0].delta`.
+Only the first choice is read (neither translated API has `n`); unknown fields are ignored,
+so vendor extras (vLLM's `reasoning_content`, litellm's `provider_specific_fields`) pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gateway.errors import UpstreamError
+
+
+class _Read(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class PromptTokensDetails(_Read):
+    cached_tokens: int | None = None
+
+
+class CompletionTokensDetails(_Read):
+    reasoning_tokens: int | None = None
+
+
+class ChatUsage(_Read):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
+    completion_tokens_details: CompletionTokensDetails | None = None
+
+    @property
+    def cached_tokens(self) -> int:
+        details = self.prompt_tokens_details
+        return (details.cached_tokens or 0) if details else 0
+
+    @property
+    def reasoning_tokens(self) -> int:
+        details = self.completion_tokens_details
+        return (details.reasoning_tokens or 0) if details else 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class FunctionCall(_Read):
+    name: str | None = None  # a stream sends it once, on a call's first delta
+    arguments: str | None = None
+
+
+class ToolCall(_Read):
+    index: int = 0  # a stream's key for the call; a whole answer lists calls in order instead
+    id: str | None = None
+    function: FunctionCall = FunctionCall()
+
+
+class Message(_Read):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+
+class Choice(_Read):
+    message: Message = Message()
+    delta: Message = Message()
+    finish_reason: str | None = None
+    # vLLM (the bundled engine) names the stop string that ended the answer here.
+    stop_reason: str | int | None = None
+
+
+class ChatCompletion(_Read):
+    """A whole answer or one stream chunk."""
+
+    id: str = ""
+    model: str = ""
+    choices: list[Choice] = []
+    usage: ChatUsage | None = None
+    service_tier: str | None = None
+
+    @property
+    def choice(self) -> Choice | None:
+        return self.choices[0] if self.choices else None
+
+
+def read_chat(data: Any) -> ChatCompletion:
+    """An upstream's chat answer or chunk; a malformed one is the upstream's fault (502)."""
+    try:
+        return ChatCompletion.model_validate(data)
+    except ValidationError as err:
+        raise UpstreamError(f"upstream sent a malformed chat answer: {err.errors()[0]['msg']}",
+                            code="bad_upstream_body") from None

@@ -1,0 +1,55 @@
+"""A client's JSON into pydantic models, with errors that name the parameter the way the
+API's own errors do (`input[2].call_id`, `tools[0].type`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.errors import InvalidRequest
+
+M = TypeVar("M", bound=BaseModel)
+
+# The client-visible model name goes into the x-costgate-model header: printable ASCII only
+# (the same rule as gateway/wire.py's MODEL_NAME, which this package may not import).
+MODEL_NAME = r"^[!-~]+$"
+
+# pydantic puts the member it tried into an error's location for a union field
+# (`('input', 'str')`); such a tag is not part of the client's parameter path.
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
+def param_path(loc: Sequence[str | int], prefix: str = "") -> str:
+    path = prefix
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.isidentifier() and part not in _UNION_TAGS:
+            path += f".{part}" if path else part
+    return path
+
+
+def validate(model: type[M], data: Any, at: str = "") -> M:
+    """`data` as a `model`, or InvalidRequest naming the first bad parameter (under `at`)."""
+    if not isinstance(data, dict):
+        raise InvalidRequest(f"Invalid '{at or 'body'}': expected an object.", param=at or None)
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        param = param_path(first["loc"], at)
+        if first["type"] == "extra_forbidden":
+            raise InvalidRequest(f"Unknown parameter: '{param}'.", param=param,
+                                 code="unknown_parameter") from None
+        raise InvalidRequest(f"Invalid '{param}': {first['msg']}.", param=param) from None
+
+
+def unsupported(param: str, why: str) -> InvalidRequest:
+    """The error for a parameter costgate understands but cannot honour: refused, not dropped."""
+    return InvalidRequest(f"'{param}' is not supported: {why}", param=param, code="unsupported_parameter")
+
+
+def missing(param: str) -> InvalidRequest:
+    return InvalidRequest(f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")

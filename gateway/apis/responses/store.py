@@ -1,0 +1,80 @@
+"""What a stored response keeps, and the conversation a chain of them makes.
+
+A response created with `store` (the default) can be continued with `previous_response_id`
+and read or deleted by id, by the team that created it only: to any other team it does not
+exist (404, never 403, so ids reveal nothing). The store itself lives above this package; here
+are the value it keeps and the pure rules over it.
+
+Continuing a response sends, oldest first, every earlier response's input items and output
+items, then the new input. Earlier `instructions` are not carried over (OpenAI's rule), which
+is why they are not part of the stored items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.apis.responses.request import ResponsesRequest
+from gateway.apis.responses.to_chat import input_items
+from gateway.errors import InvalidRequest, NotFound
+
+# Continuing a chain costs one store read per link; a runaway chain is refused, not walked.
+MAX_CHAIN = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    id: str  # resp_...
+    team_id: str  # the only team that may see, continue or delete it
+    previous_response_id: str | None  # the link to walk back through
+    input_items: tuple[dict[str, Any], ...]  # this request's input only, as items
+    output_items: tuple[dict[str, Any], ...]  # the Response's `output`
+    response: dict[str, Any]  # the Response object as served, for GET /v1/responses/{id}
+
+    @classmethod
+    def of(cls, req: ResponsesRequest, response: dict[str, Any], team_id: str) -> StoredResponse:
+        return cls(id=response["id"], team_id=team_id, previous_response_id=req.previous_response_id,
+                   input_items=tuple(input_items(req)), output_items=tuple(response["output"]),
+                   response=response)
+
+
+def conversation(chain: Sequence[StoredResponse]) -> list[dict[str, Any]]:
+    """The items a chain (oldest first) contributes before a new request's input."""
+    items: list[dict[str, Any]] = []
+    for stored in chain:
+        items.extend(stored.input_items)
+        items.extend(stored.output_items)
+    return items
+
+
+def visible(stored: StoredResponse | None, team_id: str, response_id: str) -> StoredResponse:
+    """`stored` if this team may see it; otherwise it does not exist."""
+    if stored is None or stored.team_id != team_id:
+        raise NotFound(f"Response with id '{response_id}' not found.", code="response_not_found")
+    return stored
+
+
+async def resolve_chain(get: Callable[[str], Awaitable[StoredResponse | None]], response_id: str,
+                        team_id: str) -> list[StoredResponse]:
+    """The chain ending at `response_id`, oldest first; `get` reads one stored response."""
+    chain: list[StoredResponse] = []
+    next_id: str | None = response_id
+    while next_id is not None:
+        stored = await get(next_id)
+        if stored is None or stored.team_id != team_id:
+            raise NotFound(f"Previous response with id '{next_id}' not found.",
+                           param="previous_response_id", code="previous_response_not_found")
+        chain.append(stored)
+        if len(chain) > MAX_CHAIN:
+            raise InvalidRequest(f"the conversation before '{response_id}' is longer than {MAX_CHAIN} "
+                                 "responses; start a new one", param="previous_response_id")
+        next_id = stored.previous_response_id
+    chain.reverse()
+    return chain
+
+
+def deleted(response_id: str) -> dict[str, Any]:
+    """The body of DELETE /v1/responses/{id}."""
+    return {"id": response_id, "object": "response", "deleted": True}
