@@ -1,6 +1,6 @@
 """The Responses routes played in-process over scripted chat answers, for the official SDK to
 talk to through httpx2.MockTransport: what the route layer will do, done with the pure modules
-(parse, resolve the chain, translate, answer, store, GET, DELETE)."""
+(parse, resolve the chain, translate, answer whole or streamed, store, GET, DELETE)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,11 @@ from gateway.apis.responses.store import (
     resolve_chain,
     visible,
 )
+from gateway.apis.responses.stream import ResponsesStream
 from gateway.apis.responses.to_chat import to_chat_request
+from gateway.apis.sse import sse_all
 from gateway.errors import GatewayError, error_body
-from tests.gateway.apis.chat_samples import CREATED, Answer, completion
+from tests.gateway.apis.chat_samples import CREATED, Answer, chunks, completion
 
 
 class ResponsesServer:
@@ -56,8 +58,18 @@ class ResponsesServer:
         self.chat_bodies.append(to_chat_request(req, history))
         answer = self.answers.pop(0)
         meta = ResponseMeta(new_id("resp"), CREATED, req.model)
-        response = to_response(completion(answer), req, meta)
-        raw = httpx2.Response(200, json=response)
+        if req.stream:
+            stream = ResponsesStream(req, meta)
+            events = stream.start()
+            for chunk in chunks(answer):
+                events += stream.feed(chunk)
+            events += stream.finish()
+            response, raw = stream.response, httpx2.Response(200, content=sse_all(events),
+                                                             headers={"content-type": "text/event-stream"})
+        else:
+            response = to_response(completion(answer), req, meta)
+            raw = httpx2.Response(200, json=response)
+        assert response is not None
         if req.stores:
             self.store[meta.id] = StoredResponse.of(req, response, team)
         return raw

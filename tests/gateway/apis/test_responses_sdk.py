@@ -56,6 +56,34 @@ async def test_tool_round_trip_with_previous_response_id() -> None:
         "strict": True}}]
 
 
+async def test_stream_text_through_the_sdk_accumulator() -> None:
+    server = ResponsesServer(Answer("Streaming works fine.", prompt_tokens=9, completion_tokens=5))
+    async with server.client().responses.stream(model="small", input="go") as stream:
+        kinds = [event.type async for event in stream]
+        final = await stream.get_final_response()
+    assert final.output_text == "Streaming works fine." and final.usage.total_tokens == 14
+    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
+                         "response.content_part.added"]
+    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
+                          "response.completed"]
+    assert kinds.count("response.output_text.delta") == 7
+    assert server.chat_bodies[0]["stream"] is True
+    assert server.chat_bodies[0]["stream_options"] == {"include_usage": True}
+
+
+async def test_stream_text_then_two_tool_calls() -> None:
+    calls = (CALL, Call("call_w2", "get_weather", '{"city": "Oslo"}'))
+    server = ResponsesServer(Answer("Checking both.", calls, "tool_calls"))
+    async with server.client().responses.stream(model="small", input="Paris and Oslo?", tools=[WEATHER]) as stream:
+        done = [e async for e in stream if e.type == "response.function_call_arguments.done"]
+        final = await stream.get_final_response()
+    assert [item.type for item in final.output] == ["message", "function_call", "function_call"]
+    assert final.output_text == "Checking both."
+    assert [(c.call_id, json.loads(c.arguments)["city"]) for c in final.output[1:]] == [
+        ("call_w1", "Paris"), ("call_w2", "Oslo")]
+    assert [e.arguments for e in done] == [c.arguments for c in calls]
+
+
 async def test_structured_output_parsed_by_the_sdk() -> None:
     class City(BaseModel):
         name: str
