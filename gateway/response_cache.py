@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -83,6 +84,7 @@ class ResponseCache:
     store: CacheStore
     metrics: CacheMetrics
     verifier_path: Path = SHIPPED
+    backend: Literal["embedded", "redis"] = "embedded"  # as resolved from the config and redis_url
     base: CachePolicy = field(init=False)
     teams: dict[str, CachePolicy] = field(init=False)
     _embedder: object | None = field(default=None, init=False)
@@ -185,15 +187,23 @@ class ResponseCache:
         return removed
 
 
+def backend_of(config: CacheConfig, redis_url: str | None) -> Literal["embedded", "redis"]:
+    """Replicas given a Redis share their cache unless the config keeps it per replica."""
+    if config.backend == "auto":
+        return "redis" if redis_url else "embedded"
+    if config.backend == "redis" and not redis_url:
+        raise ValueError("cache.backend is redis but no redis_url is configured")
+    return config.backend
+
+
 def build_cache(config: CacheConfig, redis_url: str | None, data_dir: str,
                 registry: CollectorRegistry) -> ResponseCache:
     store: CacheStore
-    if config.backend == "redis":
-        if not redis_url:
-            raise ValueError("cache.backend is redis but no redis_url is configured")
+    backend = backend_of(config, redis_url)
+    if backend == "redis":
         from policies.semantic_cache.redis_store import RedisStore
-        store = RedisStore(redis_url, config.redis_prefix, config.max_entries)
+        store = RedisStore(str(redis_url), config.redis_prefix, config.max_entries)
     else:
         store = EmbeddedStore(config.max_entries, Path(data_dir) / "cache")
     verifier = Path(config.verifier) if config.verifier else SHIPPED
-    return ResponseCache(config, store, CacheMetrics(registry), verifier)
+    return ResponseCache(config, store, CacheMetrics(registry), verifier, backend)

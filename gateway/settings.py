@@ -121,7 +121,8 @@ class CacheConfig(_Strict):
     max_entries: int = 100_000
     max_temperature: float = 0.0  # requests sampled hotter than this are not cached
     # Issue 4 (gateway/response_cache.py): backend, verifier file, per-team overrides.
-    backend: Literal["embedded", "redis"] = "embedded"  # redis: entries shared by replicas (needs redis_url)
+    # auto: redis when redis_url is set (replicas share their entries), else embedded
+    backend: Literal["auto", "embedded", "redis"] = "auto"
     redis_prefix: str = "costgate:cache:"
     verifier: str | None = None  # a file written by `costgate cache calibrate`; default: the shipped one
     teams: dict[str, TeamCacheConfig] = Field(default_factory=dict)  # by team name

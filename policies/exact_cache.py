@@ -21,7 +21,6 @@ import orjson
 NOT_IN_KEY = frozenset({"stream", "stream_options", "user", "metadata", "model", "messages", "prompt"})
 DEFAULTS: dict[str, Any] = {"temperature": 1, "top_p": 1, "n": 1, "presence_penalty": 0,
                             "frequency_penalty": 0, "logit_bias": {}, "stop": [], "parallel_tool_calls": True}
-OPENAI_DEFAULT_TEMPERATURE = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +55,14 @@ class RequestKeys:
 
 
 def refusal(body: dict[str, Any], policy: CachePolicy) -> str | None:
-    """Why this request must not be cached, or None when it may be."""
+    """Why this request must not be cached, or None when it may be.
+
+    Only an explicit temperature above the team's limit refuses: a client that asks for one is
+    asking for variety, which a cached answer never has. A request that sets none asked for
+    nothing in particular (most applications never set it), so it is cached, as in other
+    gateways, although the upstream samples it at its default."""
     temperature = body.get("temperature")
-    temperature = OPENAI_DEFAULT_TEMPERATURE if temperature is None else float(temperature)
-    if temperature > policy.max_temperature:
+    if temperature is not None and float(temperature) > policy.max_temperature:
         return f"temperature {temperature} is above the cache's limit {policy.max_temperature}"
     if (body.get("n") or 1) != 1:
         return "n > 1"

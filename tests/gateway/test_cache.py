@@ -72,9 +72,26 @@ def test_sampled_requests_are_not_cached_unless_the_team_opts_in(gw, keys, fake_
         ask(gw, keys[team], "sampled: write a haiku", temperature=0.9)
         raw, _ = ask(gw, keys[team], "sampled: write a haiku", temperature=0.9)
         assert raw.headers["x-costgate-cache"] == expected, team
-    raw = gw.client(keys["alpha"]).chat.completions.with_raw_response.create(  # no temperature: OpenAI's 1.0
-        model="small", messages=[{"role": "user", "content": "sampled: write a haiku"}])
+
+
+def unset_temperature(gw: GatewayProcess, key: str, text: str, headers: dict | None = None):
+    """A request as most applications send it: no temperature at all."""
+    raw = gw.client(key).chat.completions.with_raw_response.create(
+        model="small", messages=[{"role": "user", "content": text}], extra_headers=headers or {})
+    return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content
+
+
+def test_a_request_without_temperature_is_cached_and_can_opt_out(gw, keys, fake_upstream) -> None:
+    first = unset_temperature(gw, keys["alpha"], "unset: name a river")
+    before = calls(fake_upstream)
+    assert unset_temperature(gw, keys["alpha"], "unset: name a river") == ("exact", first[1])
+    assert calls(fake_upstream) == before
+    assert unset_temperature(gw, keys["alpha"], "unset: name a river", {"x-costgate-cache": "no-cache"})[0] == "miss"
+    assert calls(fake_upstream) == before + 1
+    raw, _ = ask(gw, keys["alpha"], "unset: name a river", temperature=1)  # explicit, above the limit of 0
     assert raw.headers["x-costgate-cache"] == "miss"
+    assert unset_temperature(gw, keys["sem"], "unset: How do I learn Rust quickly?")[0] == "miss"
+    assert unset_temperature(gw, keys["sem"], "unset: How can I learn Rust quickly?")[0] == "semantic"
 
 
 def test_no_cache_skips_reads_and_no_store_skips_writes(gw, keys, fake_upstream) -> None:

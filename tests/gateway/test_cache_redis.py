@@ -1,5 +1,6 @@
 """Two gateway replicas sharing one Redis-backed cache (the real server at 127.0.0.1:6379),
-under a key prefix of this module's own, deleted afterwards."""
+under a key prefix of this module's own, deleted afterwards. Their config names no cache
+backend: a `redis_url` is enough for replicas to share the cache."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
     root = tmp_path_factory.mktemp("cache-redis")
     config = {"models": standard_models(fake_upstream.url), "redis_url": REDIS,
               "database_url": f"sqlite:///{root}/shared.db",
-              "cache": {"backend": "redis", "redis_prefix": prefix,
+              "cache": {"redis_prefix": prefix,
                         "teams": {"shared": {"semantic": True, "max_false_hit_rate": 0.25}}}}
     first = GatewayProcess(config, root / "a")
     second = GatewayProcess(config, root / "b")
@@ -53,6 +54,7 @@ def until(check, timeout: float = 5.0) -> bool:
 
 def test_replicas_share_exact_and_semantic_entries(replicas) -> None:
     one, two = replicas
+    assert [gw.admin("GET", "/admin/cache").json()["backend"] for gw in replicas] == ["redis", "redis"]
     key = one.new_key("shared")
     status, stored = ask(one, key, "How do I learn Python quickly?")
     assert status == "miss"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.response_cache import parse_duration, policies_from
+from gateway.response_cache import backend_of, parse_duration, policies_from
 from gateway.settings import CacheConfig
 
 
@@ -31,3 +31,18 @@ def test_team_overrides_fall_back_to_the_global_settings() -> None:
     assert teams["a"].semantic and teams["a"].max_false_hit_rate == 0.05 and teams["a"].ttl_s == 86400
     b = teams["b"]
     assert (b.exact, b.semantic, b.max_temperature, b.ttl_s, b.verifier) == (False, False, 1.0, 3600, "/v.npz")
+
+
+@pytest.mark.parametrize("backend, redis_url, chosen", [
+    ("auto", None, "embedded"),
+    ("auto", "redis://127.0.0.1:6379/0", "redis"),  # replicas given a Redis share their cache
+    ("embedded", "redis://127.0.0.1:6379/0", "embedded"),  # unless the config keeps it per replica
+    ("redis", "redis://127.0.0.1:6379/0", "redis"),
+])
+def test_the_backend_follows_redis_url_unless_named(backend: str, redis_url: str | None, chosen: str) -> None:
+    assert backend_of(CacheConfig(backend=backend), redis_url) == chosen
+
+
+def test_a_redis_backend_needs_a_redis_url() -> None:
+    with pytest.raises(ValueError, match="redis_url"):
+        backend_of(CacheConfig(backend="redis"), None)

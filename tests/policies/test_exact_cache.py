@@ -73,7 +73,10 @@ def test_non_text_questions_are_not_compared_semantically() -> None:
 
 @pytest.mark.parametrize("body, policy, refused", [
     ({"temperature": 0}, CachePolicy(), False),
-    ({}, CachePolicy(), True),  # OpenAI samples at 1.0 when no temperature is given
+    ({}, CachePolicy(), False),  # no temperature asked for: cached, as in other gateways
+    ({"temperature": None}, CachePolicy(), False),
+    ({"temperature": 1}, CachePolicy(), True),  # an explicit temperature above the limit is not
+    ({"temperature": 0.01}, CachePolicy(), True),
     ({"temperature": 0.7}, CachePolicy(), True),
     ({"temperature": 0.7}, CachePolicy(max_temperature=1.0), False),  # the team opted in
     ({}, CachePolicy(max_temperature=1.0), False),
