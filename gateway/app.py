@@ -22,18 +22,18 @@ from gateway.dashboard.router import install as install_dashboard
 from gateway.deployments import Deployment, build_deployments
 from gateway.errors import GatewayError, InvalidRequest, error_response
 from gateway.metrics import Metrics
-from gateway.pipeline import Pipeline, build_stages
+from gateway.pipeline import Pipeline, StageParts, build_stages
 from gateway.providers.replicas import ReplicaCollector
 from gateway.response_cache import build_cache
 from gateway.routes import admin, admin_budgets, cache_admin, openai
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
 from gateway.routes import engine as engine_routes
-from gateway.routing_policies import RoutingPolicies
+from gateway.routing.build import RoutingPolicies
+from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.record import Record
-from gateway.stages.route import RouteTarget
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
@@ -76,11 +76,17 @@ class Gateway:
         self.targets: dict[str, RouteTarget] = {
             name: DirectTarget(dep, self.deployments, self.metrics, self.breakers)
             for name, dep in self.deployments.items()}
-        self.routing = RoutingPolicies(self)  # cascades and the cost router join self.targets
+        # cascades and the cost router join self.targets
+        self.routing = RoutingPolicies(settings, self.deployments, self.targets, self.breakers, self.engine,
+                                       self.ledger, self.metrics, self.metrics.registry)
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
-        self.pipeline = Pipeline(build_stages(self))
-        self.batch_lane = BatchRunner(self)  # /v1/files and /v1/batches: the batch lane's worker
+        self.pipeline = Pipeline(build_stages(StageParts(
+            self.keys, self.targets, self.deployments, self.spend, self.cache, self.ledger, self.metrics,
+            settings.compression, self.routing.metrics)))
+        # /v1/files and /v1/batches: the batch lane's worker
+        self.batch_lane = BatchRunner(settings.batch, self.engine, settings.data_dir, self.keys, self.pipeline.handle,
+                                      self.metrics.registry)
         self.metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in self.deployments.values()]))
 
     async def start(self) -> None:

@@ -38,8 +38,8 @@ def read_examples(path: Path, query: str, answer: str, label: str) -> tuple[np.n
 
 async def read_samples(config: str, cascade: str | None) -> tuple[np.ndarray, np.ndarray]:
     from gateway.settings import load_settings
+    from gateway.storage.cascade_samples import SampleStore
     from gateway.storage.db import create_engine
-    from policies.cascade_store import SampleStore
 
     engine = create_engine(load_settings(config).database_url)
     try:

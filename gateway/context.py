@@ -7,15 +7,15 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from engine.admission import Priority
 from policies.budgets import Hold
+from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Usage, in_picos
 from policies.ratelimit import RateCheck
-
-if TYPE_CHECKING:
-    from gateway.stages.cache import Plan as CachePlan
 
 
 class Endpoint(enum.Enum):
@@ -65,6 +65,18 @@ class Principal:
 
 
 @dataclass(slots=True)
+class CacheDecision:
+    """What the caches may do for one request, decided once by the exact-cache stage and read
+    again when the answer is stored."""
+
+    keys: RequestKeys
+    policy: CachePolicy
+    team_id: str
+    team_name: str
+    vector: np.ndarray | None = None  # the question's embedding, once the semantic lookup made it
+
+
+@dataclass(slots=True)
 class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
 
@@ -107,7 +119,8 @@ class RequestContext:
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
-    cache_plan: CachePlan | None = None  # what the caches may do for this request, from lookup to settle
+    cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
+    chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

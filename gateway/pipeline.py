@@ -11,24 +11,30 @@ written and the ledger row recorded, and why nothing leaks when a request fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from starlette.responses import Response, StreamingResponse
 
 from gateway.context import CacheStatus, RequestContext
+from gateway.deployments import Deployment
 from gateway.errors import GatewayError, error_response
+from gateway.metrics import Metrics
+from gateway.response_cache import ResponseCache
+from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.target import RouteTarget
+from gateway.settings import CompressionConfig
+from gateway.spend_control import SpendControl
+from gateway.sse import StreamEnd
+from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, record, route, tag
+from gateway.storage.keys import KeyStore
+from gateway.storage.ledger import LedgerWriter
 from policies.pricing import format_usd
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
 
 log = logging.getLogger("costgate.pipeline")
-
-SSE_DONE = b"data: [DONE]\n\n"
-
 
 class Stage(Protocol):
     async def __call__(self, ctx: RequestContext) -> Response | None: ...
@@ -40,22 +46,34 @@ class Settles(Protocol):
     async def settle(self, ctx: RequestContext) -> None: ...
 
 
-def build_stages(gateway: Gateway) -> list[Stage]:
-    """The whole pipeline, in order. Later policies slot in here, nowhere else."""
-    from gateway.stages import authenticate, budget, cache, compress, ratelimit, record, route, tag
-    from gateway.stages.priority import Prioritize
+@dataclass(frozen=True, slots=True)
+class StageParts:
+    """What the stages are built from: the gateway's stores, policies and targets."""
 
+    keys: KeyStore
+    targets: Mapping[str, RouteTarget]
+    deployments: Mapping[str, Deployment]
+    spend: SpendControl
+    cache: ResponseCache
+    ledger: LedgerWriter
+    metrics: Metrics
+    compression: CompressionConfig
+    policy_metrics: PolicyMetrics
+
+
+def build_stages(parts: StageParts) -> list[Stage]:
+    """The whole pipeline, in order. Later policies slot in here, nowhere else."""
+    p = parts
     return [
-        record.Record(gateway.ledger, gateway.metrics),  # first in, so its settle runs last
-        authenticate.Authenticate(gateway.keys, gateway.targets),
+        record.Record(p.ledger, p.metrics),  # first in, so its settle runs last
+        authenticate.Authenticate(p.keys, p.targets),
         tag.Tag(),
-        ratelimit.RateLimit(gateway.spend, gateway.deployments),  # names the limits; counted below
-        budget.ReserveBudget(gateway.spend, gateway.targets),  # limits + worst-case hold, one store call
-        Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
-        *cache.cache_stages(gateway.cache, gateway.deployments),  # exact, then semantic: a hit answers at $0
-        compress.Compress(gateway.settings.compression, gateway.deployments,  # keep last before route
-                          gateway.routing.metrics),
-        route.Route(gateway.targets),
+        ratelimit.RateLimit(p.spend, p.deployments),  # names the limits; counted below
+        budget.ReserveBudget(p.spend, p.targets),  # limits + worst-case hold, one store call
+        priority.Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
+        *cache.cache_stages(p.cache, p.deployments),  # exact, then semantic: a hit answers at $0
+        compress.Compress(p.compression, p.deployments, p.policy_metrics),  # keep last before route
+        route.Route(p.targets),
     ]
 
 
@@ -94,7 +112,7 @@ class Pipeline:
         done = None
         try:
             async for chunk in body:
-                if chunk == SSE_DONE:
+                if isinstance(chunk, StreamEnd):
                     done = chunk  # held back: the stream ends only once its ledger row is journaled
                     continue
                 yield chunk

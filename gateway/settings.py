@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
+from policies.breaker import BreakerConfig
 
 
 class _Strict(BaseModel):
@@ -71,17 +72,6 @@ class CascadeConfig(_Strict):
     min_samples: int = Field(default=100, ge=1)  # shadow samples before the threshold moves
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # one-sided level of the agreement bound
     max_samples: int = Field(default=5000, ge=10)  # the most recent samples the estimate uses
-
-
-class BreakerConfig(_Strict):
-    """Circuit breaker per deployment (policies/breaker.py)."""
-
-    enabled: bool = True
-    window_s: float = 60.0
-    min_requests: int = Field(default=20, ge=1)
-    max_error_rate: float = Field(default=0.05, ge=0.0, le=1.0)
-    open_s: float = 30.0  # how long an open breaker refuses calls before a half-open probe
-    probe_timeout_s: float = 30.0  # a probe that has not reported by then lets another through
 
 
 class CostRouterConfig(_Strict):

@@ -17,17 +17,17 @@ import anyio
 import orjson
 from starlette.responses import Response, StreamingResponse
 
+from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, UpstreamError, error_body
 from gateway.metrics import Metrics
-from gateway.pipeline import SSE_DONE
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
+from gateway.routing.target import circuit_open
+from gateway.sse import SSE_HEADERS, stream_tail
 from gateway.tokens import count_prompt, count_text
-from policies.breaker import Breakers, circuit_open
+from policies.breaker import Breakers
 from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
-
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
@@ -68,19 +68,9 @@ def worst_case(ctx: RequestContext, dep: Deployment) -> Decimal:
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
     completion = await dep.provider.complete(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False),
                                                           priority=ctx.priority))
-    charge(ctx, dep, completion.usage, _answer_text(completion.body) if completion.usage is None else "")
+    charge(ctx, dep, completion.usage, answer_text(completion.body, all_choices=True) if completion.usage is None else "")
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     return completion
-
-
-def _answer_text(body: dict[str, Any]) -> str:
-    parts = []
-    for choice in body.get("choices") or ():
-        if isinstance(choice, dict):
-            message = choice.get("message") or {}
-            parts.append(str(message.get("content") or "") if isinstance(message, dict) else "")
-            parts.append(str(choice.get("text") or ""))
-    return "".join(parts)
 
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
@@ -126,23 +116,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             final = charge(ctx, dep, usage, "".join(ctx.completion_text))
     if failed:
         return
-    cost = format_usd(ctx.cost)
-    if ctx.wants_usage_chunk:
-        yield b"data: " + orjson.dumps(usage_chunk(last, final, cost)) + b"\n\n"
-    yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
-    yield SSE_DONE
-
-
-def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:
-    """OpenAI's final usage chunk, with the request's cost added as `usage.cost_usd`."""
-    return {
-        "id": last.get("id", ""), "object": last.get("object", "chat.completion.chunk"),
-        "created": last.get("created", int(time.time())), "model": last.get("model", ""),
-        "choices": [],
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.total_tokens,
-                  "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}, "cost_usd": cost},
-    }
+    for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk):
+        yield tail
 
 
 class DirectTarget:

@@ -24,8 +24,20 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gateway.errors import CircuitOpen
-from gateway.settings import BreakerConfig
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BreakerConfig(BaseModel):
+    """The `breaker:` section of the config: one breaker per deployment, these rules for all."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    window_s: float = 60.0
+    min_requests: int = Field(default=20, ge=1)
+    max_error_rate: float = Field(default=0.05, ge=0.0, le=1.0)
+    open_s: float = 30.0  # how long an open breaker refuses calls before a half-open probe
+    probe_timeout_s: float = 30.0  # a probe that has not reported by then lets another through
 
 
 class State(enum.Enum):
@@ -136,9 +148,3 @@ class Breakers:
     def views(self) -> dict[str, BreakerView]:
         return {name: b.view() for name, b in sorted(self._by_name.items())}
 
-
-def circuit_open(breakers: Breakers, name: str) -> CircuitOpen:
-    """The error a caller raises when `name` was skipped for its open breaker."""
-    retry = breakers[name].view().retry_after_s
-    return CircuitOpen(f"the circuit breaker for {name!r} is open after repeated upstream failures",
-                       retry_after=retry)

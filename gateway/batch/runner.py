@@ -19,23 +19,24 @@ import secrets
 import time
 from collections import deque
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
-from prometheus_client import Counter
+from prometheus_client import CollectorRegistry, Counter
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
 from gateway.context import RequestContext
 from gateway.errors import GatewayError, error_body
+from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
 from gateway.storage.db import to_pico
 from gateway.storage.files import FileStore
+from gateway.storage.keys import KeyStore
 from gateway.wire import validate_body
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
 log = logging.getLogger("costgate.batch")
 
@@ -74,11 +75,13 @@ async def _body_of(response: Response) -> bytes:
 class BatchRunner:
     """Claims unfinished batches (a lease per batch) and runs each in its own task."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-        self.config = gateway.settings.batch
-        self.store = BatchStore(gateway.engine)
-        self.files = FileStore(gateway.engine, gateway.settings.data_dir)
+    def __init__(self, config: BatchConfig, db: AsyncEngine, data_dir: str, keys: KeyStore,
+                 handle: Callable[[RequestContext], Awaitable[Response]], registry: CollectorRegistry) -> None:
+        self.config = config
+        self.keys = keys
+        self.handle = handle  # the gateway pipeline: every line runs through it like a request
+        self.store = BatchStore(db)
+        self.files = FileStore(db, data_dir)
         self.owner = "gw_" + secrets.token_hex(8)
         self.price_factor = Decimal(1) - self.config.discount
         self._jobs: dict[str, asyncio.Task[None]] = {}
@@ -86,7 +89,7 @@ class BatchRunner:
         self._task: asyncio.Task[None] | None = None
         self.stopping = False  # set at shutdown: jobs take no new lines
         self.lines = Counter("costgate_batch_lines", "Batch lines answered (ok: 2xx, failed: in the error file)",
-                             ["outcome"], registry=gateway.metrics.registry)
+                             ["outcome"], registry=registry)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="batch-runner")
@@ -226,7 +229,7 @@ class BatchJob:
         body = {k: v for k, v in line.body.items() if k not in ("stream", "stream_options")}
         try:
             validate_body(endpoint, body)
-            principal = await self.runner.gateway.keys.principal_for_id(self.batch.key_id)
+            principal = await self.runner.keys.principal_for_id(self.batch.key_id)
         except GatewayError as err:
             return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())
         headers = {"x-costgate-priority": "batch", "x-costgate-tags": LANE_TAG,
@@ -234,7 +237,7 @@ class BatchJob:
         ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=None, headers=headers,
                              principal=principal, price_factor=self.runner.price_factor)
         try:
-            response = await self.runner.gateway.pipeline.handle(ctx)
+            response = await self.runner.handle(ctx)
         except Exception:  # noqa: BLE001 — a bug in a stage: this line fails, the batch goes on
             log.exception("batch %s line %d: the pipeline raised", self.batch.id, line.line)
             err = GatewayError("internal error in the gateway")

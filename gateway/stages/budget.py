@@ -19,8 +19,8 @@ from starlette.responses import Response
 
 from gateway.context import RequestContext
 from gateway.errors import BudgetExceeded, RateLimited, Unavailable
+from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
-from gateway.stages.route import RouteTarget
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
 from gateway.storage.db import from_pico, to_pico
 from policies.budgets import Hold, Scope, distinct_by_counter

@@ -15,45 +15,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from decimal import Decimal
 
-import numpy as np
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from gateway.context import CacheControl, CacheStatus, Endpoint, RequestContext
+from gateway.context import CacheControl, CacheDecision, CacheStatus, Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.response_cache import ResponseCache
-from gateway.stages.cache_replay import completion_body, replay_events
-from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys, answer_of, refusal, request_keys
+from gateway.sse import SSE_HEADERS, replay
+from gateway.stages.cache_replay import WORDS_PER_CHUNK, ZERO_COST, completion_body
+from policies.exact_cache import CachedAnswer, answer_of, refusal, request_keys
 from policies.pricing import ZERO, Usage, cost_of
 from policies.semantic_cache.store import Entry
 
 log = logging.getLogger("costgate.cache")
 CACHED_ENDPOINTS = (Endpoint.CHAT, Endpoint.COMPLETIONS)
-SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 
 
-@dataclass
-class Plan:
-    """What the cache may do for one request, decided once by `ExactCache`."""
-
-    keys: RequestKeys
-    policy: CachePolicy
-    team_id: str
-    team_name: str
-    vector: np.ndarray | None = None  # the question's embedding, once the semantic lookup made it
-
-
-def plan_for(ctx: RequestContext, cache: ResponseCache) -> Plan | None:
+def decide(ctx: RequestContext, cache: ResponseCache) -> CacheDecision | None:
     if ctx.endpoint not in CACHED_ENDPOINTS or ctx.principal is None:
         return None
     policy = cache.policy_for(ctx.principal.team_name)
     if not (policy.exact or policy.semantic) or refusal(ctx.body, policy) is not None:
         return None
     keys = request_keys(ctx.principal.team_id, ctx.endpoint.value, ctx.body)
-    return Plan(keys, policy, ctx.principal.team_id, ctx.principal.team_name)
+    return CacheDecision(keys, policy, ctx.principal.team_id, ctx.principal.team_name)
 
 
 def saved_by(answer: CachedAnswer, deployments: Mapping[str, Deployment]) -> Decimal:
@@ -66,11 +53,13 @@ def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: M
     ctx.served_model = entry.answer.served_model
     ctx.saved = saved_by(entry.answer, deployments)
     ctx.first_token_at = time.perf_counter()
+    body = completion_body(ctx.endpoint, entry.answer)
     if ctx.stream:
         ctx.wants_usage_chunk = bool((ctx.body.get("stream_options") or {}).get("include_usage"))
-        return StreamingResponse(replay_events(ctx.endpoint, entry.answer, ctx.wants_usage_chunk),
-                                 media_type="text/event-stream", headers=SSE_HEADERS)
-    return Response(orjson.dumps(completion_body(ctx.endpoint, entry.answer)), media_type="application/json")
+        usage = Usage(entry.answer.prompt_tokens, entry.answer.completion_tokens)
+        events = replay(ctx.endpoint, body, usage, ZERO_COST, ctx.wants_usage_chunk, WORDS_PER_CHUNK)
+        return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
+    return Response(orjson.dumps(body), media_type="application/json")
 
 
 class ExactCache:
@@ -79,30 +68,30 @@ class ExactCache:
         self.deployments = deployments
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
-        plan = plan_for(ctx, self.cache)
-        if plan is None:
+        decision = decide(ctx, self.cache)
+        if decision is None:
             return None
-        ctx.cache_plan = plan
-        if CacheControl.NO_CACHE in ctx.cache_control or not plan.policy.exact:
+        ctx.cache_decision = decision
+        if CacheControl.NO_CACHE in ctx.cache_control or not decision.policy.exact:
             return None
-        entry = await self.cache.lookup_exact(plan.keys)
-        self.cache.metrics.lookups.labels(plan.team_name, "exact", "hit" if entry else "miss").inc()
+        entry = await self.cache.lookup_exact(decision.keys)
+        self.cache.metrics.lookups.labels(decision.team_name, "exact", "hit" if entry else "miss").inc()
         if entry is None:
             return None
         await self.cache.record_hit(entry)
         response = serve(ctx, entry, CacheStatus.EXACT, self.deployments)
-        self.cache.metrics.saved.labels(plan.team_name, "exact").inc(float(ctx.saved))
+        self.cache.metrics.saved.labels(decision.team_name, "exact").inc(float(ctx.saved))
         return response
 
     async def settle(self, ctx: RequestContext) -> None:
-        plan = ctx.cache_plan
-        if plan is None or CacheControl.NO_STORE in ctx.cache_control:
+        decision = ctx.cache_decision
+        if decision is None or CacheControl.NO_STORE in ctx.cache_control:
             return
         answer = self._answer(ctx)
         if answer is None:
             return
         try:
-            await self.cache.store_answer(plan.keys, plan.team_id, plan.team_name, answer, plan.policy, plan.vector)
+            await self.cache.store_answer(decision.keys, decision.team_id, decision.team_name, answer, decision.policy, decision.vector)
         except Exception:  # a failed write costs a future hit, never this answer or the settles after it
             log.exception("caching an answer failed")
 
@@ -127,21 +116,21 @@ class SemanticCache:
         self.cache = exact.cache
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
-        plan = ctx.cache_plan
-        if plan is None or not plan.policy.semantic or not plan.keys.question.strip():
+        decision = ctx.cache_decision
+        if decision is None or not decision.policy.semantic or not decision.keys.question.strip():
             return None
         if CacheControl.NO_CACHE in ctx.cache_control:
             return None
         started = time.perf_counter()
-        plan.vector = await self.cache.embed(plan.keys.question)
+        decision.vector = await self.cache.embed(decision.keys.question)
         self.cache.metrics.embed_seconds.observe(time.perf_counter() - started)
-        hit = await self.cache.lookup_semantic(plan.keys, plan.vector, plan.policy)
-        self.cache.metrics.lookups.labels(plan.team_name, "semantic", "hit" if hit else "miss").inc()
+        hit = await self.cache.lookup_semantic(decision.keys, decision.vector, decision.policy)
+        self.cache.metrics.lookups.labels(decision.team_name, "semantic", "hit" if hit else "miss").inc()
         if hit is None:
             return None
         await self.cache.record_hit(hit.entry)
         response = serve(ctx, hit.entry, CacheStatus.SEMANTIC, self.exact.deployments)
-        self.cache.metrics.saved.labels(plan.team_name, "semantic").inc(float(ctx.saved))
+        self.cache.metrics.saved.labels(decision.team_name, "semantic").inc(float(ctx.saved))
         return response
 
 

@@ -13,14 +13,15 @@ from collections.abc import Mapping, Sequence
 
 from starlette.responses import Response
 
+from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
+from gateway.routing.calls import complete
+from gateway.routing.metrics import PolicyMetrics
 from gateway.settings import CompressionConfig
 from gateway.tokens import count_messages, count_text
 from policies import compress
-from policies.cascade_metrics import PolicyMetrics
-from policies.tier_calls import complete, message_text
 
 log = logging.getLogger("costgate.compress")
 
@@ -69,7 +70,7 @@ class Compress:
             body = {"model": self.summarizer.config.upstream_model, "max_tokens": limit, "temperature": 0,
                     "messages": compress.summary_request(older, limit)}
             try:
-                text = message_text((await complete(ctx, self.summarizer, body, Endpoint.CHAT)).body)
+                text = answer_text((await complete(ctx, self.summarizer, body, Endpoint.CHAT)).body)
                 if text.strip():
                     return text.strip()
             except UpstreamError as err:  # a summary is an optimization: prune instead

@@ -4,22 +4,11 @@ fallbacks), or a target a routing policy registered under that name (a cascade, 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
-from typing import Protocol
 
 from starlette.responses import Response
 
 from gateway.context import RequestContext
-
-
-class RouteTarget(Protocol):
-    async def answer(self, ctx: RequestContext) -> Response:
-        """Make the upstream call(s), charge `ctx` for each, and return the answer."""
-        ...
-
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        """The most `answer` can charge for this request: what a budget reserves beforehand."""
-        ...
+from gateway.routing.target import RouteTarget
 
 
 class Route:

@@ -12,13 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
 
-from gateway.context import RequestContext
-from policies.pricing import ZERO
 from policies.scorers import Scored
 from policies.scorers.features import NAMES, features
 
@@ -108,8 +105,6 @@ class LearnedScorer:
     def from_file(cls, path: str | Path | None = None) -> LearnedScorer:
         return cls(LogisticModel.load(path or BUNDLED))
 
-    async def score(self, ctx: RequestContext, item: Scored) -> float:
+    def score(self, item: Scored) -> float:
         return self.model.probability(features(item))
 
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        return ZERO

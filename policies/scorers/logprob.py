@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
-from gateway.context import RequestContext
-from policies.pricing import ZERO
 from policies.scorers import Scored
 
 
@@ -25,9 +22,7 @@ class LogprobScorer:
     def __init__(self, missing: float = 0.0) -> None:
         self.missing = missing
 
-    async def score(self, ctx: RequestContext, item: Scored) -> float:
+    def score(self, item: Scored) -> float:
         value = mean_token_probability(item.logprobs)
         return self.missing if value is None else value
 
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        return ZERO

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 
 import orjson
 
-from gateway.context import RequestContext
-from policies.pricing import ZERO
 from policies.scorers import Scored
 
 REFUSAL = re.compile(
@@ -38,8 +35,6 @@ class RuleScorer:
 
     needs_logprobs = False
 
-    async def score(self, ctx: RequestContext, item: Scored) -> float:
+    def score(self, item: Scored) -> float:
         return 0.0 if rule_violation(item) else 1.0
 
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        return ZERO

@@ -9,7 +9,8 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.context import Endpoint, RequestContext
 from gateway.errors import BudgetExceeded
-from gateway.pipeline import SSE_DONE, Pipeline
+from gateway.pipeline import Pipeline
+from gateway.sse import SSE_DONE
 
 
 class Probe:

@@ -7,16 +7,13 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.context import Endpoint
 from policies.agreement import answers_agree, token_f1
 from policies.router import Candidate, choose
-from policies.scorers import Scored, token_logprobs
+from policies.scorers import Scored
 from policies.scorers.features import arithmetic_checks, final_number
-from policies.scorers.judge import parse_grade
 from policies.scorers.learned import Example, LogisticModel, auc, train
 from policies.scorers.logprob import mean_token_probability
 from policies.scorers.rules import rule_violation
-from policies.sse_replay import chunks
 
 
 @pytest.mark.parametrize("item, expected", [
@@ -41,22 +38,6 @@ def test_rule_violation(item: Scored, expected: str | None) -> None:
 def test_mean_token_probability(logprobs, expected) -> None:
     value = mean_token_probability(logprobs)
     assert value == expected if expected is None else abs(value - expected) < 1e-4
-
-
-@pytest.mark.parametrize("logprobs, expected", [
-    ({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1}]}, (-0.5, -1.0)),
-    ({"token_logprobs": [-0.2, None, -0.3]}, (-0.2, -0.3)),
-    ({"content": []}, None), (None, None), ("x", None),
-])
-def test_token_logprobs(logprobs, expected) -> None:
-    assert token_logprobs(logprobs) == expected
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("8", 0.8), ("10", 1.0), ("Grade: 3/10", 0.3), ("none", None), ("0", 0.0),
-])
-def test_parse_grade(text: str, expected: float | None) -> None:
-    assert parse_grade(text) == expected
 
 
 @pytest.mark.parametrize("a, b, expected", [
@@ -136,11 +117,3 @@ def test_router_choose(max_cost: Decimal | None, expected: str | None) -> None:
     chosen = choose(candidates, max_cost)
     assert (chosen.name if chosen else None) == expected
 
-
-def test_replay_chunks_carry_content_and_finish() -> None:
-    body = {"id": "x", "created": 1, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
-    events = chunks(Endpoint.CHAT, body)
-    assert events[0]["choices"][0]["delta"]["content"] == "hi"
-    assert events[-1]["choices"][0]["finish_reason"] == "stop"
-    assert all(e["object"] == "chat.completion.chunk" for e in events)

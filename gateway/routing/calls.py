@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.providers.base import Completion, UpstreamCall
-from gateway.upstream import charge
 from gateway.tokens import count_prompt, count_text
+from gateway.upstream import charge
 from policies.pricing import Usage
 
 
@@ -21,16 +22,6 @@ async def complete(ctx: RequestContext, dep: Deployment, body: dict[str, Any],
     usage = completion.usage
     if usage is None:  # count this call's own body, not the client's
         model = dep.config.upstream_model
-        usage = Usage(count_prompt(body, model), count_text(message_text(completion.body), model))
+        usage = Usage(count_prompt(body, model), count_text(answer_text(completion.body), model))
     charge(ctx, dep, usage)
     return completion
-
-
-def message_text(body: dict[str, Any]) -> str:
-    """The first choice's text (chat `message.content` or completions `text`)."""
-    choices = body.get("choices") or [{}]
-    choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message")
-    text = message.get("content") if isinstance(message, dict) else choice.get("text")
-    return text if isinstance(text, str) else ""
-

@@ -26,35 +26,78 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.responses import Response, StreamingResponse
 
+from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.metrics import Metrics
+from gateway.routing.calls import complete
+from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.target import circuit_open
 from gateway.settings import CascadeConfig
+from gateway.sse import SSE_HEADERS, replay
+from gateway.storage.cascade_samples import SampleRecord, SampleStore
 from gateway.storage.ledger import LedgerRow, LedgerWriter
-from gateway.upstream import SSE_HEADERS, call, open_relay, upstream_body, worst_case
+from gateway.upstream import call, open_relay, upstream_body, worst_case
 from policies.agreement import answers_agree
-from policies.breaker import Breakers, circuit_open
-from policies.cascade_metrics import PolicyMetrics
-from policies.cascade_store import SampleRecord, SampleStore
+from policies.breaker import Breakers
+from policies.pricing import format_usd
 from policies.quality import QualityController, Sample
 from policies.scorers import Scored, Scorer
 from policies.scorers.features import features
 from policies.scorers.rules import rule_violation
-from policies.sse_replay import replay
-from policies.tier_calls import complete, message_text
 
 log = logging.getLogger("costgate.cascade")
 DEFAULT_THRESHOLD = 0.5
 SHADOW_TAG = "cascade-shadow"
+
+
+class Confidence(Protocol):
+    """How the cascade rates a tier's answer: a pure scorer (policies/scorers), or one that makes
+    a charged call of its own (the judge)."""
+
+    needs_logprobs: bool
+
+    async def score(self, ctx: RequestContext, item: Scored) -> float: ...
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PureConfidence:
+    """A pure scorer as a `Confidence`: no call, no cost."""
+
+    scorer: Scorer
+
+    @property
+    def needs_logprobs(self) -> bool:
+        return self.scorer.needs_logprobs
+
+    async def score(self, ctx: RequestContext, item: Scored) -> float:
+        return self.scorer.score(item)
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        return Decimal(0)
+
+
+def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:
+    """One tier's answer as scorers read it."""
+    choice = first_choice(answer)
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else None
+    fmt = request.get("response_format")
+    return Scored(query=query_text(request), answer=answer_text(answer),
+                  finish_reason=choice.get("finish_reason"), logprobs=token_logprobs(choice.get("logprobs")),
+                  wants_json=isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"),
+                  has_tool_calls=bool(message.get("tool_calls")) if message else False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +126,7 @@ class TierAnswer:
 class CascadeTarget:
     config: CascadeConfig
     tiers: list[Deployment]
-    scorer: Scorer
+    scorer: Confidence
     controller: QualityController
     services: Services
     rng: random.Random = field(default_factory=random.Random)
@@ -151,7 +194,7 @@ class CascadeTarget:
             self._failed(dep, err)
             raise
         self.services.breakers.record(dep.name, ok=True)
-        item = Scored.from_bodies(ctx.body, completion.body)
+        item = scored_answer(ctx.body, completion.body)
         answer_body, raw = completion.body, completion.raw
         if added_logprobs:  # the client did not ask for them: it does not get them
             answer_body = {**answer_body, "choices": [{k: v for k, v in c.items() if k != "logprobs"}
@@ -180,8 +223,17 @@ class CascadeTarget:
         if sample_from is not None and [a.tier for a in sample_from] == list(range(len(sample_from))):
             self._spawn(self._shadow(ctx, list(sample_from)))
         if ctx.stream:
-            return StreamingResponse(replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS)
+            return StreamingResponse(self._replay(ctx, answer.body), media_type="text/event-stream",
+                                     headers=SSE_HEADERS)
         return Response(answer.raw, media_type="application/json")
+
+    @staticmethod
+    def _replay(ctx: RequestContext, body: dict[str, Any]) -> AsyncIterator[bytes]:
+        """An accepted tier's whole answer, streamed; the request's text as the relay would collect it."""
+        ctx.wants_usage_chunk = bool((ctx.body.get("stream_options") or {}).get("include_usage"))
+        ctx.first_token_at = time.perf_counter()
+        ctx.completion_text = [answer_text(body)]
+        return replay(ctx.endpoint, body, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
 
     async def _answer_last(self, ctx: RequestContext, dep: Deployment,
                            sample_from: list[TierAnswer] | None) -> Response:
@@ -203,7 +255,7 @@ class CascadeTarget:
             return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
         ctx.response_body = completion.body
         if complete_sample and sample_from:
-            self._spawn(self._record(ctx.request_id, sample_from, message_text(completion.body)))
+            self._spawn(self._record(ctx.request_id, sample_from, answer_text(completion.body)))
         return Response(completion.raw, media_type="application/json")
 
     async def _sample_after(self, relay: AsyncIterator[bytes], ctx: RequestContext,
@@ -225,7 +277,7 @@ class CascadeTarget:
             for tier in range(len(tried), len(self.tiers) - 1):
                 tried.append(await self._ask(shadow, tier, self.tiers[tier]))
             completion = await call(shadow, self.tiers[-1])
-            await self._record(ctx.request_id, tried, message_text(completion.body))
+            await self._record(ctx.request_id, tried, answer_text(completion.body))
         except GatewayError as err:
             status = "error"
             shadow.status_code, shadow.error = err.status, err.message
@@ -275,7 +327,7 @@ def build_controller(config: CascadeConfig) -> QualityController:
                              max_samples=config.max_samples)
 
 
-def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Scorer,
+def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Confidence,
                   services: Services) -> CascadeTarget:
     unknown = [t for t in config.tiers if t not in deployments]
     if unknown:

@@ -1,15 +1,20 @@
-"""The judge scorer: a cheap model grades the answer (a real call, charged to the request)."""
+"""The judge scorer: a cheap model grades the answer (a real call, charged to the request).
+
+Unlike the pure scorers of policies/scorers, it calls a model, so it lives with the calls; the
+cascade treats every scorer through one `Confidence` interface (gateway/routing/cascade.py)."""
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal
+from typing import Any
 
+from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
+from gateway.routing.calls import complete
 from gateway.upstream import worst_case
 from policies.scorers import Scored
-from policies.tier_calls import complete, message_text
 
 GRADE = re.compile(r"\b(10|\d)(?:\.\d+)?\b")
 JUDGE_MAX_TOKENS = 4
@@ -23,7 +28,7 @@ def parse_grade(text: str) -> float | None:
     return None if m is None else int(m.group(1)) / 10
 
 
-def judge_body(dep: Deployment, item: Scored) -> dict:
+def judge_body(dep: Deployment, item: Scored) -> dict[str, Any]:
     return {"model": dep.config.upstream_model, "max_tokens": JUDGE_MAX_TOKENS, "temperature": 0,
             "messages": [{"role": "system", "content": INSTRUCTIONS},
                          {"role": "user", "content": f"Question:\n{item.query}\n\nAnswer:\n{item.answer}"}]}
@@ -37,7 +42,7 @@ class JudgeScorer:
 
     async def score(self, ctx: RequestContext, item: Scored) -> float:
         completion = await complete(ctx, self.dep, judge_body(self.dep, item), Endpoint.CHAT)
-        grade = parse_grade(message_text(completion.body))
+        grade = parse_grade(answer_text(completion.body))
         return 0.0 if grade is None else grade  # an unreadable grade escalates
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:

@@ -1,0 +1,71 @@
+"""The cost router's target: a model name (config `cost_router.name`) that answers with the best
+model whose estimated cost fits the request's `x-costgate-max-cost-usd`; the choice itself is
+`policies.router.choose`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+
+from starlette.responses import Response
+
+from gateway.context import RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import CostLimitExceeded
+from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.target import RouteTarget
+from gateway.settings import CostRouterConfig
+from gateway.tokens import count_prompt
+from policies.breaker import Breakers, State
+from policies.pricing import format_usd
+from policies.router import Candidate, choose, estimate
+
+
+class CostRouterTarget:
+    def __init__(self, config: CostRouterConfig, deployments: Mapping[str, Deployment],
+                 targets: Mapping[str, RouteTarget], breakers: Breakers, metrics: PolicyMetrics) -> None:
+        names = config.models if config.models is not None else [
+            n for n, d in deployments.items() if d.config.quality > 0]
+        unknown = [n for n in names if n not in deployments]
+        if unknown:
+            raise ValueError(f"cost_router: unknown models {unknown}")
+        if not names:
+            raise ValueError("cost_router: no candidate models (give models a `quality` rank above 0)")
+        self.config, self.targets, self.breakers, self.metrics = config, targets, breakers, metrics
+        self.models = [deployments[n] for n in names]
+
+    def candidates(self, ctx: RequestContext) -> list[Candidate]:
+        asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
+        out = []
+        for dep in self.models:
+            if self.breakers[dep.name].view().state is State.OPEN:
+                continue
+            output = min(asked, dep.max_output_tokens) if isinstance(asked, int) else \
+                min(self.config.expected_output_tokens, dep.max_output_tokens)
+            prompt = count_prompt(ctx.body, dep.config.upstream_model)
+            out.append(Candidate(dep.name, dep.config.quality, estimate(prompt, output, dep.price)))
+        return out
+
+    def pick(self, ctx: RequestContext) -> str:
+        candidates = self.candidates(ctx)
+        chosen = choose(candidates, ctx.max_cost)
+        if chosen is None:
+            cheapest = min((c.estimated_cost for c in candidates), default=None)
+            detail = f"; the cheapest model's estimate is ${format_usd(cheapest)}" if cheapest is not None else ""
+            raise CostLimitExceeded(f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or 0)}{detail}",
+                                    param="x-costgate-max-cost-usd")
+        return chosen.name
+
+    def chosen(self, ctx: RequestContext) -> str:
+        """The choice, made once per request: the budget holds against the model that is called."""
+        if ctx.chosen_model is None:
+            ctx.chosen_model = self.pick(ctx)
+        return ctx.chosen_model
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        return self.targets[self.chosen(ctx)].worst_case_cost(ctx)
+
+    async def answer(self, ctx: RequestContext) -> Response:
+        name = self.chosen(ctx)
+        self.metrics.router_choices.labels(self.config.name, name).inc()
+        return await self.targets[name].answer(ctx)
