@@ -8,6 +8,10 @@ so a client that saw `[DONE]` can rely on the spend being recorded.
 
 `replay` streams an answer the gateway already holds whole (a cascade tier it scored first, a
 cached answer) as the chunks a streaming upstream would have sent.
+
+The Responses and Messages APIs (gateway/apis) send typed events instead: `typed_event`
+writes one with the `event:` line those APIs carry (Anthropic's SDK skips an event without
+one); its name is the payload's `type`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ SSE_DONE = StreamEnd(b"data: [DONE]\n\n")
 
 def event(data: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(data) + b"\n\n"
+
+
+def typed_event(data: dict[str, Any]) -> bytes:
+    return b"event: " + str(data["type"]).encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
 def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:

@@ -86,6 +86,16 @@ class ChatCompletion(_Read):
         return self.choices[0] if self.choices else None
 
 
+def function_tool(name: str, parameters: dict[str, Any] | None, description: str | None = None,
+                  strict: bool | None = None) -> dict[str, Any]:
+    """A Chat Completions function tool; unset settings are left out, not sent as null."""
+    function: dict[str, Any] = {"name": name}
+    for key, value in (("description", description), ("parameters", parameters), ("strict", strict)):
+        if value is not None:
+            function[key] = value
+    return {"type": "function", "function": function}
+
+
 def read_chat(data: Any) -> ChatCompletion:
     """An upstream's chat answer or chunk; a malformed one is the upstream's fault (502)."""
     try:

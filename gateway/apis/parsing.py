@@ -3,7 +3,7 @@ API's own errors do (`input[2].call_id`, `tools[0].type`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -49,6 +49,21 @@ def validate(model: type[M], data: Any, at: str = "") -> M:
 def unsupported(param: str, why: str) -> InvalidRequest:
     """The error for a parameter costgate understands but cannot honour: refused, not dropped."""
     return InvalidRequest(f"'{param}' is not supported: {why}", param=param, code="unsupported_parameter")
+
+
+# parameter -> (is it harmless as given?, why it is refused otherwise)
+Refusals = Mapping[str, tuple[Callable[[Any], bool], str]]
+
+
+def unset(value: Any) -> bool:
+    """Absent, or set to what asks for nothing."""
+    return value is None or value is False or value == 0 or value == [] or value == {}
+
+
+def check_refusals(model: BaseModel, refusals: Refusals, at: str = "") -> None:
+    for name, (harmless, why) in refusals.items():
+        if not harmless(getattr(model, name)):
+            raise unsupported(f"{at}.{name}" if at else name, why)
 
 
 def missing(param: str) -> InvalidRequest:

@@ -8,12 +8,19 @@ one in items.py and to_chat.py, where their translation lives.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.apis.parsing import MODEL_NAME, missing, unsupported, validate
+from gateway.apis.parsing import (
+    MODEL_NAME,
+    Refusals,
+    check_refusals,
+    missing,
+    unset,
+    unsupported,
+    validate,
+)
 
 
 class _Strict(BaseModel):
@@ -80,24 +87,19 @@ class ResponsesRequest(_Strict):
         return self.store is not False
 
 
-def _unset(value: Any) -> bool:
-    return value is None or value is False or value == [] or value == 0
-
-
-# parameter -> (is it harmless as given?, why it is refused otherwise)
-REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "background": (_unset, "background responses are not supported; send the request and wait, or stream it"),
-    "conversation": (_unset, "the Conversations API is not served; use previous_response_id"),
-    "prompt": (_unset, "stored prompt templates live at OpenAI; send the prompt as input"),
-    "include": (_unset, ("the extra outputs it asks for (logprobs, encrypted reasoning, tool results) "
+REFUSED: Refusals = {
+    "background": (unset, "background responses are not supported; send the request and wait, or stream it"),
+    "conversation": (unset, "the Conversations API is not served; use previous_response_id"),
+    "prompt": (unset, "stored prompt templates live at OpenAI; send the prompt as input"),
+    "include": (unset, ("the extra outputs it asks for (logprobs, encrypted reasoning, tool results) "
                          "are not produced")),
-    "top_logprobs": (_unset, "log probabilities are not returned by the Responses translation"),
-    "context_management": (_unset, "server-side context compaction is not supported"),
-    "moderation": (_unset, "moderation runs at OpenAI only"),
-    "image": (_unset, "image generation settings have no Chat Completions equivalent"),
-    "access_programs": (_unset, "OpenAI access programs do not apply through costgate"),
-    "background_options": (_unset, "background responses are not supported"),
-    "prompt_cache_options": (_unset, "explicit prompt-cache breakpoints have no Chat Completions equivalent"),
+    "top_logprobs": (unset, "log probabilities are not returned by the Responses translation"),
+    "context_management": (unset, "server-side context compaction is not supported"),
+    "moderation": (unset, "moderation runs at OpenAI only"),
+    "image": (unset, "image generation settings have no Chat Completions equivalent"),
+    "access_programs": (unset, "OpenAI access programs do not apply through costgate"),
+    "background_options": (unset, "background responses are not supported"),
+    "prompt_cache_options": (unset, "explicit prompt-cache breakpoints have no Chat Completions equivalent"),
     "truncation": (lambda v: v in (None, "disabled"),
                    "'auto' truncation is not supported; a conversation over the context window fails"),
 }
@@ -105,9 +107,7 @@ REFUSED: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def parse_request(body: Any) -> ResponsesRequest:
     req = validate(ResponsesRequest, body)
-    for name, (harmless, why) in REFUSED.items():
-        if not harmless(getattr(req, name)):
-            raise unsupported(name, why)
+    check_refusals(req, REFUSED)
     if req.input is None and req.previous_response_id is None:
         raise missing("input")
     reasoning = req.reasoning

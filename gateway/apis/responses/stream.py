@@ -12,8 +12,9 @@ The events come in OpenAI's order, each with the next `sequence_number`:
     response.completed (or response.incomplete, with its reason)             finish()
     response.failed, when the upstream fails mid-stream                      fail()
 
-An item is closed as soon as the next one starts or the chat answer's finish_reason arrives;
-the terminal event waits for finish(), because the chat usage chunk comes after finish_reason.
+An item is closed as soon as the next one starts or the chat answer's finish_reason arrives
+(chat streams send one tool call's deltas after another's, never interleaved); the terminal
+event waits for finish(), because the chat usage chunk comes after finish_reason.
 """
 
 from __future__ import annotations

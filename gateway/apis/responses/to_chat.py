@@ -23,13 +23,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.apis.parsing import unsupported, validate
+from gateway.apis.chat import function_tool
+from gateway.apis.parsing import Refusals, check_refusals, unset, unsupported, validate
 from gateway.apis.responses.items import add_items
 from gateway.apis.responses.request import ResponsesRequest
 
 # Passed on unchanged: the two APIs give them the same name and meaning.
 SAME_NAME = ("temperature", "top_p", "user", "metadata", "prompt_cache_key", "prompt_cache_retention",
              "safety_identifier", "service_tier")
+
+
+NO_CHAT_SETTING: Refusals = {name: (unset, "Chat Completions function tools have no such setting")
+                              for name in ("defer_loading", "allowed_callers", "output_schema")}
 
 
 class FunctionTool(BaseModel):
@@ -113,15 +118,8 @@ def chat_tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
         raise unsupported(f"{where}.type", f"'{kind}' is a tool OpenAI runs on its own side; "
                                            "costgate serves function tools only")
     spec = validate(FunctionTool, tool, where)
-    for name in ("defer_loading", "allowed_callers", "output_schema"):
-        if getattr(spec, name):
-            raise unsupported(f"{where}.{name}", "Chat Completions function tools have no such setting")
-    function: dict[str, Any] = {"name": spec.name}
-    for name in ("description", "parameters", "strict"):
-        value = getattr(spec, name)
-        if value is not None:
-            function[name] = value
-    return {"type": "function", "function": function}
+    check_refusals(spec, NO_CHAT_SETTING, where)
+    return function_tool(spec.name, spec.parameters, spec.description, spec.strict)
 
 
 def chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:

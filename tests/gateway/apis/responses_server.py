@@ -20,8 +20,8 @@ from gateway.apis.responses.store import (
 )
 from gateway.apis.responses.stream import ResponsesStream
 from gateway.apis.responses.to_chat import to_chat_request
-from gateway.apis.sse import sse_all
 from gateway.errors import GatewayError, error_body
+from gateway.sse import typed_event
 from tests.gateway.apis.chat_samples import CREATED, Answer, chunks, completion
 
 
@@ -64,7 +64,7 @@ class ResponsesServer:
             for chunk in chunks(answer):
                 events += stream.feed(chunk)
             events += stream.finish()
-            response, raw = stream.response, httpx2.Response(200, content=sse_all(events),
+            response, raw = stream.response, httpx2.Response(200, content=b"".join(map(typed_event, events)),
                                                              headers={"content-type": "text/event-stream"})
         else:
             response = to_response(completion(answer), req, meta)
