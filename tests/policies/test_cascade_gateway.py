@@ -80,6 +80,8 @@ def config(base: str) -> dict:
         "cost_router": {"name": "fit", "models": ["weak", "strong"]},
         "compression": {"enabled": True, "budget_tokens": 64, "keep_recent": 2, "models": ["weak"],
                         "summarizer": "grader"},
+        # These tests count the calls each request makes: a repeated question must not be a cache hit.
+        "cache": {"exact": {"enabled": False}},
     }
 
 
