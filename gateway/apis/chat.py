@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gateway.errors import UpstreamError
+from policies.pricing import Usage
 
 
 class _Read(BaseModel):
@@ -31,6 +32,12 @@ class ChatUsage(_Read):
     completion_tokens: int = 0
     prompt_tokens_details: PromptTokensDetails | None = None
     completion_tokens_details: CompletionTokensDetails | None = None
+
+    @classmethod
+    def of(cls, usage: Usage) -> ChatUsage:
+        """The usage costgate charged (counted when the upstream sent none), for a stream's end."""
+        return cls(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+                   prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens))
 
     @property
     def cached_tokens(self) -> int:

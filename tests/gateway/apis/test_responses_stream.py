@@ -14,6 +14,7 @@ from gateway.apis.responses.output import ResponseMeta
 from gateway.apis.responses.request import parse_request
 from gateway.apis.responses.stream import ResponsesStream
 from gateway.errors import UpstreamTimeout
+from policies.pricing import Usage
 from tests.gateway.apis.chat_samples import Answer, Call, chunks
 
 EVENT = TypeAdapter(ResponseStreamEvent)
@@ -96,6 +97,15 @@ def test_usage_comes_from_the_upstream_else_the_fallback(with_usage: bool, expec
     events, _ = translate(Answer("x"), with_usage=with_usage)
     usage = events[-1]["response"]["usage"]
     assert (usage["input_tokens"], usage["output_tokens"]) == expected
+
+
+def test_fallback_from_what_costgate_charged() -> None:
+    stream = ResponsesStream(parse_request({"model": "small", "input": "q", "stream": True}), META)
+    stream.start()
+    stream.feed(chunks(Answer("x"), with_usage=False)[1])
+    usage = stream.finish(ChatUsage.of(Usage(40, 9, 32)))[-1]["response"]["usage"]
+    assert (usage["input_tokens"], usage["input_tokens_details"]["cached_tokens"], usage["output_tokens"],
+            usage["total_tokens"]) == (40, 32, 9, 49)
 
 
 def test_failure_mid_stream_ends_with_response_failed() -> None:
