@@ -121,6 +121,7 @@ class RequestContext:
     reservation: Hold | None = None  # the budget hold settle commits and releases
     cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
+    dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

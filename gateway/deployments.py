@@ -11,6 +11,7 @@ from gateway.providers.base import Provider
 from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.replicas import replica_set
+from gateway.request_fields import FieldPolicy, for_provider
 from gateway.settings import ModelConfig
 from policies.pricing import FREE, Price, lookup
 
@@ -23,6 +24,7 @@ class Deployment:
     provider: Provider
     price: Price
     max_output_tokens: int
+    fields: FieldPolicy = FieldPolicy()  # what of a client's body this deployment is sent
 
     @property
     def name(self) -> str:
@@ -45,6 +47,10 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
                      "give it a `price:` in the config")
 
 
+def field_policy(config: ModelConfig) -> FieldPolicy:
+    return for_provider(config.provider, config.extra_params, config.drop_params)
+
+
 def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> Provider:
     if config.replicas:  # several OpenAI-compatible servers of one model: admission + failover
         return replica_set(config, price_for(config)[1], transport)
@@ -54,7 +60,8 @@ def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | No
         return local_provider(config)
     if config.provider == "litellm":
         return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
-                               timeout_s=config.timeout_s, max_retries=config.max_retries)
+                               timeout_s=config.timeout_s, max_retries=config.max_retries,
+                               fields=field_policy(config))
     if not config.api_base:
         raise ValueError(f"model {config.name!r}: provider {config.provider!r} needs an api_base")
     return OpenAIProvider(config.name, config.api_base, config.api_key, timeout_s=config.timeout_s,
@@ -70,7 +77,7 @@ def build_deployments(models: list[ModelConfig],
         provider = build_provider(config, transport)
         if config.provider == "local" and config.price is None and hasattr(provider, "price"):
             price = provider.price  # the local engine's measured price (engine/cost.py LivePrice)
-        deployments[config.name] = Deployment(config, provider, price, limit)
+        deployments[config.name] = Deployment(config, provider, price, limit, field_policy(config))
     for dep in deployments.values():
         unknown = [f for f in dep.config.fallbacks if f not in deployments]
         if unknown:

@@ -22,6 +22,7 @@ from gateway.context import CacheStatus, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, error_response
 from gateway.metrics import Metrics
+from gateway.request_fields import DROPPED_HEADER, dropped_header
 from gateway.response_cache import ResponseCache
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import RouteTarget
@@ -145,6 +146,8 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     h["x-costgate-request-id"] = ctx.request_id
     h["x-costgate-cache"] = ctx.cache_status.value
     h["x-costgate-model"] = ctx.served_model or ctx.requested_model
+    if ctx.dropped_params:
+        h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
     if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:

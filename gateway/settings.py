@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
+from gateway.request_fields import FIELD_NAME, MANAGED, refusal
 from policies.breaker import BreakerConfig
 
 
@@ -54,10 +55,33 @@ class ModelConfig(_Strict):
     engine: dict[str, Any] = Field(default_factory=dict)
     replicas: list[str] = Field(default_factory=list)  # more api_bases serving the same model
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
+    # Request fields (gateway/request_fields.py): vendor fields this model takes beyond OpenAI's
+    # (None: the provider's default, vLLM's sampling parameters for `local`, none otherwise), and
+    # OpenAI fields its provider lacks. Either kind a client sends otherwise is dropped and
+    # named in the answer's x-costgate-dropped-params header.
+    extra_params: list[str] | None = None
+    drop_params: list[str] = Field(default_factory=list)
 
     @property
     def upstream_model(self) -> str:
         return self.model or self.name
+
+    @field_validator("extra_params")
+    @classmethod
+    def _safe_extras(cls, names: list[str] | None) -> list[str] | None:
+        for name in names or ():
+            why = refusal(name)
+            if why is not None:
+                raise ValueError(f"extra_params may not list {name!r}: {why}")
+        return names
+
+    @field_validator("drop_params")
+    @classmethod
+    def _droppable(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not FIELD_NAME.match(name) or (name in MANAGED and name != "stream_options"):
+                raise ValueError(f"drop_params may not list {name!r}: the gateway needs that field")
+        return names
 
 
 class CascadeConfig(_Strict):

@@ -31,13 +31,25 @@ from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
-    body = dict(ctx.body)
+    """What `dep` is sent for this request: the fields it takes (gateway/request_fields.py); the
+    others are named in the answer's x-costgate-dropped-params header."""
+    body, dropped = dep.fields.split(ctx.endpoint.value, ctx.body)
+    ctx.dropped_params.update(dropped)
     body["model"] = dep.config.upstream_model
-    if stream:
+    if "stream_options" in body:
+        body["stream_options"] = stream_options(body["stream_options"])
+    if stream and "stream_options" in dep.fields.allowed(ctx.endpoint.value):
         # Always ask for usage, so the stream is charged exactly; the client gets the usage
         # chunk only if it asked for it.
-        body["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        body["stream_options"] = {**body.get("stream_options", {}), "include_usage": True}
     return body
+
+
+def stream_options(value: Any) -> dict[str, Any]:
+    """OpenAI's stream options, and nothing else a client put in the object."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k in ("include_usage", "include_obfuscation")}
 
 
 def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "") -> Usage:

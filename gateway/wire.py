@@ -1,8 +1,8 @@
 """OpenAI request shapes, used to check a body before anything is spent on it.
 
-Only what the gateway relies on is checked; every other field (tools, response_format,
-logprobs, seed, unknown vendor fields) is allowed and forwarded untouched, because the
-handler forwards the client's own parsed body, not these models.
+Only what the gateway relies on is checked; other fields (response_format, logprobs, seed,
+vendor fields) pass these models untouched, and what goes upstream is then decided by the
+allow-list of gateway/request_fields.py, not here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,13 @@ class ToolCall(_Open):
     function: dict[str, Any] | None = None
 
 
+class Tool(_Open):
+    # OpenAI's chat tools are functions and custom tools. Other kinds (MCP servers, a vendor's
+    # server-side search) would make litellm, or the provider, call out to hosts the client names,
+    # at prices no budget knows.
+    type: Literal["function", "custom"]
+
+
 class Message(_Open):
     role: Role
     content: str | list[ContentPart] | None = None
@@ -59,6 +66,7 @@ class _Generation(_Open):
 
 class ChatRequest(_Generation):
     messages: list[Message] = Field(min_length=1, max_length=10_000)
+    tools: list[Tool] | None = None
 
 
 class CompletionRequest(_Generation):

@@ -34,6 +34,7 @@ def standard_models(api_base: str) -> list[dict]:
         model("reject", "reject", api_base),
         model("slow", "slow", api_base, timeout_s=0.5, max_retries=0),
         model("gpt-4o-mini", "gpt-4o-mini", api_base) | {"price": None},  # priced from litellm's map
+        model("fields", "echo-fields", api_base, extra_params=["top_k", "min_p"], drop_params=["seed"]),
     ]
 
 

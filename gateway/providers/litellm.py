@@ -16,6 +16,7 @@ from gateway.context import Endpoint
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.retry import Retryable, with_retries
+from gateway.request_fields import FieldPolicy
 
 
 def _litellm() -> Any:
@@ -68,36 +69,24 @@ class LiteLLMStream:
             await close()
 
 
-# litellm takes where to connect and with what credentials as keyword arguments, the same way it
-# takes the request's fields; a client's body must never set those (`base_url` would send the
-# provider key to any host). Only the admin's config does.
-CONNECTION_KWARGS = frozenset({
-    "api_base", "base_url", "api_key", "api_version", "api_type", "organization", "custom_llm_provider",
-    "extra_headers", "headers", "deployment_id", "timeout", "request_timeout", "num_retries", "max_retries",
-    "client", "mock_response", "mock_tool_calls", "model_list", "input_cost_per_token", "output_cost_per_token",
-    "proxy_url", "ssl_verify",
-})
-CONNECTION_PREFIXES = ("aws_", "vertex_", "azure_", "litellm_", "watsonx_", "api_", "region_")
-
-
-def client_may_not_set(field: str) -> bool:
-    return field in CONNECTION_KWARGS or field.startswith(CONNECTION_PREFIXES)
-
-
 class LiteLLMProvider:
     """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-haiku-4-5`."""
 
     def __init__(self, name: str, model: str, api_key: str | None, api_base: str | None = None, *,
-                 timeout_s: float = 600.0, max_retries: int = 2) -> None:
+                 timeout_s: float = 600.0, max_retries: int = 2, fields: FieldPolicy = FieldPolicy()) -> None:
         self.name = name
         self.model = model
         self.max_retries = max_retries
+        self.fields = fields
         self._extra = {k: v for k, v in (("api_key", api_key), ("api_base", api_base)) if v}
         self._secret = api_key.encode() if api_key else b""
         self._timeout = timeout_s
 
-    def _kwargs(self, call: UpstreamCall) -> dict[str, Any]:
-        body = {k: v for k, v in call.body.items() if k != "model" and not client_may_not_set(k)}
+    def kwargs_for(self, call: UpstreamCall) -> dict[str, Any]:
+        """litellm's keyword arguments for a call. The allow-list is applied again here, where body
+        fields become keyword arguments, whichever path built the body (gateway/request_fields.py):
+        where to connect, with what key, and nothing else, comes from the config alone."""
+        body, _ = self.fields.split(call.endpoint.value, call.body)
         return {**body, **self._extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
 
     async def complete(self, call: UpstreamCall) -> Completion:
@@ -108,7 +97,7 @@ class LiteLLMProvider:
         fn = litellm.aembedding if call.endpoint is Endpoint.EMBEDDINGS else (
             litellm.atext_completion if call.endpoint is Endpoint.COMPLETIONS else litellm.acompletion)
         try:
-            response = await fn(**self._kwargs(call))
+            response = await fn(**self.kwargs_for(call))
         except Exception as err:  # litellm raises its own tree; translate, never swallow
             raise _translate(err, self._secret) from err
         raw, body = _redacted(response.model_dump(exclude_none=True), self._secret)
@@ -120,7 +109,7 @@ class LiteLLMProvider:
     async def _open_stream_once(self, call: UpstreamCall) -> LiteLLMStream:
         litellm = _litellm()
         try:
-            chunks = await litellm.acompletion(**self._kwargs(call))
+            chunks = await litellm.acompletion(**self.kwargs_for(call))
         except Exception as err:
             raise _translate(err, self._secret) from err
         return LiteLLMStream(chunks, self._secret)

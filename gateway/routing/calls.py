@@ -18,7 +18,9 @@ from policies.pricing import Usage
 
 async def complete(ctx: RequestContext, dep: Deployment, body: dict[str, Any],
                    endpoint: Endpoint | None = None) -> Completion:
-    completion = await dep.provider.complete(UpstreamCall(endpoint or ctx.endpoint, body))
+    endpoint = endpoint or ctx.endpoint
+    body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
+    completion = await dep.provider.complete(UpstreamCall(endpoint, body))
     usage = completion.usage
     if usage is None:  # count this call's own body, not the client's
         model = dep.config.upstream_model

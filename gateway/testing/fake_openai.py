@@ -10,6 +10,7 @@ It answers deterministically and misbehaves on request, chosen by the model name
     no-usage            answers without a usage object
     slow                waits 2 s before answering    drip       streams one chunk every 0.2 s
     reject              400 with an OpenAI error (the client's fault)
+    echo-fields         answers, naming the body's fields in `system_fingerprint`
 
 `GET /_stats` returns how many calls each model got; `POST /_reset` clears it. Also serves
 `POST /v1/messages` in Anthropic's shape, so litellm's Anthropic provider can be tested offline.
@@ -106,6 +107,8 @@ class FakeUpstream:
             data["usage"] = usage
         if body.get("seed") is not None:
             data["system_fingerprint"] = f"seed-{body['seed']}"
+        if model == "echo-fields":
+            data["system_fingerprint"] = "fields:" + ",".join(sorted(body))
         return _json(data)
 
     async def _stream(self, body: dict[str, Any], model: str, answer: str, usage: dict[str, int], chat: bool):

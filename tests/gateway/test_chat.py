@@ -54,12 +54,23 @@ def test_price_from_litellm_map(gateway: GatewayProcess, key: str) -> None:
     assert Decimal(raw.headers["x-costgate-cost-usd"]) == expected_cost(usage)  # gpt-4o-mini: $0.15 / $0.60
 
 
-def test_unknown_fields_pass_through(gateway: GatewayProcess, key: str) -> None:
-    completion = gateway.client(key).chat.completions.create(
+def test_openai_fields_pass_and_unknown_ones_are_dropped_and_named(gateway: GatewayProcess, key: str) -> None:
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
         model="small", seed=7, messages=[{"role": "user", "content": "x"}],
         tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-        response_format={"type": "json_object"}, logprobs=True, n=1, extra_body={"vendor_field": 1})
-    assert completion.system_fingerprint == "seed-7"  # the fake saw the seed
+        response_format={"type": "json_object"}, logprobs=True, n=1,
+        extra_body={"vendor_field": 1, "top_k": 3, "service_tier": "priority"})
+    assert raw.parse().system_fingerprint == "seed-7"  # the fake saw the seed
+    assert raw.headers["x-costgate-dropped-params"] == "service_tier,top_k,vendor_field"
+
+
+def test_a_models_extra_params_go_upstream(gateway: GatewayProcess, key: str) -> None:
+    """`fields` lists them in extra_params and drops `seed` (drop_params): the fake names what it got."""
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="fields", seed=7, temperature=0, messages=[{"role": "user", "content": "x"}],
+        extra_body={"top_k": 3, "min_p": 0.1, "vendor_field": 1})
+    assert raw.parse().system_fingerprint == "fields:messages,min_p,model,temperature,top_k"
+    assert raw.headers["x-costgate-dropped-params"] == "seed,vendor_field"
 
 
 def test_fallback_answers_when_primary_fails(gateway: GatewayProcess, key: str) -> None:

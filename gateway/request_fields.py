@@ -1,0 +1,133 @@
+"""Which fields of a client's body go upstream: an allow-list per endpoint, never a block-list.
+
+A client's body asks a model for an answer; it never tells the gateway where to connect or
+with what. litellm takes the host, the key, fallback models, model lists and callbacks as
+keyword arguments, the same way it takes `temperature` (hundreds of names: issue 16 found
+`fallbacks` with an `api_base` and `"api_key": null` sending the provider key to a host of the
+client's choosing). No block-list of such names can be complete, so only these go upstream,
+for every provider:
+
+- the fields OpenAI's API reference defines for the endpoint (openai-python's
+  `chat/completion_create_params`, `completion_create_params`, `embedding_create_params`),
+  except those that buy something a model's token price does not cover (`PRICED_APART`);
+- vendor fields a model's config lists (`extra_params`: vLLM's `top_k`, say); config
+  validation refuses any name that could choose a host, a key, models or a callback;
+- minus fields the model's config says its provider lacks (`drop_params`), and, for litellm,
+  the OpenAI fields litellm reads as its own (`LITELLM_READS`).
+
+Whatever else a client sends is dropped, and the answer names it in the header
+`x-costgate-dropped-params`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+DROPPED_HEADER = "x-costgate-dropped-params"
+MAX_NAMED = 50  # dropped names listed in the header; more are counted, not named
+
+CHAT_FIELDS = frozenset({
+    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
+    "max_completion_tokens", "max_tokens", "metadata", "modalities", "moderation", "n", "parallel_tool_calls",
+    "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
+    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
+    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
+    "web_search_options",
+})
+COMPLETION_FIELDS = frozenset({
+    "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
+    "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
+})
+EMBEDDING_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
+# Keyed by `gateway.context.Endpoint`'s values (this module sits below the request context: the
+# settings validate against it).
+OPENAI_FIELDS: Mapping[str, frozenset[str]] = {
+    "chat.completions": CHAT_FIELDS, "completions": COMPLETION_FIELDS, "embeddings": EMBEDDING_FIELDS,
+}
+# OpenAI fields that buy what a model's token price does not cover — another service tier, web
+# searches, audio tokens, a moderation pass, longer prompt-cache retention — so a budget could
+# not bound them: forwarded only to models whose config lists them in `extra_params`.
+PRICED_APART = frozenset({"audio", "modalities", "moderation", "prompt_cache_options", "service_tier",
+                          "web_search_options"})
+# OpenAI fields that litellm also reads as its own keyword arguments (`metadata` feeds its
+# logging callbacks): never passed to a litellm model.
+LITELLM_READS = frozenset({"metadata"})
+# vLLM's documented sampling parameters (its OpenAI server's "extra parameters"); the bundled
+# `local` engine takes them unless its config lists others. Not chat templates, logits
+# processors, KV-transfer parameters (which name hosts) or beam search (which it cannot meter).
+VLLM_SAMPLING = frozenset({
+    "top_k", "min_p", "repetition_penalty", "length_penalty", "stop_token_ids", "include_stop_str_in_output",
+    "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens",
+    "allowed_token_ids", "bad_words", "structured_outputs",
+})
+# Fields the gateway itself sets or relies on: a config may neither add nor drop them.
+MANAGED = frozenset({"model", "messages", "prompt", "input", "stream", "stream_options"})
+
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+# Words in a field's name that may choose where a call goes, with what credentials, to which
+# models, or what runs around it (litellm's own keyword arguments are made of these words).
+FORBIDDEN_WORDS = frozenset("""
+    api base url urls uri host hostname endpoint endpoints server servers proxy proxies port region residency
+    domain address addr site bucket path dir file files s3 gcs aws azure vertex bedrock gcp cloud ssl tls verify
+    dns discovery kubernetes network
+    key keys secret secrets password passwd credential credentials auth oauth access bearer jwt identity signing
+    cert account tenant project organization org workspace issuer federation exchange scope audience
+    model models engine fallback fallbacks deployment deployments router routing route provider providers alias
+    group tag tags order weight rpm tpm rpd tpd itpm otpm cooldown parallel hugging replicate together
+    callback callbacks hook hooks webhook logger logging handler plugin processor processors template
+    integration guardrail guardrails mcp langfuse langsmith arize id variables version label environment
+    client session headers header cookie transfer litellm mock cost price pricing budget extra cache caching
+    retry retries timeout keepalive async forward drop params config fastest attempted targets vector
+    function original search agentic rust ttl response pass through verbose log
+""".split())
+
+
+def refusal(name: str) -> str | None:
+    """Why a config may not list `name` in a model's `extra_params`; None when it may."""
+    if not FIELD_NAME.match(name):
+        return "a field name is lower-case letters, digits and underscores"
+    if name in MANAGED:
+        return "the gateway sets this field itself"
+    words = set(name.split("_")) & FORBIDDEN_WORDS
+    if words:
+        return (f"{sorted(words)[0]!r} may name a host, a key, models or a callback; "
+                "a client's request must never choose those")
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPolicy:
+    """The fields one deployment takes beyond OpenAI's (`extra`), and those it lacks (`drop`)."""
+
+    extra: frozenset[str] = frozenset()
+    drop: frozenset[str] = frozenset()
+
+    def allowed(self, endpoint: str) -> frozenset[str]:
+        return ((OPENAI_FIELDS[endpoint] - PRICED_APART) | self.extra) - self.drop
+
+    def split(self, endpoint: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The body this deployment is sent, and the names of the fields left out (sorted)."""
+        allowed = self.allowed(endpoint)
+        kept = {k: v for k, v in body.items() if k in allowed}
+        dropped = () if len(kept) == len(body) else tuple(sorted(k for k in body if k not in allowed))
+        return kept, dropped
+
+
+def for_provider(provider: str, extra: Iterable[str] | None, drop: Iterable[str]) -> FieldPolicy:
+    """A deployment's policy from its config (`extra` None: the provider's default extras)."""
+    extras = frozenset(VLLM_SAMPLING if extra is None and provider == "local" else extra or ())
+    drops = frozenset(drop) | (LITELLM_READS if provider == "litellm" else frozenset())
+    return FieldPolicy(extras, drops)
+
+
+def dropped_header(names: Iterable[str]) -> str:
+    """The header's value: the names percent-encoded (a client may send any characters), at
+    most MAX_NAMED of them, then how many more."""
+    ordered = sorted(set(names))
+    shown = ",".join(quote(n, safe="") for n in ordered[:MAX_NAMED])
+    more = len(ordered) - MAX_NAMED
+    return shown if more <= 0 else f"{shown},+{more} more"

@@ -1,0 +1,128 @@
+"""The allow-list of request fields (gateway/request_fields.py): OpenAI's fields per endpoint,
+a model's listed extras, and config validation that refuses any extra able to steer a call."""
+
+from __future__ import annotations
+
+import pytest
+from openai.types import completion_create_params, embedding_create_params
+from openai.types.chat import completion_create_params as chat_create_params
+from pydantic import ValidationError
+
+from gateway.context import Endpoint
+from gateway.providers.base import UpstreamCall
+from gateway.providers.litellm import LiteLLMProvider
+from gateway.request_fields import (COMPLETION_FIELDS, CHAT_FIELDS, EMBEDDING_FIELDS, LITELLM_READS, OPENAI_FIELDS,
+                                    PRICED_APART, VLLM_SAMPLING, FieldPolicy, dropped_header, for_provider, refusal)
+from gateway.settings import ModelConfig
+from tests.litellm_kwargs import hostile_value, litellm_kwargs
+
+# litellm keyword arguments that config validation lets a model list in `extra_params`, each
+# reviewed by hand: none names a host, a key, a model list or a callback (they shape prompts,
+# name litellm's call types, or tune its price multipliers). A litellm release that adds a
+# name config validation does not refuse fails test_extras_never_name_what_steers_a_call
+# until it is reviewed here.
+REVIEWED_HARMLESS = frozenset({
+    "acompletion", "acreate_batch", "acreate_fine_tuning_job", "aembedding", "aimg_generation", "amoderation",
+    "arerank", "aresponses", "aspeech", "assistant_continue_message", "atext_completion", "atranscription",
+    "batch_failed_requests", "batch_successful_requests", "batch_usage", "bos_token", "call_type",
+    "combined_usage_object", "completion_start_time", "contents", "custom_prompt_dict", "daily_reset_time",
+    "disable_add_transform_inline_image_block", "document", "enable_json_schema_validation",
+    "ensure_alternating_roles", "eos_token", "exception", "fedramp_uplift_multiplier", "final_prompt_value",
+    "initial_prompt_value", "merge_reasoning_content_in_choices", "query", "regional_processing_uplift_multiplier_eu",
+    "regional_processing_uplift_multiplier_us", "roles", "stream_chunk_size", "supports_system_message", "system",
+    "text_completion", "thinking", "top_k", "top_n_tokens", "user_continue_message",
+})
+
+
+def keys(typed_dict: type) -> frozenset[str]:
+    return frozenset(typed_dict.__required_keys__ | typed_dict.__optional_keys__)
+
+
+def test_the_allow_lists_are_exactly_openais_request_fields() -> None:
+    """Pinned in the module, checked against the installed official SDK's request types."""
+    assert CHAT_FIELDS == keys(chat_create_params.CompletionCreateParamsNonStreaming)
+    assert COMPLETION_FIELDS == keys(completion_create_params.CompletionCreateParamsNonStreaming)
+    assert EMBEDDING_FIELDS == keys(embedding_create_params.EmbeddingCreateParams)
+    assert PRICED_APART <= CHAT_FIELDS
+
+
+def test_litellm_reads_of_openai_fields_are_pinned() -> None:
+    """The OpenAI fields litellm declares as its own are exactly those never passed to it."""
+    from litellm.types.utils import all_litellm_params
+
+    assert set().union(*OPENAI_FIELDS.values()) & set(all_litellm_params) == LITELLM_READS
+
+
+def test_split_keeps_openai_fields_and_names_the_rest() -> None:
+    body = {"model": "m", "messages": [], "temperature": 0, "api_base": "http://x", "fallbacks": [],
+            "service_tier": "priority", "top_k": 5}
+    kept, dropped = FieldPolicy().split("chat.completions", body)
+    assert kept == {"model": "m", "messages": [], "temperature": 0}
+    assert dropped == ("api_base", "fallbacks", "service_tier", "top_k")
+    kept, dropped = FieldPolicy(extra=frozenset({"top_k", "service_tier"}), drop=frozenset({"temperature"})).split(
+        "chat.completions", body)
+    assert kept == {"model": "m", "messages": [], "service_tier": "priority", "top_k": 5}
+    assert dropped == ("api_base", "fallbacks", "temperature")
+    assert FieldPolicy().split("embeddings", {"model": "m", "input": "x", "n": 2}) == (
+        {"model": "m", "input": "x"}, ("n",))
+
+
+@pytest.mark.parametrize(("provider", "extra", "drop", "takes", "lacks"), [
+    ("openai", None, [], {"seed", "metadata"}, {"top_k", "service_tier"}),
+    ("local", None, [], VLLM_SAMPLING, {"chat_template", "kv_transfer_params"}),
+    ("local", ["top_k"], [], {"top_k"}, {"min_p"}),
+    ("litellm", None, ["seed", "logprobs"], {"temperature"}, {"seed", "logprobs", "metadata"}),
+])
+def test_provider_defaults(provider: str, extra: list[str] | None, drop: list[str], takes: set[str],
+                           lacks: set[str]) -> None:
+    allowed = for_provider(provider, extra, drop).allowed("chat.completions")
+    assert takes <= allowed and not (lacks & allowed)
+
+
+def test_every_default_vllm_extra_passes_config_validation() -> None:
+    assert [name for name in VLLM_SAMPLING if refusal(name)] == []
+
+
+def test_extras_never_name_what_steers_a_call() -> None:
+    """Every keyword argument litellm reads is refused as an extra, unless it is an OpenAI field
+    or was reviewed as harmless above."""
+    openai_fields = set().union(*OPENAI_FIELDS.values())
+    let_through = {n for n in litellm_kwargs() if refusal(n) is None and n not in openai_fields}
+    assert let_through == REVIEWED_HARMLESS
+    for name in ("api_base", "base_url", "api_key", "fallbacks", "model_list", "callbacks", "success_callback",
+                 "langfuse_host", "s3_endpoint_url", "extra_headers", "mock_response", "client", "kv_transfer_params",
+                 "chat_template", "logits_processors", "API_BASE", "apiBase", "api-base", "x" * 65):
+        assert refusal(name) is not None, name
+
+
+def test_model_config_refuses_dangerous_extras_and_needed_drops() -> None:
+    assert ModelConfig(name="m", extra_params=["top_k", "service_tier"]).extra_params == ["top_k", "service_tier"]
+    for bad in (["fallbacks"], ["api_base"], ["success_callback"], ["model_list"], ["custom_llm_provider"]):
+        with pytest.raises(ValidationError, match="extra_params may not list"):
+            ModelConfig(name="m", extra_params=bad)
+    assert ModelConfig(name="m", drop_params=["seed", "n", "stream_options"]).drop_params == ["seed", "n",
+                                                                                              "stream_options"]
+    for bad in (["messages"], ["model"], ["Seed!"]):
+        with pytest.raises(ValidationError, match="drop_params may not list"):
+            ModelConfig(name="m", drop_params=bad)
+
+
+def test_dropped_header_is_encoded_and_bounded() -> None:
+    assert dropped_header(["b", "a", "a"]) == "a,b"
+    assert dropped_header(["caf\u00e9", "x\r\ny"]) == "caf%C3%A9,x%0D%0Ay"
+    many = dropped_header(f"f{i:03d}" for i in range(120))
+    assert many.endswith(",+70 more") and many.count(",") == 50
+
+
+@pytest.mark.parametrize("endpoint", list(Endpoint))
+def test_litellm_gets_no_keyword_argument_a_client_chose(endpoint: Endpoint) -> None:
+    """Whatever path built the body, the provider passes litellm only allowed fields, plus where
+    to connect and with what key from the config."""
+    provider = LiteLLMProvider("m", "openai/x", "sk-config", "http://config.example/v1",
+                               fields=for_provider("litellm", None, []))
+    body = {name: hostile_value(name, "http://attacker.example/v1") for name in litellm_kwargs()}
+    kwargs = provider.kwargs_for(UpstreamCall(endpoint, body))
+    client_chosen = set(kwargs) - {"model", "api_key", "api_base", "timeout", "num_retries"}
+    assert client_chosen <= OPENAI_FIELDS[endpoint.value] - PRICED_APART - LITELLM_READS
+    assert (kwargs["model"], kwargs["api_key"], kwargs["api_base"], kwargs["num_retries"]) == (
+        "openai/x", "sk-config", "http://config.example/v1", 0)
