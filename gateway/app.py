@@ -17,10 +17,12 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 
 from gateway.batch.runner import BatchRunner
-from gateway.context import Endpoint, RequestContext
+from gateway.context import Endpoint, Principal, RequestContext
 from gateway.dashboard.router import install as install_dashboard
 from gateway.deployments import Deployment, build_deployments
-from gateway.errors import GatewayError, InvalidRequest, error_response
+from gateway.dashboard.router import MAX_FORM_BYTES
+from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
+from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, StageParts, build_stages
 from gateway.providers.replicas import ReplicaCollector
@@ -79,6 +81,7 @@ class Gateway:
         # cascades and the cost router join self.targets
         self.routing = RoutingPolicies(settings, self.deployments, self.targets, self.breakers, self.engine,
                                        self.ledger, self.metrics, self.metrics.registry)
+        self.metrics.label_models(self.targets)  # other names a client sends are labelled `unknown`
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(StageParts(
@@ -109,16 +112,15 @@ class Gateway:
         await self.engine.dispose()
 
     async def record_rejected(self, request_id: str, endpoint: Endpoint, err: GatewayError,
-                              api_key: str | None) -> None:
-        """A request refused before the pipeline (unreadable body) still gets its ledger row."""
-        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=api_key, headers={})
-        try:
-            ctx.principal = await self.keys.authenticate(api_key)
-        except GatewayError:
-            pass  # unattributable: recorded without a team
+                              principal: Principal) -> GatewayError:
+        """A request refused before the pipeline (unreadable body) still gets its ledger row;
+        returns the error to answer with."""
+        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=None, headers={},
+                             principal=principal)
         ctx.status_code, ctx.error = err.status, err.message
         ctx.finish()
         await Record(self.ledger, self.metrics).settle(ctx)  # the row and metrics the pipeline's would write
+        return err
 
 
 def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
@@ -132,7 +134,8 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
         finally:
             await gateway.stop()
 
-    app = FastAPI(title="costgate", version="0.1.0", lifespan=lifespan)
+    # No /docs or /redoc; the OpenAPI document needs the admin key (RequestGuard).
+    app = FastAPI(title="costgate", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = gateway
     app.include_router(openai.router)
     app.router.routes[:0] = openai.hot_routes()  # matched before the FastAPI routes (see there)
@@ -146,6 +149,9 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     _add_health_routes(app, gateway)
     _add_error_handlers(app)
     _hoist_schema_defs(app)
+    limits = BodyLimits(settings.admin_max_body_bytes, MAX_FORM_BYTES, settings.batch.max_file_bytes + MULTIPART_SLACK)
+    app.add_middleware(RequestGuard, admin_key=gateway.admin_key, limits=limits, metrics=gateway.metrics,
+                       self_capped=frozenset(r.path for r in openai.hot_routes()))
     return app
 
 
@@ -164,7 +170,13 @@ def _add_health_routes(app: FastAPI, gateway: Gateway) -> None:
         return JSONResponse({"status": "ready", "ledger_pending": gateway.ledger.pending})
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        key = gateway.settings.metrics_key  # team names are in the metrics: see docs/gateway.md
+        if key is not None:
+            given = request.headers.get("authorization")
+            if not (bearer_matches(given, key) or bearer_matches(given, gateway.admin_key)):
+                gateway.metrics.unauthenticated.labels("metrics").inc()
+                return error_response(AuthenticationFailed("/metrics needs the metrics key", code="invalid_metrics_key"))
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 

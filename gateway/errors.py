@@ -129,5 +129,8 @@ def error_response(err: GatewayError, headers: dict[str, str] | None = None) -> 
     all_headers = dict(headers or {})
     if err.retry_after is not None:
         all_headers["retry-after"] = str(max(1, round(err.retry_after)))
+    if isinstance(err, BodyTooLarge):
+        # Else the server reads (and drops) the rest of a huge body to keep the connection.
+        all_headers["connection"] = "close"
     return Response(error_body(err), status_code=err.status, headers=all_headers,
                     media_type="application/json")

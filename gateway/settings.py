@@ -165,6 +165,14 @@ class BatchConfig(_Strict):
     poll_interval_s: float = Field(default=1.0, gt=0)
 
 
+class DashboardConfig(_Strict):
+    """The dashboard's sign-in (gateway/dashboard/login_limit.py): wrong keys allowed per window."""
+
+    login_attempts_per_address: int = Field(default=10, ge=1)
+    login_attempts_overall: int = Field(default=100, ge=1)
+    login_window_s: float = Field(default=900.0, gt=0)
+
+
 class Settings(_Strict):
     admin_key: str | None = None
     database_url: str = "sqlite:///./costgate-data/costgate.db"
@@ -177,6 +185,8 @@ class Settings(_Strict):
     cost_router: CostRouterConfig | None = None
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
     max_body_bytes: int = 4 * 1024 * 1024
+    admin_max_body_bytes: int = Field(default=64 * 1024, ge=1024)  # admin API and /v1/batches bodies
+    metrics_key: str | None = Field(default=None, min_length=16)  # when set, GET /metrics needs it (or the admin key) as a bearer token
     ledger_flush_interval_s: float = 0.05
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
@@ -186,6 +196,7 @@ class Settings(_Strict):
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
 
     @field_validator("models")
     @classmethod
@@ -239,7 +250,7 @@ def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
     environ = dict(os.environ if environ is None else environ)
     if path is None:
-        return Settings(admin_key=environ.get("COSTGATE_ADMIN_KEY"),
+        return Settings(admin_key=environ.get("COSTGATE_ADMIN_KEY"), metrics_key=environ.get("COSTGATE_METRICS_KEY"),
                         database_url=environ.get("COSTGATE_DATABASE_URL", Settings().database_url),
                         redis_url=environ.get("COSTGATE_REDIS_URL"),
                         models=default_models(environ) + default_local_models(environ))
@@ -247,4 +258,6 @@ def load_settings(path: str | Path | None = None, environ: dict[str, str] | None
     settings = Settings.model_validate(resolve_env(raw, environ))
     if settings.admin_key is None and environ.get("COSTGATE_ADMIN_KEY"):
         settings = settings.model_copy(update={"admin_key": environ["COSTGATE_ADMIN_KEY"]})
+    if settings.metrics_key is None and environ.get("COSTGATE_METRICS_KEY"):
+        settings = settings.model_copy(update={"metrics_key": environ["COSTGATE_METRICS_KEY"]})
     return settings

@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 
 from gateway.context import Endpoint
+from gateway.errors import InvalidRequest
+from gateway.json_body import check_depth
 
 ENDPOINTS: dict[str, Endpoint] = {
     "/v1/chat/completions": Endpoint.CHAT,
@@ -40,8 +42,11 @@ def _check(number: int, raw: bytes, endpoint: str) -> tuple[str, dict[str, Any]]
     """A line's custom_id and body, or the error that refuses it (`number` is 1-based)."""
     try:
         item = orjson.loads(raw)
+        check_depth(raw, item)
     except orjson.JSONDecodeError:
         return _error("invalid_json_line", "this line is not valid JSON", number)
+    except InvalidRequest as err:
+        return _error("invalid_json_line", err.message, number)
     if not isinstance(item, dict):
         return _error("invalid_json_line", "this line is not a JSON object", number)
     custom_id = item.get("custom_id")

@@ -1,7 +1,9 @@
 """The dashboard at /admin/ui: sign-in, pages, and form actions.
 
-Security: signing in takes the admin key (compared in constant time) and sets an HttpOnly,
-SameSite=Strict cookie holding a random session id (sessions.py). Every write is a POST that
+Security: signing in takes the admin key (compared in constant time; wrong keys are limited
+per client address and overall, login_limit.py) and sets an HttpOnly, SameSite=Strict cookie
+holding a random session id (sessions.py). Bodies are capped (MAX_FORM_BYTES) by RequestGuard
+before they are read. Every write is a POST that
 must carry the session's CSRF token (form field `csrf` or header `x-csrf-token`) and, when the
 browser sends one, an Origin equal to the gateway's own. Pages send a strict CSP.
 """
@@ -16,6 +18,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
 from gateway.dashboard.admin_client import AdminClient
+from gateway.dashboard.login_limit import LoginLimiter
 from gateway.dashboard.pages import Pages
 from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import Window
@@ -38,6 +41,8 @@ class Dashboard:
         self.pages = Pages()
         self.admin = AdminClient(app, gateway.admin_key)
         self.views = Views(self.admin, DashboardQueries(gateway.engine), self.pages, gateway)
+        c = gateway.settings.dashboard
+        self.login_limit = LoginLimiter(c.login_attempts_per_address, c.login_attempts_overall, c.login_window_s)
 
 
 def install(app: FastAPI) -> None:
@@ -116,10 +121,19 @@ async def login_page(request: Request) -> Response:
 @router.post("/login")
 async def login(request: Request) -> Response:
     dash = _dash(request)
+    address = request.client.host if request.client else ""
+    wait = dash.login_limit.retry_after(address)
+    if wait is not None:
+        refused = dash.pages.render("login.html", status=429, session=None,
+                                    error=f"Too many wrong keys: try again in {wait} s.")
+        refused.headers["retry-after"] = str(wait)
+        return refused
     form = await _form(request) or {}
     given = form.get("admin_key", "").strip().encode()
     if not _same_origin(request) or not hmac.compare_digest(given, dash.gateway.admin_key.encode()):
+        dash.login_limit.failed(address)
         return dash.pages.render("login.html", status=401, session=None, error="That is not the admin key.")
+    dash.login_limit.succeeded(address)
     session = await dash.sessions.create()
     response = RedirectResponse("/admin/ui", status_code=303)
     response.set_cookie(COOKIE, session.id, max_age=int(session.expires_at - time.time()),

@@ -3,7 +3,6 @@ strings, authorized by the admin key alone."""
 
 from __future__ import annotations
 
-import hmac
 from datetime import datetime
 from decimal import Decimal
 from typing import Literal
@@ -12,15 +11,16 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.errors import AuthenticationFailed, InvalidRequest
+from gateway.guard import bearer_matches
 from gateway.storage.keys import KeyRecord
 from gateway.storage.ledger import spend
 from policies.pricing import format_usd
 
 
 def require_admin(request: Request) -> None:
-    expected = request.app.state.gateway.admin_key
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected.encode()):
+    """RequestGuard checked this before the body was read; checked again here so that no
+    admin route depends on how the app was assembled."""
+    if not bearer_matches(request.headers.get("authorization"), request.app.state.gateway.admin_key):
         raise AuthenticationFailed("admin routes need the admin key", code="invalid_admin_key")
 
 

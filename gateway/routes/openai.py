@@ -11,7 +11,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.context import Endpoint, RequestContext
-from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, error_response
+from gateway.errors import BodyTooLarge, GatewayError, error_response
+from gateway.guard import bearer_token
+from gateway.json_body import parse_json_body
 from gateway.wire import REQUEST_MODELS, validate_body
 
 router = APIRouter()
@@ -31,30 +33,31 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def bearer(request: Request) -> str | None:
-    value = request.headers.get("authorization", "")
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() == "bearer" and token:
-        return token.strip()
-    return request.headers.get("api-key")  # Azure-style clients
+    token = bearer_token(request.headers.get("authorization"))
+    return token if token is not None else request.headers.get("api-key")  # Azure-style clients
 
 
 async def handle(request: Request, endpoint: Endpoint) -> Response:
+    """The key is checked before the body is read: a request without a valid one costs a key
+    lookup and a counter, never a body read, a parse or a ledger row."""
     gateway = request.app.state.gateway
     request_id = "req_" + secrets.token_hex(12)
+    headers = {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0", "x-costgate-cache": "miss"}
+    api_key = bearer(request)
+    try:
+        principal = await gateway.keys.authenticate(api_key)
+    except GatewayError as err:
+        gateway.metrics.unauthenticated.labels("v1").inc()
+        return error_response(err, headers)
     try:
         raw = await read_body(request, gateway.settings.max_body_bytes)
-        try:
-            body = orjson.loads(raw)  # rejects invalid UTF-8 too
-        except orjson.JSONDecodeError as err:
-            raise InvalidRequest(f"the request body is not valid JSON: {err}") from None
+        body = parse_json_body(raw)
         validate_body(endpoint, body)
     except GatewayError as err:
-        response = error_response(err, {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0",
-                                        "x-costgate-cache": "miss"})
-        await gateway.record_rejected(request_id, endpoint, err, bearer(request))
-        return response
-    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=bearer(request),
-                         headers=request.headers, stream=bool(body.get("stream")))
+        err = await gateway.record_rejected(request_id, endpoint, err, principal)
+        return error_response(err, headers)
+    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=api_key,
+                         headers=request.headers, stream=bool(body.get("stream")), principal=principal)
     return await gateway.pipeline.handle(ctx)
 
 

@@ -1,4 +1,7 @@
-"""Stage: once the answer is complete, one ledger row and the metrics for it."""
+"""Stage: once the answer is complete, one ledger row and the metrics for it.
+
+Only requests with a valid key get a row (refused or not): a request without one is counted
+in `costgate_unauthenticated_requests`, so nobody can fill the ledger's disk without a key."""
 
 from __future__ import annotations
 
@@ -18,5 +21,8 @@ class Record:
         return None
 
     async def settle(self, ctx: RequestContext) -> None:
+        if ctx.principal is None:
+            self.metrics.unauthenticated.labels("v1").inc()
+            return
         self.ledger.record(LedgerRow.from_context(ctx))
         self.metrics.observe(ctx)

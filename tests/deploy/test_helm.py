@@ -18,6 +18,7 @@ from gateway.settings import load_settings
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "costgate"
 KUBE = "1.30"
 ADMIN = "sk-cg-admin-0123456789abcdef"
+METRICS = "sk-cg-metrics-0123456789abcdef"
 MODELS = [{"name": "gpt-4o-mini", "provider": "openai", "api_key": "env:OPENAI_API_KEY"}]
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
@@ -27,9 +28,10 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
                             "autoscaling": {"enabled": False}, "replicaCount": 1,
                             "podDisruptionBudget": {"enabled": False}},
     "external services, existing secret": {"existingSecret": "costgate-prod", "postgresql": {"enabled": False},
+                                           "metrics": {"keyInExistingSecret": True},
                                            "redis": {"enabled": False, "url": "redis://cache.example:6379/1"},
                                            "autoscaling": {"enabled": False}, "replicaCount": 3},
-    "engine and service monitor": {"adminKey": ADMIN, "postgresql": {"password": "pw"},
+    "engine and service monitor": {"adminKey": ADMIN, "postgresql": {"password": "pw"}, "metrics": {"key": METRICS},
                                    "engine": {"enabled": True}, "serviceMonitor": {"enabled": True, "labels": {"release": "kps"}},
                                    "config": {"models": MODELS, "cascades": [{"name": "auto", "tiers": ["local-llm", "gpt-4o-mini"]}]}},
     "engine on an existing model volume": {"adminKey": ADMIN, "database": {"url": "postgresql://u:p@db:5432/c"},
@@ -91,7 +93,8 @@ def test_gateway_wiring(name: str) -> None:
             assert "replicas" not in deployment["spec"]  # the HPA owns the count
     secret_name = gateway["envFrom"][0]["secretRef"]["name"]
     secrets = [o for o in objects if o["kind"] == "Secret"]
-    env = {"COSTGATE_ADMIN_KEY": "from-existing-secret", "COSTGATE_DATABASE_URL": "postgresql://u@h/db"}
+    env = {"COSTGATE_ADMIN_KEY": "from-existing-secret", "COSTGATE_DATABASE_URL": "postgresql://u@h/db",
+           "COSTGATE_METRICS_KEY": "metrics-from-existing-secret"}
     if secrets:
         assert secrets[0]["metadata"]["name"] == secret_name
         env = dict(secrets[0]["stringData"])
@@ -106,6 +109,8 @@ def test_gateway_wiring(name: str) -> None:
         config_file.unlink(missing_ok=True)
     assert settings.admin_key == env["COSTGATE_ADMIN_KEY"]
     values = VALUE_SETS[name]
+    keyed = values.get("metrics", {}).get("key") or values.get("metrics", {}).get("keyInExistingSecret")
+    assert settings.metrics_key == (env["COSTGATE_METRICS_KEY"] if keyed else None)  # /metrics needs the key
     if values.get("postgresql", {}).get("enabled", True):
         password = quote(values["postgresql"]["password"], safe="")  # escaped for the URL
         assert settings.database_url == f"postgresql://costgate:{password}@demo-costgate-postgresql:5432/costgate"
@@ -145,6 +150,20 @@ def test_service_monitor_scrapes_the_gateway_service() -> None:
     assert matches(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["path"] == "/metrics" and endpoint["port"] == service["spec"]["ports"][0]["name"]
+    # /metrics needs the metrics key: the scraper sends it from the Secret that holds it
+    secret = by_kind(objects, "Secret", "-secrets")
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": secret["metadata"]["name"],
+                                                                          "key": "COSTGATE_METRICS_KEY"}}
+    assert secret["stringData"]["COSTGATE_METRICS_KEY"] == METRICS
+
+
+def test_without_a_metrics_key_the_monitor_sends_none_and_the_notes_warn() -> None:
+    values = {**VALUE_SETS["engine and service monitor"], "metrics": {"key": ""}}
+    (monitor,) = [o for o in render(values) if o["kind"] == "ServiceMonitor"]
+    assert "authorization" not in monitor["spec"]["endpoints"][0]
+    with helm.Chart.load(CHART) as chart:
+        notes = chart.render(values, name="demo", namespace="llm")["costgate/templates/NOTES.txt"]
+    assert "/metrics is open" in notes
 
 
 @pytest.mark.parametrize("values, error", [

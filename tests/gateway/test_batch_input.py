@@ -30,6 +30,8 @@ def line(custom_id: object = "a", url: str = CHAT, method: str = "POST", body: o
     (line(method="GET"), CHAT, ["invalid_method"], 0),
     (line(url="/v1/completions"), CHAT, ["mismatched_endpoint"], 0),
     (line(body=[1]), CHAT, ["invalid_body"], 0),
+    (line(body={"model": "m", "x": json.loads("[" * 300 + "]" * 300)}), CHAT, ["invalid_json_line"], 0),  # unwritable
+    (line(body={"model": "m", "x": json.loads("[" * 250 + "]" * 250)}), CHAT, [], 1),
     (line("a") + b"\n" + line("a"), CHAT, ["duplicate_custom_id"], 1),
     (b"", CHAT, ["empty_file"], 0),
     (line("a"), "/v1/images/generations", ["invalid_endpoint"], 0),

@@ -24,6 +24,11 @@ app.kubernetes.io/component: {{ .component }}
 {{- default (printf "%s-secrets" (include "costgate.fullname" .)) .Values.existingSecret -}}
 {{- end -}}
 
+{{/* Whether /metrics needs a key: COSTGATE_METRICS_KEY in the chart's Secret or the user's. */}}
+{{- define "costgate.metricsKeyed" -}}
+{{- if or .Values.metrics.key (and .Values.existingSecret .Values.metrics.keyInExistingSecret) -}}true{{- end -}}
+{{- end -}}
+
 {{- define "costgate.usesSqlite" -}}
 {{- if and (not .Values.postgresql.enabled) (not .Values.database.url) (not .Values.existingSecret) -}}true{{- end -}}
 {{- end -}}
@@ -55,6 +60,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- $_ := set $cfg "database_url" "env:COSTGATE_DATABASE_URL" -}}
 {{- end -}}
 {{- $_ := set $cfg "data_dir" "/data" -}}
+{{- if include "costgate.metricsKeyed" . -}}
+{{- $_ := set $cfg "metrics_key" "env:COSTGATE_METRICS_KEY" -}}
+{{- end -}}
 {{- if include "costgate.redisUrl" . -}}
 {{- $_ := set $cfg "redis_url" (include "costgate.redisUrl" .) -}}
 {{- end -}}
