@@ -149,7 +149,8 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     _add_health_routes(app, gateway)
     _add_error_handlers(app)
     _hoist_schema_defs(app)
-    limits = BodyLimits(settings.admin_max_body_bytes, MAX_FORM_BYTES, settings.batch.max_file_bytes + MULTIPART_SLACK)
+    limits = BodyLimits(settings.admin_max_body_bytes, MAX_FORM_BYTES,
+                        settings.batch.max_file_bytes + MULTIPART_SLACK, settings.max_body_bytes)
     app.add_middleware(RequestGuard, admin_key=gateway.admin_key, limits=limits, metrics=gateway.metrics,
                        self_capped=frozenset(r.path for r in openai.hot_routes()))
     return app

@@ -7,11 +7,13 @@ in `Depends` comes too late: six 200 MB POSTs with a wrong admin key once took t
 - the admin API (`/admin/...`, but not the dashboard at `/admin/ui`, which has its own
   sign-in) and the OpenAPI document need the admin key as a bearer token; without it the
   answer is 401 and the body is never read;
-- every body is capped by its path (`limit_for`), except the three pipeline endpoints', which
-  cap their own (gateway/routes/openai.py). A declared length over the cap answers 413 at once.
-  Small bodies (the admin API, the dashboard, /v1/batches) are read here, up to the cap, and
-  handed on whole: FastAPI would turn an error raised while it reads into a 400. An upload to
-  /v1/files streams on, counted as it arrives, and raises `BodyTooLarge` (413) at the cap.
+- every body is capped by its path (`BodyLimits.cap_for`), except the three pipeline
+  endpoints', which cap their own (gateway/routes/openai.py). A declared length over the cap
+  answers 413 at once. Small bodies (the admin API, the dashboard, /v1/batches) are read here,
+  up to the cap, and handed on whole: FastAPI would turn an error raised while it reads into a
+  400. Other bodies (an upload to /v1/files, any other /v1 route) stream on to their route,
+  which checks the key before it reads; they are counted as they arrive and raise
+  `BodyTooLarge` (413) at the cap.
 
 Both refusals close the connection, so a client cannot stream the rest of a huge body into it.
 """
@@ -44,17 +46,26 @@ def bearer_matches(authorization: str | None, key: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Cap:
+    limit: int
+    buffered: bool  # read whole here (small bodies) or counted as the route reads them
+
+
+@dataclass(frozen=True, slots=True)
 class BodyLimits:
-    default: int  # the admin API, /v1/batches and anything else not named below
+    small: int  # the admin API and /v1/batches
     dashboard: int  # sign-in and the dashboard's forms
     file: int  # an upload to /v1/files: the configured file limit plus the form's overhead
+    default: int  # any other route: the /v1 body limit
 
-    def limit_for(self, path: str) -> int:
+    def cap_for(self, path: str) -> Cap:
         if path.startswith(DASHBOARD):
-            return self.dashboard
+            return Cap(self.dashboard, True)
+        if path.startswith(ADMIN_AREAS) or path.startswith("/v1/batches"):
+            return Cap(self.small, True)
         if path == "/v1/files":
-            return self.file
-        return self.default
+            return Cap(self.file, False)
+        return Cap(self.default, False)
 
 
 def needs_admin_key(path: str) -> bool:
@@ -80,17 +91,17 @@ class RequestGuard:
             self.metrics.unauthenticated.labels("openapi" if path == "/openapi.json" else "admin").inc()
             await _refuse(send, AuthenticationFailed("admin routes need the admin key", code="invalid_admin_key"))
             return
-        limit = self.limits.limit_for(path)
+        cap = self.limits.cap_for(path)
         declared = _text(headers.get(b"content-length")) or ""
-        if declared.isdigit() and int(declared) > limit:
-            await _refuse(send, BodyTooLarge(f"the request body is larger than {limit} bytes"))
+        if declared.isdigit() and int(declared) > cap.limit:
+            await _refuse(send, BodyTooLarge(f"the request body is larger than {cap.limit} bytes"))
             return
-        if path == "/v1/files":
-            await self.app(scope, _capped(receive, limit), send)
+        if not cap.buffered:
+            await self.app(scope, _capped(receive, cap.limit), send)
             return
-        body = await _read_capped(receive, limit)
+        body = await _read_capped(receive, cap.limit)
         if body is None:
-            await _refuse(send, BodyTooLarge(f"the request body is larger than {limit} bytes"))
+            await _refuse(send, BodyTooLarge(f"the request body is larger than {cap.limit} bytes"))
             return
         await self.app(scope, _replay(body, receive), send)
 
