@@ -1,12 +1,19 @@
-"""What the stage tests share: a request context as a route builds it, and the callers."""
+"""What the stage tests share: a request context as a route builds it, a caller, and
+deployments whose upstream is faked at the provider interface."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
+import orjson
 from starlette.datastructures import Headers
 
 from gateway.context import Endpoint, Principal, RequestContext
+from gateway.deployments import Deployment
+from gateway.providers.base import Completion, Provider, UpstreamCall, UpstreamStream
+from gateway.settings import ModelConfig
+from policies.pricing import Price, Usage
 
 TEAM_A = Principal(team_id="team_a1", team_name="team-a", key_id="key_a1")
 
@@ -22,3 +29,45 @@ def request(body: dict[str, Any] | None = None, *, headers: dict[str, str] | Non
     for name, value in fields.items():
         setattr(ctx, name, value)
     return ctx
+
+
+class ScriptedProvider:
+    """An upstream faked at the provider interface: `complete` answers from a script, in order,
+    and every call is kept. A script entry that is an exception is raised instead."""
+
+    def __init__(self, name: str, script: list[Completion | Exception] | None = None) -> None:
+        self.name = name
+        self.script = list(script or [])
+        self.calls: list[UpstreamCall] = []
+
+    async def complete(self, call: UpstreamCall) -> Completion:
+        self.calls.append(call)
+        answer = self.script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def open_stream(self, call: UpstreamCall) -> UpstreamStream:
+        raise NotImplementedError("no stage test streams from an upstream")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def chat_answer(text: str, usage: Usage | None = None, model: str = "upstream-model") -> Completion:
+    body: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                         "finish_reason": "stop"}]}
+    if usage is not None:
+        body["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                         "total_tokens": usage.total_tokens}
+    return Completion(body, orjson.dumps(body), usage)
+
+
+def deployment(name: str, *, upstream: str | None = None, input_per_mtok: str = "1", output_per_mtok: str = "2",
+               provider: Provider | None = None, max_output_tokens: int = 4096) -> Deployment:
+    """A configured model at a chosen price per million tokens, served by `provider`."""
+    config = ModelConfig(name=name, model=upstream, api_base="http://upstream.invalid/v1",
+                         price={"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok})
+    price = Price.per_million(Decimal(input_per_mtok), Decimal(output_per_mtok))
+    return Deployment(config, provider or ScriptedProvider(name), price, max_output_tokens)
