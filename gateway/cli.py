@@ -6,10 +6,39 @@ import argparse
 import gc
 import logging
 import sys
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
 
 from engine import cli as engine_cli
 from gateway import cascade_cli
 from policies.semantic_cache.cli import add_cache_commands
+
+
+CONFIG_ERROR_EXIT = 2  # like argparse's usage errors: the command was given something it cannot use
+SAMPLE_CONFIG = "costgate.example.yaml"
+
+
+def config_error(path: str | None, err: Exception) -> str:
+    """One line that says what is wrong with the config, for a person (not a traceback)."""
+    where = f"config {path}" if path else "config"
+    if isinstance(err, FileNotFoundError) and path and not Path(path).exists():
+        return f"{where}: no such file (copy {SAMPLE_CONFIG} from the repository, or run without --config)"
+    if isinstance(err, OSError):
+        return f"{where}: {err.filename or path}: {err.strerror or err}"
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        return f"{where}: not valid YAML at line {mark.line + 1}, column {mark.column + 1}: {err.problem}"
+    if isinstance(err, yaml.YAMLError):
+        return f"{where}: not valid YAML: {' '.join(str(err).split())}"
+    if isinstance(err, ValidationError):
+        problems = err.errors()
+        first = problems[0]
+        field = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"]).lstrip(".")
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"{where}: {field or 'top level'}: {first['msg']}{more}"
+    return f"{where}: {' '.join(str(err).split())}"
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -18,11 +47,17 @@ def _serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.settings import load_settings
 
-    settings = load_settings(args.config)
+    try:
+        settings = load_settings(args.config)
+        # Building the app checks what the schema cannot (fallbacks that exist, engine blocks,
+        # a local model's context length): those raise ValueError as config errors too.
+        app = create_app(settings)
+    except (OSError, yaml.YAMLError, ValueError) as err:
+        print(f"costgate: {config_error(args.config, err)}", file=sys.stderr)
+        return CONFIG_ERROR_EXIT
     if not settings.models:
         logging.getLogger("costgate").warning(
             "no models configured: set OPENAI_API_KEY / ANTHROPIC_API_KEY or pass --config")
-    app = create_app(settings)
     # Everything built so far (imports, the price map, the app) lives as long as the process:
     # move it out of the collector's reach, so a full collection scans only what requests
     # allocate (without this, each full collection walked ~160k start-up objects: ~0.1 s pauses).

@@ -53,6 +53,9 @@ def top_series(series: Sequence[Series], keep: int) -> list[Series]:
     return [*ranked[:keep], Series(OTHER, summed)]
 
 
+AXIS_CHAR_PX = 7  # an axis label's character at its 11 px font, rounded up (digits, "$" and ",")
+
+
 def _money(value: Decimal) -> str:
     """Dollars for a label: whole dollars when large, cents, else every digit that matters
     (axis ticks are quarters of a 1-2-5 ceiling, so they terminate)."""
@@ -68,17 +71,20 @@ def _money(value: Decimal) -> str:
 def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str, width: int = 720,
                  height: int = 240) -> str:
     """A stacked column chart (one column per label, one colour per series) with a legend."""
-    pad_left, pad_bottom, pad_top, legend_h = 64, 28, 12, 20 * ((len(series) + 3) // 4)
-    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     totals = [sum((s.values[i] for s in series), Decimal(0)) for i in range(len(labels))]
     top = nice_ceiling(max(totals, default=Decimal(0)))
+    ticks = [_money(top * tick / 4) for tick in range(5)]
+    # Room for the widest tick label ("$5,000,000" was cut to "5,000,000" in a fixed 64 px).
+    pad_left = max(64, 10 + AXIS_CHAR_PX * max(len(t) for t in ticks))
+    pad_bottom, pad_top, legend_h = 28, 12, 20 * ((len(series) + 3) // 4)
+    plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" viewBox="0 0 {width} '
              f'{height + legend_h}" width="{width}" height="{height + legend_h}"><title>{escape(title)}</title>']
     for tick in range(5):
         y = pad_top + plot_h - plot_h * tick / 4
         parts.append(f'<line x1="{pad_left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
                      f'<text x="{pad_left - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
-                     f'{escape(_money(top * tick / 4))}</text>')
+                     f'{escape(ticks[tick])}</text>')
     slot = plot_w / max(len(labels), 1)
     bar_w = max(slot * 0.75, 1.0)
     label_every = max(1, len(labels) // 10)

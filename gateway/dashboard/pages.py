@@ -26,15 +26,44 @@ SECURITY_HEADERS = {
 }
 
 
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        return value if isinstance(value, Decimal) else Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+
+
 def usd(value: Any) -> str:
     """Dollars for people: cents when large, more digits when tiny (per-request costs)."""
-    try:
-        amount = value if isinstance(value, Decimal) else Decimal(str(value))
-    except (InvalidOperation, ValueError):
+    amount = _decimal(value)
+    if amount is None:
         return str(value)
     if abs(amount) >= 1:
         return f"${amount:,.2f}"
     return "$" + format_usd(amount) if amount else "$0"
+
+
+WHOLE_DOLLARS_FROM = Decimal(100_000)  # a tile drops the cents from here: "$3,703,704", not "$3,703,703.70"
+
+
+def usd_short(value: Any) -> str:
+    """Dollars for a tile, at most about ten characters: three significant digits below $1 (a
+    local model's spend can be $0.000000001851851851851852), cents up to $100,000, whole dollars
+    above. The exact figure (`usd_exact`) goes beside it, in the tile's tooltip."""
+    amount = _decimal(value)
+    if amount is None:
+        return str(value)
+    if abs(amount) >= WHOLE_DOLLARS_FROM:
+        return f"${amount:,.0f}"
+    if abs(amount) >= 1 or not amount:
+        return usd(amount)
+    return "$" + format_usd(amount.quantize(Decimal(1).scaleb(amount.adjusted() - 2)))
+
+
+def usd_exact(value: Any) -> str:
+    """Every digit, for a tooltip beside a rounded figure."""
+    amount = _decimal(value)
+    return str(value) if amount is None else format_usd(amount)
 
 
 def pct(value: float) -> str:
@@ -51,7 +80,7 @@ class Pages:
     def __init__(self) -> None:
         self.env = Environment(loader=PackageLoader("gateway.dashboard", "templates"),
                                autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-        self.env.filters.update(usd=usd, pct=pct, when=when, svg=Markup)
+        self.env.filters.update(usd=usd, usd_short=usd_short, usd_exact=usd_exact, pct=pct, when=when, svg=Markup)
         self._static = {name: (files("gateway.dashboard") / "static" / name).read_bytes() for name in STATIC}
 
     def render(self, template: str, status: int = 200, **context: Any) -> HTMLResponse:

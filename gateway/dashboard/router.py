@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import time
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
@@ -43,6 +44,11 @@ class Dashboard:
         self.views = Views(self.admin, DashboardQueries(gateway.engine), self.pages, gateway)
         c = gateway.settings.dashboard
         self.login_limit = LoginLimiter(c.login_attempts_per_address, c.login_attempts_overall, c.login_window_s)
+        # The sign-in page says where a generated admin key is (app.py `admin_key_for`), so a
+        # newcomer who set none can find it.
+        settings = gateway.settings
+        self.pages.env.globals["admin_key_file"] = (None if settings.admin_key
+                                                    else str(Path(settings.data_dir) / "admin_key"))
 
 
 def install(app: FastAPI) -> None:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from tests.support import ADMIN_KEY, GatewayProcess
+from policies.pricing import format_usd
+from tests.support import ADMIN_KEY, GatewayProcess, model
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -136,3 +138,79 @@ def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: G
 
 def _team_id(gateway: GatewayProcess) -> str:
     return next(t["id"] for t in gateway.admin("GET", "/admin/teams").json()["data"] if t["name"] == "browser-team")
+
+
+@pytest.fixture(scope="module")
+def keyless_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    """No admin key configured: the gateway generates one and keeps it in its data dir."""
+    gw = GatewayProcess({"admin_key": None, "models": []}, tmp_path_factory.mktemp("keyless"))
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def priced_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream) -> Iterator[GatewayProcess]:
+    """Models priced to make long amounts: a request of ~10 prompt and ~10 completion tokens costs
+    about $0.0000000123456790 on the first and $12,345,679 on the second."""
+    api = fake_upstream.url
+    gw = GatewayProcess({"models": [model("tiny-price", "echo-tiny", api, "0.000617283950617284", "0.000617283950617284"),
+                                    model("huge-price", "echo-huge", api, "617283950617.284", "617283950617.284")]},
+                        tmp_path_factory.mktemp("priced"))
+    yield gw
+    gw.stop()
+
+
+def test_the_sign_in_page_says_where_the_generated_admin_key_is(page, keyless_gateway: GatewayProcess,
+                                                                tmp_path: Path) -> None:
+    gw = keyless_gateway
+    page.goto(gw.url + "/admin/ui/login")
+    hint = page.inner_text("#key-hint")
+    written = Path(gw.config["data_dir"]) / "admin_key"
+    assert str(written) in hint and "COSTGATE_ADMIN_KEY" in hint
+    shoot(page, "login-generated-key", tmp_path)
+    page.fill("input[name=admin_key]", written.read_text().strip())  # the key found where the page said
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(gw.url + "/admin/ui")
+
+
+def test_the_sign_in_page_of_a_configured_key_names_where_it_was_set(page, gateway: GatewayProcess) -> None:
+    page.goto(gateway.url + "/admin/ui/login")
+    hint = page.inner_text("#key-hint")
+    assert "COSTGATE_ADMIN_KEY" in hint and "admin_key" in hint and "generated" not in hint
+
+
+def _spend_after(gw: GatewayProcess, before: Decimal) -> Decimal:
+    """The total spend once the ledger has the new row (it is written in batches, every 50 ms)."""
+    deadline = time.monotonic() + 30
+    while (total := Decimal(gw.spend("team")["total_usd"])) == before:
+        assert time.monotonic() < deadline, "the request never reached the ledger"
+        time.sleep(0.05)  # a poll interval, not a wait for the row
+    return total
+
+
+def _overflows(page, selector: str) -> bool:
+    """Whether the element's text is wider than the element, or the element leaves its tile."""
+    return page.eval_on_selector(selector, """el => {
+        const tile = el.closest('.tile').getBoundingClientRect(), box = el.getBoundingClientRect();
+        return el.scrollWidth > el.clientWidth + 1 || box.right > tile.right + 0.5 || box.left < tile.left - 0.5;
+    }""")
+
+
+@pytest.mark.parametrize("width", [1280, 900, 390])
+def test_long_spend_amounts_fit_their_tile(page, priced_gateway: GatewayProcess, tmp_path: Path, width: int) -> None:
+    gw = priced_gateway
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in(page, gw)
+    client = gw.client(gw.new_key(f"tile-team-{width}"))
+    for name in ("tiny-price", "huge-price"):
+        before = Decimal(gw.spend("team")["total_usd"])
+        client.chat.completions.create(model=name, max_tokens=8, messages=[{"role": "user", "content": "tile"}])
+        total = _spend_after(gw, before)
+        page.reload()
+        shown = page.locator("#total-spend")
+        assert shown.get_attribute("title") == "$" + format_usd(total)  # the exact amount, on hover
+        assert abs(dollars(shown.inner_text()) - total) <= total * Decimal("0.005")  # rounded to 3 digits, not cut
+        assert not _overflows(page, "#total-spend"), shown.inner_text()
+        # the chart's axis labels ("$5,000,000") start inside the chart, not left of it
+        assert page.eval_on_selector_all("svg.chart text.axis", "els => els.every(e => e.getBBox().x >= 0)")
+        shoot(page, f"overview-long-amount-{name}-{width}", tmp_path)

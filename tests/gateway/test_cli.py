@@ -1,0 +1,54 @@
+"""`costgate serve` with a config it cannot use: one line on stderr and exit code 2, no traceback;
+and the sample config the guide tells newcomers to copy is valid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import CONFIG_ERROR_EXIT, SAMPLE_CONFIG
+from gateway.settings import load_settings
+from tests.support import ROOT, _env
+
+
+def _serve(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "1"],
+                          cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    (None, "no such file (copy costgate.example.yaml"),
+    ("models: [1, 2\nadmin_key: x\n", "not valid YAML at line 3"),
+    ("models:\n  - {name: m, provider: nope}\n", "models[0].provider: Input should be 'openai', 'litellm' or 'local'"),
+    ("cache: {exact: {enabled: true, colour: red}}\n", "cache.exact.colour: Extra inputs are not permitted"),
+    ("- just\n- a list\n", "top level: Input should be a valid dictionary"),
+    # caught when the app is built, not by the schema
+    ("models:\n  - {name: m, api_base: 'http://127.0.0.1:9/v1', fallbacks: [ghost],\n"
+     "     price: {input_per_mtok: 1, output_per_mtok: 1}}\n", "model 'm': unknown fallbacks ['ghost']"),
+])
+def test_a_config_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str | None, says: str) -> None:
+    config = tmp_path / "costgate.yaml"
+    if text is not None:
+        # the data dir in the test's folder (building the app writes the admin key there)
+        config.write_text(text if text.startswith("-") else f"data_dir: {tmp_path / 'data'}\n" + text)
+    result = _serve(config, tmp_path)
+    assert result.returncode == CONFIG_ERROR_EXIT, result.stderr
+    lines = [line for line in result.stderr.splitlines() if " WARNING " not in line]
+    assert len(lines) == 1 and lines[0].startswith(f"costgate: config {config}: "), result.stderr
+    assert says in lines[0] and "Traceback" not in result.stderr
+
+
+def test_the_sample_config_is_valid() -> None:
+    settings = load_settings(ROOT / SAMPLE_CONFIG, {"COSTGATE_ADMIN_KEY": "sk-cg-admin-sample"})
+    assert settings.admin_key == "sk-cg-admin-sample"
+    (chat,) = [m for m in settings.models if m.name == "smollm2-135m-instruct"]
+    assert chat.provider == "local" and chat.api_base is None and chat.engine["gpu_hour_usd"] > 0
+    assert settings.cache.exact.enabled
+
+
+def test_the_guide_starts_from_the_sample_config() -> None:
+    guide = (ROOT / "docs" / "guide.md").read_text()
+    assert f"cp {SAMPLE_CONFIG} costgate.yaml" in guide and "serve --config costgate.yaml" in guide
