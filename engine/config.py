@@ -23,6 +23,7 @@ from typing import Any
 
 from engine.cost import CostConfig
 from engine.speculative import SpeculationPolicy, speculative_config
+from engine.throughput import DEFAULT_SMOOTHING, Smoothing
 
 # KV-cache dtypes vLLM's CPU attention backend accepts (vllm/v1/attention/backends/cpu_attn.py).
 CPU_KV_DTYPES = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
@@ -79,6 +80,10 @@ class EngineSettings:
     prompt_tokens_per_second: float = 500.0
     power_watts: float = 300.0
     grid_g_per_kwh: float = 400.0
+    # how the measured rates (and so the price) move: engine/throughput.py
+    rate_evidence_tokens: float = DEFAULT_SMOOTHING.min_tokens
+    rate_weight: float = DEFAULT_SMOOTHING.weight
+    rate_max_step: float = DEFAULT_SMOOTHING.max_step
     # speculation policy
     min_acceptance: float = 0.3
     max_running_for_speculation: int = 8
@@ -98,12 +103,14 @@ class EngineSettings:
         speculative_config(settings.speculative)  # validate early: a bad block fails at start-up
         if settings.gpu_hour_usd < 0:
             raise ValueError("gpu_hour_usd cannot be negative")
+        Smoothing(settings.rate_evidence_tokens, settings.rate_weight, settings.rate_max_step)  # raises if bad
         return settings
 
     @property
     def cost(self) -> CostConfig:
         return CostConfig(self.gpu_hour_usd, self.tokens_per_second, self.prompt_tokens_per_second,
-                          self.power_watts, self.grid_g_per_kwh)
+                          self.power_watts, self.grid_g_per_kwh,
+                          Smoothing(self.rate_evidence_tokens, self.rate_weight, self.rate_max_step))
 
     @property
     def speculation_policy(self) -> SpeculationPolicy:

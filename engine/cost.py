@@ -10,8 +10,9 @@ second. The rate is measured from vLLM's own counters (`/metrics`), per model:
 - prompt tokens/s: the growth of `vllm:prompt_tokens_total` over the growth of the summed
   prefill time (`vllm:request_prefill_time_seconds_sum`).
 
-Both are smoothed (exponential moving average) and start from configured priors
-(`tokens_per_second`, `prompt_tokens_per_second`) until measured. `LivePrice` is a `Price`
+Both start from configured priors (`tokens_per_second`, `prompt_tokens_per_second`) and move
+as engine/throughput.py says: only on a floor of evidence, by a bounded step, so similar
+requests get similar prices. `LivePrice` is a `Price`
 whose per-token values read the latest measurement, so the ledger, the cost router and
 cascades, which all read `deployment.price`, see the measured price without knowing it is one.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
+from engine.throughput import RateEstimate, Smoothing, observe_rate
 from policies.pricing import Price, Usage
 
 SECONDS_PER_HOUR = Decimal(3600)
@@ -39,7 +41,7 @@ class CostConfig:
     prompt_tokens_per_second: float = 500.0
     power_watts: float = 300.0  # the machine's draw while serving
     grid_g_per_kwh: float = 400.0  # grid carbon intensity (g CO2e / kWh)
-    smoothing: float = 0.3  # weight of the newest window in the moving average
+    smoothing: Smoothing = Smoothing()  # how the measured rates move (engine/throughput.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,34 +75,39 @@ def carbon_grams(seconds: float, power_watts: float, grid_g_per_kwh: float) -> f
     return power_watts * seconds / JOULES_PER_KWH * grid_g_per_kwh
 
 
-def _ewma(old: float, new: float, weight: float) -> float:
-    return (1 - weight) * old + weight * new
-
-
 class ThroughputMeter:
     """Measured prompt and output tokens per second of one model, fed scrape by scrape.
     Survives engine restarts: counters that go backwards start a new baseline."""
 
     def __init__(self, config: CostConfig) -> None:
         self.config = config
-        self.output_tps = config.tokens_per_second
-        self.prompt_tps = config.prompt_tokens_per_second
-        self.measured = False
+        self.output = RateEstimate(config.tokens_per_second)
+        self.prompt = RateEstimate(config.prompt_tokens_per_second)
         self._last: Counters | None = None
+
+    @property
+    def output_tps(self) -> float:
+        return self.output.rate
+
+    @property
+    def prompt_tps(self) -> float:
+        return self.prompt.rate
+
+    @property
+    def measured(self) -> bool:
+        return self.output.measured
 
     def observe(self, now: Counters) -> None:
         last, self._last = self._last, now
         if last is None or now.generation_tokens < last.generation_tokens or now.at <= last.at:
             return  # first scrape, or the engine restarted and its counters began again
-        generated = now.generation_tokens - last.generation_tokens
-        weight = self.config.smoothing if self.measured else 1.0
-        if generated > 0:
-            self.output_tps = _ewma(self.output_tps, generated / (now.at - last.at), weight)
-            self.measured = True
-        prefill = now.prefill_seconds - last.prefill_seconds
-        prompted = now.prompt_tokens - last.prompt_tokens
-        if prefill > 0 and prompted > 0:
-            self.prompt_tps = _ewma(self.prompt_tps, prompted / prefill, weight)
+        smoothing = self.config.smoothing
+        # Output: tokens generated over the window's wall time (a window only partly busy
+        # under-counts the rate, so the price errs high, never low).
+        self.output = observe_rate(self.output, now.generation_tokens - last.generation_tokens,
+                                   now.at - last.at, smoothing)
+        self.prompt = observe_rate(self.prompt, now.prompt_tokens - last.prompt_tokens,
+                                   now.prefill_seconds - last.prefill_seconds, smoothing)
 
     def price(self) -> Price:
         usd = self.config.gpu_hour_usd

@@ -8,6 +8,7 @@ import pytest
 
 from engine.cost import (CostConfig, Counters, LivePrice, ThroughputMeter, carbon_grams, machine_seconds,
                          price_per_token)
+from engine.throughput import Smoothing
 from policies.pricing import Price, Usage, cost_of
 
 
@@ -44,24 +45,28 @@ def _counters(at: float, prompt: float, gen: float, prefill: float, running: flo
 
 def test_meter_starts_at_the_priors_and_follows_measurements() -> None:
     meter = ThroughputMeter(CostConfig(gpu_hour_usd=Decimal("3.6"), tokens_per_second=10.0,
-                                       prompt_tokens_per_second=100.0, smoothing=0.5))
+                                       prompt_tokens_per_second=100.0,
+                                       smoothing=Smoothing(min_tokens=100, weight=0.5, max_step=2.0)))
     assert meter.price() == Price(Decimal("0.00001"), Decimal("0.0001")) and not meter.measured
     meter.observe(_counters(0.0, 0, 0, 0))
-    meter.observe(_counters(1.0, 400, 200, 0.5))  # 200 tok/s out, 800 tok/s prompt
-    assert meter.measured and meter.output_tps == 200 and meter.prompt_tps == 800
-    meter.observe(_counters(2.0, 400, 200, 0.5))  # idle window: no change
-    assert meter.output_tps == 200
-    meter.observe(_counters(3.0, 400, 300, 0.5))  # 100 tok/s, smoothed half-way
-    assert meter.output_tps == 150
-    meter.observe(_counters(4.0, 10, 5, 0.01))    # counters went back: a restart, new baseline only
-    assert meter.output_tps == 150
-    assert meter.price().output == price_per_token(Decimal("3.6"), 150)
+    meter.observe(_counters(1.0, 50, 50, 0.1))  # under the evidence floor: pooled, no change
+    assert not meter.measured and meter.output_tps == 10 and meter.prompt_tps == 100
+    meter.observe(_counters(2.0, 400, 200, 0.5))  # 200 tokens in 2 s, 400 prompt tokens in 0.5 s
+    assert meter.measured and meter.output_tps == 100 and meter.prompt_tps == 800
+    meter.observe(_counters(3.0, 400, 200, 0.5))  # idle window: no change
+    assert meter.output_tps == 100
+    meter.observe(_counters(4.0, 400, 300, 0.5))  # 100 tok/s again: stays
+    meter.observe(_counters(6.0, 400, 400, 0.5))  # 50 tok/s, moved half way
+    assert meter.output_tps == 75
+    meter.observe(_counters(7.0, 10, 5, 0.01))    # counters went back: a restart, new baseline only
+    assert meter.output_tps == 75
+    assert meter.price().output == price_per_token(Decimal("3.6"), 75)
 
 
 def test_live_price_is_a_price_that_follows_the_meter() -> None:
     meter = ThroughputMeter(CostConfig(gpu_hour_usd=Decimal("3.6"), tokens_per_second=100.0,
                                        prompt_tokens_per_second=1000.0))
-    price = LivePrice(meter)
+    price = LivePrice(meter)  # the default evidence floor (256 tokens) is met by the 1000 below
     assert isinstance(price, Price)
     before = cost_of(Usage(1000, 100), price)
     assert before == Decimal("0.001") + Decimal("0.001")

@@ -103,7 +103,7 @@ async def _until(predicate, timeout: float = 60.0) -> None:
 
 
 async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path: Path) -> None:
-    replica = _replica(tmp_path, idle_shutdown_s=None)
+    replica = _replica(tmp_path, idle_shutdown_s=None, rate_evidence_tokens=1)  # one short answer measures
     assert replica.state is State.STOPPED and replica.base_url is None
     try:
         url = await replica.ensure_ready()
