@@ -14,13 +14,14 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from sqlalchemy import text
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
 from gateway.batch.runner import BatchRunner
 from gateway.context import Endpoint, Principal, RequestContext
+from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.dashboard.router import install as install_dashboard
 from gateway.deployments import Deployment, build_deployments
-from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
 from gateway.metrics import Metrics
@@ -40,6 +41,7 @@ from gateway.storage.db import create_engine, create_tables
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
+from gateway.storage.private import private_dir
 from gateway.upstream import DirectTarget
 from policies.breaker import Breakers
 
@@ -67,6 +69,7 @@ class Gateway:
 
     def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
+        private_dir(settings.data_dir)  # 0700: everything below is the gateway's alone
         self.admin_key = admin_key_for(settings)
         self.engine = create_engine(settings.database_url)
         self.keys = KeyStore(self.engine, settings.key_cache_ttl_s)
@@ -86,7 +89,7 @@ class Gateway:
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
         self.pipeline = Pipeline(build_stages(StageParts(
             self.keys, self.targets, self.deployments, self.spend, self.cache, self.ledger, self.metrics,
-            settings.compression, self.routing.metrics)))
+            settings.compression, self.routing.metrics)), on_refusal=self.spend.refusal)
         # /v1/files and /v1/batches: the batch lane's worker
         self.batch_lane = BatchRunner(settings.batch, self.engine, settings.data_dir, self.keys, self.pipeline.handle,
                                       self.metrics.registry)
@@ -113,10 +116,12 @@ class Gateway:
 
     async def record_rejected(self, request_id: str, endpoint: Endpoint, err: GatewayError,
                               principal: Principal) -> GatewayError:
-        """A request refused before the pipeline (unreadable body) still gets its ledger row;
-        returns the error to answer with."""
+        """A request refused before the pipeline (unreadable body) still gets its ledger row and
+        counts against its key's request rate; returns the error to answer with (a 429 once
+        the key is over that rate)."""
         ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=None, headers={},
                              principal=principal)
+        err = await self.spend.refusal(ctx, err)  # counted against the key's request rate
         ctx.status_code, ctx.error = err.status, err.message
         ctx.finish()
         await Record(self.ledger, self.metrics).settle(ctx)  # the row and metrics the pipeline's would write
@@ -197,6 +202,12 @@ def _add_error_handlers(app: FastAPI) -> None:
         first = err.errors()[0] if err.errors() else {"loc": (), "msg": "invalid request"}
         param = ".".join(str(p) for p in first["loc"] if p != "body")
         return error_response(InvalidRequest(f"invalid '{param}': {first['msg']}", param=param or None))
+
+    @app.exception_handler(ClientDisconnect)
+    async def client_went_away(request: Request, _err: ClientDisconnect) -> Response:
+        # Not the gateway's fault and nothing to fix: one line, not a traceback per cut upload.
+        log.info("client disconnected before its request body ended: %s %s", request.method, request.url.path)
+        return Response(status_code=400)  # nobody reads it: the connection is gone
 
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, err: Exception) -> Response:

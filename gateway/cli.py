@@ -45,6 +45,7 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
+    from gateway.http_protocol import with_header_timeout
     from gateway.settings import load_settings
 
     try:
@@ -63,8 +64,9 @@ def _serve(args: argparse.Namespace) -> int:
     # allocate (without this, each full collection walked ~160k start-up objects: ~0.1 s pauses).
     gc.collect()
     gc.freeze()
-    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools",
-                access_log=False, log_level=args.log_level, timeout_graceful_shutdown=10)
+    http = with_header_timeout(settings.header_timeout_s)  # httptools, plus a deadline for headers
+    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http=http, access_log=False,
+                log_level=args.log_level, timeout_graceful_shutdown=10)
     return 0
 
 

@@ -11,7 +11,7 @@ written and the ledger row recorded, and why nothing leaks when a request fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -78,9 +78,13 @@ def build_stages(parts: StageParts) -> list[Stage]:
     ]
 
 
+OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]
+
+
 class Pipeline:
-    def __init__(self, stages: Sequence[Stage]) -> None:
+    def __init__(self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None) -> None:
         self.stages = list(stages)
+        self.on_refusal = on_refusal  # may answer another error instead (a 429 once refusals pile up)
 
     async def handle(self, ctx: RequestContext) -> Response:
         entered: list[Stage] = []
@@ -104,6 +108,8 @@ class Pipeline:
         return with_headers(response, ctx)
 
     async def _refuse(self, err: GatewayError, entered: list[Stage], ctx: RequestContext) -> Response:
+        if self.on_refusal is not None:
+            err = await self.on_refusal(ctx, err)
         ctx.status_code, ctx.error = err.status, err.message
         await self._settle(entered, ctx)
         return with_headers(error_response(err), ctx)

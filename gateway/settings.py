@@ -185,6 +185,7 @@ class Settings(_Strict):
     cost_router: CostRouterConfig | None = None
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
     max_body_bytes: int = 4 * 1024 * 1024
+    header_timeout_s: float = Field(default=10.0, gt=0)  # a connection's request headers must be complete by then
     admin_max_body_bytes: int = Field(default=64 * 1024, ge=1024)  # admin API and /v1/batches bodies
     metrics_key: str | None = Field(default=None, min_length=16)  # when set, GET /metrics needs it (or the admin key) as a bearer token
     ledger_flush_interval_s: float = 0.05

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -23,7 +24,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.alerting import WebhookNotifier
 from gateway.budget_metrics import BudgetMetrics
-from gateway.context import Principal
+from gateway.context import Principal, RequestContext
+from gateway.errors import GatewayError, RateLimited
 from gateway.limits_config import TeamLimits
 from gateway.settings import Settings
 from gateway.storage.budgets import BudgetTable, ledger_spend
@@ -35,11 +37,14 @@ from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
 from policies.plans import Plan, plans_with
 from policies.pricing import format_usd
+from policies.ratelimit import Limit, RateCheck
 
 log = logging.getLogger("costgate.budgets")
 
 COUNTER_GRACE_S = 2 * 86_400  # a period's counter outlives the period, for late settles and reports
 HOUR_TTL_S = 7_200
+UNITS = {Limit.REQUESTS_PER_MINUTE: "requests per minute", Limit.TOKENS_PER_MINUTE: "tokens per minute",
+         Limit.TOKENS_PER_DAY: "tokens per day"}
 
 
 def build_store(settings: Settings) -> BudgetStore:
@@ -135,6 +140,43 @@ class SpendControl:
         if cap is not None:
             found.append(Budget(Scope.KEY, principal.key_id, Period.TOTAL, to_pico(Decimal(cap)), ()))
         return found
+
+    def request_checks(self, principal: Principal) -> list[RateCheck]:
+        """The key's and the team's requests-per-minute limits, one request each."""
+        wanted = ((f"key:{principal.key_id}", self.plan(principal.plan).requests_per_minute),
+                  (f"team:{principal.team_id}", self.team_limits(principal).requests_per_minute))
+        return [RateCheck(Limit.REQUESTS_PER_MINUTE, subject, maximum, 1)
+                for subject, maximum in wanted if maximum is not None]
+
+    def rate_limited(self, check: RateCheck, retry_after_s: int | None) -> RateLimited:
+        kind = check.subject.split(":")[0]
+        self.metrics.refused.labels(check.limit.value, kind).inc()
+        return RateLimited(f"rate limit reached: {check.maximum} {UNITS[check.limit]} for this {kind}",
+                           retry_after=retry_after_s)
+
+    async def refusal(self, ctx: RequestContext, err: GatewayError) -> GatewayError:
+        """The error to answer a refused request with: `err`, or a 429 once the key (or team)
+        is over its request rate. A request admitted already was counted then."""
+        if ctx.principal is None or ctx.reservation is not None or isinstance(err, RateLimited):
+            return err
+        return await self.count_refusal(ctx.principal, ctx.created_at) or err
+
+    async def count_refusal(self, principal: Principal, now: float) -> RateLimited | None:
+        """Count a request refused before admission (a bad body, an unknown model, a budget)
+        against the key's and team's request rates, as admission counts the others: else a
+        key could send unknown-model requests without end. Returns the 429 to answer instead
+        once a limit is reached."""
+        checks = tuple(self.request_checks(principal))
+        if not checks:
+            return None
+        try:
+            verdict = await self.store.admit(Admission("r" + secrets.token_hex(10), now, now, 0, checks))
+        except StoreUnavailable as err:
+            self.outage("admit", err)  # the refusal stands; only its counting is lost
+            return None
+        if verdict.outcome is not Outcome.RATE_LIMITED:
+            return None
+        return self.rate_limited(checks[verdict.failed or 0], verdict.retry_after_s)
 
     # admit and settle
     async def admit(self, admission: Admission, budgets: Sequence[Budget]) -> Verdict:

@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from gateway.errors import AuthenticationFailed, InvalidRequest
 from gateway.guard import bearer_matches
@@ -41,7 +41,7 @@ class KeyIn(_In):
     models: list[str] | None = None
     plan: Literal["free", "pro", "enterprise"] = "pro"
     tags: list[str] | None = None
-    expires_at: datetime | float | None = None
+    expires_at: datetime | FiniteFloat | None = None  # NaN or inf would make a key that never expires
 
 
 def _timestamp(value: datetime | float | None) -> float | None:

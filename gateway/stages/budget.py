@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from starlette.responses import Response
 
 from gateway.context import RequestContext
-from gateway.errors import BudgetExceeded, RateLimited, Unavailable
+from gateway.errors import BudgetExceeded, Unavailable
 from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
@@ -54,10 +54,7 @@ class ReserveBudget:
             ctx.reservation = Hold(hold.id, now, hold.budgets, want, held=False)
             return None
         if verdict.outcome is Outcome.RATE_LIMITED:
-            check = ctx.rate_checks[verdict.failed or 0]
-            self.control.metrics.refused.labels(check.limit.value, check.subject.split(":")[0]).inc()
-            raise RateLimited(f"rate limit reached: {check.maximum} {_unit(check.limit)} for this "
-                              f"{check.subject.split(':')[0]}", retry_after=verdict.retry_after_s)
+            raise self.control.rate_limited(ctx.rate_checks[verdict.failed or 0], verdict.retry_after_s)
         if verdict.outcome is Outcome.OVER_BUDGET:
             b = budgets[verdict.failed or 0]
             self.control.metrics.refused.labels("budget", b.scope.value).inc()
@@ -77,7 +74,3 @@ class ReserveBudget:
                        for c in ctx.rate_checks if c.limit is not Limit.REQUESTS_PER_MINUTE]
         await self.control.settle(hold, to_pico(ctx.cost), adjustments, ctx.principal)
 
-
-def _unit(limit: Limit) -> str:
-    return {Limit.REQUESTS_PER_MINUTE: "requests per minute", Limit.TOKENS_PER_MINUTE: "tokens per minute",
-            Limit.TOKENS_PER_DAY: "tokens per day"}[limit]

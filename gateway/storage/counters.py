@@ -155,10 +155,11 @@ class InProcessStore:
         for check in a.rates:
             key = check.counter(a.now)
             self.windows[key] = self.windows.get(key, 0) + check.amount
-        for b in a.budgets:
-            self.counters[b.counter][1] += a.want_pusd
-        self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline)
-        heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
+        if a.budgets and a.want_pusd:  # nothing held, nothing to remember (as in admit.lua)
+            for b in a.budgets:
+                self.counters[b.counter][1] += a.want_pusd
+            self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline)
+            heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
         return Verdict(Outcome.ADMITTED)
 
     async def settle(self, s: Settlement) -> list[int]:

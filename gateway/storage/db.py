@@ -16,6 +16,8 @@ from sqlalchemy.engine import Connection, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex
 
+from gateway.storage.private import private_file
+
 PICO = Decimal(10) ** 12
 
 metadata = MetaData()
@@ -98,7 +100,8 @@ def create_engine(url: str) -> AsyncEngine:
     target = make_url(async_url(url))
     if target.drivername.startswith("sqlite"):
         if target.database and target.database != ":memory:":
-            Path(target.database).parent.mkdir(parents=True, exist_ok=True)
+            Path(target.database).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_file(target.database)  # SQLite gives its -wal and -shm files the same mode
         engine = create_async_engine(target)
 
         @event.listens_for(engine.sync_engine, "connect")

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.errors import BodyTooLarge, NotFound
 from gateway.storage.db import metadata
+from gateway.storage.private import private_dir
 
 files = Table(
     "files", metadata,
@@ -70,11 +71,11 @@ class FileStore:
                    expires_at: float | None = None) -> FileRecord:
         """Write the bytes, then the row. Over `limit` bytes: nothing is kept."""
         file_id = file_id or new_file_id()
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dir(self.root)
         tmp = self.root / f".{file_id}.{secrets.token_hex(4)}.part"
         size = 0
         try:
-            with open(tmp, "wb") as out:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
                 async for chunk in chunks:
                     size += len(chunk)
                     if size > limit:

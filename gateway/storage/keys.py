@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import secrets
 import time
 from dataclasses import dataclass
@@ -102,6 +103,8 @@ class KeyStore:
                          expires_at: float | None = None) -> tuple[KeyRecord, str]:
         if plan not in PLANS:
             raise InvalidRequest(f"plan must be one of {', '.join(PLANS)}", param="plan")
+        if expires_at is not None and not math.isfinite(expires_at):  # `now >= NaN` is never true
+            raise InvalidRequest("expires_at must be a finite time", param="expires_at")
         found = await self.find_team(team)
         secret = new_secret()
         record = KeyRecord(new_id("key"), found.id, name, secret[:10], models, plan, tags or [],

@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -34,7 +35,7 @@ def key(gw: GatewayProcess) -> str:
 
 def rss_bytes(gw: GatewayProcess) -> int:
     assert gw.proc is not None
-    for line in open(f"/proc/{gw.proc.pid}/status"):
+    for line in Path(f"/proc/{gw.proc.pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
