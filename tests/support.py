@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -17,6 +19,34 @@ import yaml
 
 ADMIN_KEY = "sk-cg-admin-test-0123456789abcdef"
 ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.02, what: str = "") -> T:
+    """Wait for something to happen: poll `condition` until it returns a true value, and return
+    that value; fail with TimeoutError after `timeout` seconds. A deadline, never a fixed sleep:
+    the test goes on as soon as the condition holds, and fails loudly when it never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"not reached in {timeout} s: {what or condition}")
+        time.sleep(interval)
+
+
+async def wait_until_async(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.005,
+                           what: str = "") -> T:
+    """`wait_until` for a test on the event loop: polls between the loop's other work."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"not reached in {timeout} s: {what or condition}")
+        await asyncio.sleep(interval)
 
 
 def free_port() -> int:

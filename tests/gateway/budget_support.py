@@ -22,7 +22,7 @@ import asyncpg
 import pytest
 import redis
 
-from tests.support import free_port
+from tests.support import free_port, wait_until
 
 SHARED_REDIS = "redis://127.0.0.1:6379/5"  # db 5: budget tests; each run uses its own key prefix
 
@@ -130,9 +130,7 @@ class WebhookReceiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def wait_for(self, predicate: Any, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not predicate():
-            time.sleep(0.02)
+        wait_until(predicate, timeout, what=f"webhooks {self.accepted}")
 
     def close(self) -> None:
         self.server.shutdown()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -14,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support import FakeUpstream, GatewayProcess, model
+from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
 SMALL_IN, SMALL_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 
@@ -45,13 +44,11 @@ def submit(client: openai.OpenAI, lines: list[dict[str, Any]]) -> Any:
 
 
 def wait_for(client: openai.OpenAI, batch_id: str, statuses: set[str], timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def reached() -> Any:
         batch = client.batches.retrieve(batch_id)
-        if batch.status in statuses:
-            return batch
-        time.sleep(0.1)
-    raise TimeoutError(f"batch {batch_id} still {batch.status}")
+        return batch if batch.status in statuses else None
+
+    return wait_until(reached, timeout, interval=0.1, what=f"batch {batch_id} {statuses}")
 
 
 def read_lines(client: openai.OpenAI, file_id: str | None) -> list[dict[str, Any]]:
@@ -176,10 +173,7 @@ def test_restart_in_the_middle_of_a_batch(gw: GatewayProcess, fake_upstream: Fak
     n = 4
     before = fake_upstream.stats().get("slow", 0)
     batch = submit(client, [chat_line(f"r-{i}", f"restart line {i}", "slow") for i in range(n)])
-    deadline = time.monotonic() + 30
-    while client.batches.retrieve(batch.id).request_counts.completed < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: client.batches.retrieve(batch.id).request_counts.completed >= 2, timeout=30, interval=0.1)
     if how == "kill":
         gw.kill()  # SIGKILL: no clean shutdown, lines in flight are lost with the process
     else:

@@ -5,14 +5,13 @@ backend: a `redis_url` is enough for replicas to share the cache."""
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 
 from tests.conftest import standard_models
-from tests.support import FakeUpstream, GatewayProcess
+from tests.support import FakeUpstream, GatewayProcess, wait_until
 
 REDIS = "redis://127.0.0.1:6379/0"
 
@@ -43,13 +42,6 @@ def ask(gw: GatewayProcess, key: str, text: str):
     return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content
 
 
-def until(check, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_replicas_share_exact_and_semantic_entries(replicas) -> None:
@@ -60,7 +52,7 @@ def test_replicas_share_exact_and_semantic_entries(replicas) -> None:
     assert status == "miss"
     assert ask(two, key, "How do I learn Python quickly?") == ("exact", stored)
     # the second replica's index learns the vector from the event stream
-    assert until(lambda: ask(two, key, "How can I learn Python quickly?")[0] == "semantic")
+    wait_until(lambda: ask(two, key, "How can I learn Python quickly?")[0] == "semantic", timeout=5, interval=0.05)
     assert ask(two, key, "How can I learn Python quickly?")[1] == stored
     other = one.new_key("elsewhere")
     assert ask(two, other, "How do I learn Python quickly?")[0] == "miss"

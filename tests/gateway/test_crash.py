@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 
 import httpx
 
 from tests.conftest import standard_models
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, wait_until
 
 
 def complete_answers(gw: GatewayProcess, key: str, stop: threading.Event, done: list[str]) -> None:
@@ -46,9 +45,7 @@ def test_sigkill_under_load_loses_no_answered_request(tmp_path, fake_upstream) -
     workers = [threading.Thread(target=complete_answers, args=(gw, key, stop, done)) for _ in range(4)]
     for w in workers:
         w.start()
-    deadline = time.monotonic() + 30
-    while len(done) < 60 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(done) >= 60, timeout=30, interval=0.05, what="60 answers")
     gw.kill()
     stop.set()
     for w in workers:

@@ -7,7 +7,6 @@ import json
 import math
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from gateway.tokens import count_text
 from policies.compress import SUMMARY_PREFIX, summary_request
-from tests.support import FakeUpstream, GatewayProcess, _env, model
+from tests.support import FakeUpstream, GatewayProcess, _env, model, wait_until
 
 WEAK, STRONG = "rec-weak", "rec-strong"
 CONFIDENT = [-0.01] * 5
@@ -176,13 +175,11 @@ def cascade_view(gw: GatewayProcess, name: str) -> dict:
 
 
 def wait_samples(gw: GatewayProcess, name: str, n: int) -> dict:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    def enough() -> dict | None:
         view = cascade_view(gw, name)
-        if view["samples"] >= n:
-            return view
-        time.sleep(0.05)
-    raise AssertionError(f"{name}: fewer than {n} samples: {view}")
+        return view if view["samples"] >= n else None
+
+    return wait_until(enough, timeout=20, interval=0.05, what=f"{name}: {n} shadow samples")
 
 
 def test_shadow_sampling_moves_the_threshold(client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy
 
 from tests.reliability.services import OwnPostgres, OwnRedis
-from tests.support import FakeUpstream, GatewayProcess, model
+from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -57,15 +57,6 @@ class Load:
 
     def since(self, t: float) -> list[tuple[float, int, str, dict]]:
         return [r for r in self.results if r[0] >= t]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise TimeoutError("condition not reached")
 
 
 @pytest.fixture(scope="module")
