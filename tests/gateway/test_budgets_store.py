@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
 from gateway.settings import Settings
@@ -200,7 +201,11 @@ async def test_a_settlement_whose_reply_is_lost_is_retried_and_counted_once(tmp_
         redis.Redis(port=server.port).execute_command("CLIENT", "PAUSE", "600", "WRITE")
         await control.settle(hold, 1_500, (), Principal("team_p", "p", "key_p"))
         assert len(control.unsettled) == 1
-        await asyncio.sleep(0.7)  # the pause ends; the stalled command runs
+        # A write of our own is held by the same pause, queued behind the stalled settle: when it
+        # returns, the pause is over and the stalled command has run.
+        probe = aioredis.Redis(port=server.port, socket_timeout=10)
+        await probe.set("probe", 1)
+        await probe.aclose()
         assert await control.retry_unsettled() == 1 and not control.unsettled
         [view] = await control.view([budget])
         assert (view.state.spent_pusd, view.state.reserved_pusd) == (1_500, 0)
