@@ -3,9 +3,9 @@ restart after a crash, idle shutdown, lazy start again — against a stand-in se
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -13,6 +13,7 @@ import pytest
 
 from engine.config import EngineSettings, cpu_flags
 from engine.launcher import EngineUnavailable, LaunchSpec, Replica, State, build_command, build_env, kv_dtype_for
+from tests.support import wait_until_async
 
 STAND_IN = "tests.engine.stand_in_vllm"
 
@@ -83,11 +84,11 @@ def test_engine_settings_reject_bad_config(raw: dict) -> None:
         EngineSettings.parse(raw)
 
 
-def _replica(tmp_path: Path, **engine: object) -> Replica:
+def _replica(tmp_path: Path, clock: Callable[[], float] = time.monotonic, **engine: object) -> Replica:
     settings = {"health_interval_s": 0.1, "restart_backoff_s": 0.05, "warm_up": False, "startup_timeout_s": 60,
                 **engine}
     return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True,
-                   server_module=STAND_IN)
+                   server_module=STAND_IN, clock=clock)
 
 
 async def _complete(url: str, prompt: str = "hi") -> httpx.Response:
@@ -95,11 +96,24 @@ async def _complete(url: str, prompt: str = "hi") -> httpx.Response:
         return await client.post(url + "/v1/completions", json={"model": "m", "prompt": prompt, "max_tokens": 5})
 
 
-async def _until(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
+async def _until(predicate: Callable[[], object], timeout: float = 60.0) -> None:
+    await wait_until_async(predicate, timeout, interval=0.05)
+
+
+class SkippingClock:
+    """The monotonic clock, plus however far a test has skipped ahead: idle time passes at once."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skipped
+
+
+async def _next_watch(replica: Replica) -> None:
+    """Until the watcher has run once more: it scrapes, then judges idleness, with no wait between."""
+    seen = replica.last_stats
+    await _until(lambda: replica.last_stats is not seen or replica.state is State.STOPPED)
 
 
 async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path: Path) -> None:
@@ -122,14 +136,19 @@ async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path:
 
 
 async def test_stops_when_idle_and_starts_again_on_the_next_request(tmp_path: Path) -> None:
-    replica = _replica(tmp_path, idle_shutdown_s=0.3)
+    clock = SkippingClock()
+    replica = _replica(tmp_path, clock, idle_shutdown_s=300)
     try:
         await replica.ensure_ready()
         replica.begin(100)  # a request in flight keeps it up
         await _until(lambda: replica.last_stats is not None)
-        await asyncio.sleep(0.6)
+        clock.skipped += 600  # twice the idle limit since the request began
+        await _next_watch(replica)
         assert replica.state is State.READY and replica.outstanding_tokens == 100
         replica.end(100)
+        await _next_watch(replica)
+        assert replica.state is State.READY  # the request just ended: not idle yet
+        clock.skipped += 301
         await _until(lambda: replica.state is State.STOPPED)
         assert replica.base_url is None
         url = await replica.ensure_ready()  # lazily, on the next request
