@@ -10,7 +10,7 @@ import pytest
 from gateway.context import Principal
 from gateway.errors import AuthenticationFailed, NotFound, PermissionDenied
 from gateway.stages.authenticate import Authenticate
-from tests.gateway.stages.fakes import TEAM_A, request
+from tests.gateway.fakes import TEAM_A, request
 
 MODELS = frozenset({"small", "large", "auto"})
 

@@ -23,7 +23,7 @@ from gateway.stages.cache import ExactCache, SemanticCache, cache_stages
 from policies.pricing import Usage
 from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.store import EmbeddedStore, Entry
-from tests.gateway.stages.fakes import TEAM_A, chat_answer, deployment, request
+from tests.gateway.fakes import TEAM_A, chat_answer, deployment, request
 
 TEAM_B = Principal(team_id="team_b1", team_name="team-b", key_id="key_b1")
 DEPLOYMENTS = {"small": deployment("small", upstream="small-v1", input_per_mtok="1", output_per_mtok="2")}

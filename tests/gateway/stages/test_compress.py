@@ -19,7 +19,7 @@ from gateway.stages.compress import Compress
 from gateway.tokens import count_messages
 from policies.compress import SUMMARY_PREFIX
 from policies.pricing import Usage
-from tests.gateway.stages.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
+from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}
 

@@ -10,7 +10,7 @@ import pytest
 from engine.admission import Priority
 from gateway.errors import InvalidRequest
 from gateway.stages.priority import HEADER, Prioritize
-from tests.gateway.stages.fakes import TEAM_A, request
+from tests.gateway.fakes import TEAM_A, request
 
 
 @pytest.mark.parametrize("plan, asked, runs_as", [

@@ -13,7 +13,7 @@ from gateway.metrics import Metrics
 from gateway.stages.record import Record
 from gateway.storage.ledger import LedgerRow
 from policies.pricing import Usage
-from tests.gateway.stages.fakes import TEAM_A, request
+from tests.gateway.fakes import TEAM_A, request
 
 
 class FakeLedger:

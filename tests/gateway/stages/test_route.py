@@ -11,7 +11,7 @@ from starlette.responses import Response
 from gateway.context import RequestContext
 from gateway.errors import CircuitOpen
 from gateway.stages.route import Route
-from tests.gateway.stages.fakes import TEAM_A, request
+from tests.gateway.fakes import TEAM_A, request
 
 
 class FakeTarget:

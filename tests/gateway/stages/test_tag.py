@@ -12,7 +12,7 @@ import pytest
 from gateway.context import CacheControl, Principal, RequestContext
 from gateway.errors import InvalidRequest
 from gateway.stages.tag import MAX_TAGS, Tag
-from tests.gateway.stages.fakes import TEAM_A, request
+from tests.gateway.fakes import TEAM_A, request
 
 KEYED = dataclasses.replace(TEAM_A, tags=("env=prod", "app"))
 QUESTION = [{"role": "user", "content": "hi"}]

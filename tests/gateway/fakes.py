@@ -1,5 +1,5 @@
-"""What the stage tests share: a request context as a route builds it, a caller, and
-deployments whose upstream is faked at the provider interface."""
+"""What the unit tests of stages and routing share: a request context as a route builds it, a caller,
+and deployments whose upstream is faked at the provider interface."""
 
 from __future__ import annotations
 

@@ -1,0 +1,74 @@
+"""The routing policies' live gauges, read at scrape time (gateway/routing/metrics.py), and the
+scorer a cascade's `scorer:` setting names (gateway/routing/build.py)."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from gateway.routing.build import build_scorer
+from gateway.routing.cascade import PureConfidence
+from gateway.routing.judge import JudgeScorer
+from gateway.routing.metrics import PolicyMetrics
+from policies.breaker import BreakerConfig, Breakers
+from policies.quality import Estimate
+from policies.scorers.learned import LearnedScorer
+from policies.scorers.logprob import LogprobScorer
+from policies.scorers.rules import RuleScorer
+from tests.gateway.fakes import deployment
+
+
+def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
+    registry = CollectorRegistry()
+    breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0), clock=lambda: 0.0)
+    estimates: dict[str, Estimate] = {"auto": Estimate(None, 3, None, None, False)}
+    PolicyMetrics(registry).watch(breakers, lambda: estimates)
+    breakers.record("small", ok=True)
+    value = registry.get_sample_value
+    assert value("costgate_breaker_state", {"deployment": "small", "state": "closed"}) == 1
+    assert value("costgate_breaker_state", {"deployment": "small", "state": "open"}) == 0
+    assert value("costgate_cascade_shadow_samples", {"cascade": "auto"}) == 3
+    # no threshold and no agreement yet: absent, not a made-up zero
+    assert value("costgate_cascade_threshold", {"cascade": "auto"}) is None
+    assert value("costgate_cascade_agreement", {"cascade": "auto"}) is None
+
+    breakers.record("small", ok=False)  # the state changes; the next scrape shows it
+    estimates["auto"] = Estimate(0.7, 150, 0.96, 0.93, True)
+    assert value("costgate_breaker_state", {"deployment": "small", "state": "open"}) == 1
+    assert value("costgate_breaker_state", {"deployment": "small", "state": "closed"}) == 0
+    assert value("costgate_cascade_threshold", {"cascade": "auto"}) == 0.7
+    assert value("costgate_cascade_agreement", {"cascade": "auto"}) == 0.96
+    assert value("costgate_cascade_agreement_lower_bound", {"cascade": "auto"}) == 0.93
+
+
+def test_compression_and_router_counters_carry_their_labels() -> None:
+    registry = CollectorRegistry()
+    metrics = PolicyMetrics(registry)
+    metrics.compression_tokens_saved.labels("small").inc(120)
+    metrics.router_choices.labels("cost-router", "large").inc()
+    assert registry.get_sample_value("costgate_compression_tokens_saved_total", {"model": "small"}) == 120
+    assert registry.get_sample_value("costgate_router_choices_total", {"router": "cost-router", "model": "large"}) == 1
+
+
+@pytest.mark.parametrize("spec, scorer", [("rules", RuleScorer), ("logprob", LogprobScorer),
+                                          ("learned", LearnedScorer)])
+def test_pure_scorers_by_name(spec: str, scorer: type) -> None:
+    built = build_scorer(spec, {})
+    assert isinstance(built, PureConfidence) and isinstance(built.scorer, scorer)
+    assert built.needs_logprobs is (scorer is LogprobScorer)
+
+
+def test_a_judge_scores_with_the_named_deployment() -> None:
+    judge = deployment("grader")
+    built = build_scorer("judge:grader", {"grader": judge})
+    assert isinstance(built, JudgeScorer) and built.dep is judge
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("judge:nobody", "unknown judge model 'nobody'"),
+    ("learned:/no/such/file.json", "no such file"),
+    ("vibes", "unknown scorer 'vibes'"),
+])
+def test_a_scorer_that_cannot_be_built_is_a_config_error(spec: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_scorer(spec, {"small": deployment("small")})
