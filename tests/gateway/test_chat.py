@@ -43,7 +43,8 @@ def test_streamed_chat_reports_cost_in_usage_chunk(gateway: GatewayProcess, key:
 def test_stream_without_usage_request_gets_no_usage_chunk(gateway: GatewayProcess, key: str) -> None:
     chunks = list(gateway.client(key).chat.completions.create(
         model="small", stream=True, messages=[{"role": "user", "content": "hello"}]))
-    assert all(c.choices for c in chunks)
+    assert chunks and all(c.choices for c in chunks)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "echo: hello"
     assert all(c.usage is None for c in chunks)
 
 

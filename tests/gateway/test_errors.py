@@ -3,6 +3,8 @@ row, and leaves the gateway serving."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import httpx
 import openai
 import pytest
@@ -73,9 +75,21 @@ def test_retries_are_capped_at_two(gateway: GatewayProcess, fake_upstream, key: 
     assert fake_upstream.stats()["fail-500"] - before == 3  # one call and two retries
 
 
-def test_a_flaky_upstream_is_retried_into_success(gateway: GatewayProcess, key: str) -> None:
-    for _ in range(3):  # the fake fails the first of every three calls
-        assert gateway.client(key).chat.completions.create(model="flaky", messages=HI).choices
+def test_a_flaky_upstream_is_retried_into_success(gateway: GatewayProcess, fake_upstream, key: str) -> None:
+    before = fake_upstream.stats().get("flaky", 0)
+    for i in range(3):  # the fake fails the first of every three calls
+        # Each question once: a repeated one would be answered by the exact cache, not the upstream.
+        raw = gateway.client(key).chat.completions.with_raw_response.create(
+            model="flaky", messages=[{"role": "user", "content": f"flaky question {i}"}])
+        answer = raw.parse()
+        assert answer.choices[0].message.content == f"echo: flaky question {i}"
+        assert raw.headers["x-costgate-cache"] == "miss"
+        # charged for the call that answered (flaky: $1.5 / $6 per million), not the one that failed
+        usage = answer.usage
+        assert Decimal(raw.headers["x-costgate-cost-usd"]) == \
+            (usage.prompt_tokens * Decimal("1.5") + usage.completion_tokens * 6) / 1_000_000
+    # three answers took four or five calls: every failure was retried, none reached the client
+    assert 4 <= fake_upstream.stats()["flaky"] - before <= 5
 
 
 def test_truncated_stream_ends_with_an_error_and_is_charged(gateway: GatewayProcess, key: str) -> None:
@@ -108,4 +122,5 @@ def test_failures_are_in_the_ledger_and_the_gateway_keeps_serving(gateway: Gatew
     after = {r["group"]: r["requests"] for r in gateway.spend("model")["rows"]}
     assert after.get(None, 0) == before.get(None, 0) + 1  # the unreadable body: no model known
     assert after.get("always-500", 0) == before.get("always-500", 0) + 1
-    assert gateway.client(key).chat.completions.create(model="small", messages=HI).choices
+    assert gateway.client(key).chat.completions.create(model="small", messages=HI).choices[0].message.content \
+        == "echo: hi"

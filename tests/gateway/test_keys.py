@@ -40,7 +40,8 @@ def test_rotated_key_replaces_the_old_secret(gateway: GatewayProcess) -> None:
     assert rotated["id"] == key_id and rotated["key"] != old
     with pytest.raises(openai.AuthenticationError):
         gateway.client(old).chat.completions.create(model="small", messages=HI)
-    assert gateway.client(rotated["key"]).chat.completions.create(model="small", messages=HI).choices
+    assert gateway.client(rotated["key"]).chat.completions.create(model="small", messages=HI) \
+        .choices[0].message.content == "echo: hi"
 
 
 def test_expired_key_is_refused(gateway: GatewayProcess) -> None:
@@ -63,7 +64,7 @@ def test_expired_key_is_refused(gateway: GatewayProcess) -> None:
 def test_model_allowlist(gateway: GatewayProcess) -> None:
     secret = gateway.new_key("team-keys", models=["small"])
     client = gateway.client(secret)
-    assert client.chat.completions.create(model="small", messages=HI).choices
+    assert client.chat.completions.create(model="small", messages=HI).choices[0].message.content == "echo: hi"
     with pytest.raises(openai.PermissionDeniedError) as err:
         client.chat.completions.create(model="large", messages=HI)
     assert err.value.status_code == 403 and err.value.body["type"] == "permission_error"
