@@ -51,7 +51,10 @@ def gw(tmp_path_factory: pytest.TempPathFactory, faulty: FaultyUpstreamProcess) 
         model("brk-solo", "status-502-solo", base, max_retries=0),
     ]
     breaker = {"min_requests": 4, "max_error_rate": 0.5, "window_s": 60, "open_s": 30}
-    gateway = GatewayProcess({"models": models, "breaker": breaker}, tmp_path_factory.mktemp("gw-faults"))
+    # These tests count each request's upstream calls and charges: a repeated question must reach
+    # the upstream, not the exact cache (which serves requests without a temperature).
+    gateway = GatewayProcess({"models": models, "breaker": breaker, "cache": {"exact": {"enabled": False}}},
+                             tmp_path_factory.mktemp("gw-faults"))
     yield gateway
     gateway.stop()
 
