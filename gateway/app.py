@@ -24,6 +24,7 @@ from gateway.dashboard.router import install as install_dashboard
 from gateway.deployments import Deployment, build_deployments
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
+from gateway.inflight import StreamJournal, recover_streams
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, StageParts, build_stages
 from gateway.providers.replicas import ReplicaCollector
@@ -87,9 +88,12 @@ class Gateway:
         self.metrics.label_models(self.targets)  # other names a client sends are labelled `unknown`
         self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
         self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
+        b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
+        self.streams = StreamJournal(Path(settings.data_dir) / "journal", self.deployments,
+                                     b.journal_every_chunks, b.journal_every_s)
         self.pipeline = Pipeline(build_stages(StageParts(
             self.keys, self.targets, self.deployments, self.spend, self.cache, self.ledger, self.metrics,
-            settings.compression, self.routing.metrics)), on_refusal=self.spend.refusal)
+            settings.compression, self.routing.metrics)), on_refusal=self.spend.refusal, streams=self.streams)
         # /v1/files and /v1/batches: the batch lane's worker
         self.batch_lane = BatchRunner(settings.batch, self.engine, settings.data_dir, self.keys, self.pipeline.handle,
                                       self.metrics.registry)
@@ -99,6 +103,7 @@ class Gateway:
         await create_tables(self.engine)
         await self.routing.start()
         await self.ledger.recover()
+        await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
         self.ledger.start()
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()
@@ -110,6 +115,7 @@ class Gateway:
         await self.cache.stop()  # the embedded backend writes its snapshot
         await self.routing.stop()  # shadow calls in flight still write ledger rows
         await self.ledger.close()
+        self.streams.close()
         for dep in self.deployments.values():
             await dep.provider.aclose()
         await self.engine.dispose()

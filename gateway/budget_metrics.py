@@ -23,5 +23,6 @@ class BudgetMetrics:
         self.webhooks = Counter("costgate_alert_webhooks_sent", "Alert webhooks delivered", ["kind"], registry=r)
         self.webhook_failures = Counter("costgate_alert_webhook_failures", "Failed alert webhook attempts",
                                         ["outcome"], registry=r)
-        self.reclaimed = Counter("costgate_budget_holds_reclaimed", "Reservations reclaimed past their deadline",
+        self.reclaimed = Counter("costgate_budget_holds_reclaimed",
+                                 "Reservations reclaimed: past their deadline, or of a replica whose lease ended",
                                  registry=r)

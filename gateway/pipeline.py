@@ -21,6 +21,7 @@ from starlette.responses import Response, StreamingResponse
 from gateway.context import CacheStatus, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, error_response
+from gateway.inflight import StreamJournal
 from gateway.metrics import Metrics
 from gateway.request_fields import DROPPED_HEADER, dropped_header
 from gateway.response_cache import ResponseCache
@@ -82,9 +83,11 @@ OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]
 
 
 class Pipeline:
-    def __init__(self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None) -> None:
+    def __init__(self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None,
+                 streams: StreamJournal | None = None) -> None:
         self.stages = list(stages)
         self.on_refusal = on_refusal  # may answer another error instead (a 429 once refusals pile up)
+        self.streams = streams  # journals streams in flight, for a crash to charge (gateway/inflight.py)
 
     async def handle(self, ctx: RequestContext) -> Response:
         entered: list[Stage] = []
@@ -117,17 +120,22 @@ class Pipeline:
     async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
                             ctx: RequestContext) -> AsyncIterator[bytes | str]:
         done = None
+        watch = self.streams.watch(ctx) if self.streams is not None else None
         try:
             async for chunk in body:
                 if isinstance(chunk, StreamEnd):
                     done = chunk  # held back: the stream ends only once its ledger row is journaled
                     continue
+                if watch is not None:
+                    watch.relayed()
                 yield chunk
         finally:
             # Shielded: when the client disconnects, the stream is cancelled, and settling
             # (releasing the reservation, writing the ledger row) must still run to the end.
             with anyio.CancelScope(shield=True):
                 await self._settle(entered, ctx)
+            if watch is not None:
+                watch.finished()
         if done is not None:
             yield done
 

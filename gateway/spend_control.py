@@ -26,6 +26,7 @@ from gateway.alerting import WebhookNotifier
 from gateway.budget_metrics import BudgetMetrics
 from gateway.context import Principal, RequestContext
 from gateway.errors import GatewayError, RateLimited
+from gateway.leases import Leaseholder
 from gateway.limits_config import TeamLimits
 from gateway.settings import Settings
 from gateway.storage.budgets import BudgetTable, ledger_spend
@@ -89,29 +90,39 @@ class SpendControl:
         # Settlements the store could not take (an outage, a lost reply), retried in order until
         # it does; settling is idempotent, so one that did land is not counted twice.
         self.unsettled: deque[Settlement] = deque(maxlen=100_000)
-        self._retry_task: asyncio.Task[None] | None = None
+        self._upkeep_task: asyncio.Task[None] | None = None
+        self.leases = Leaseholder(self.store, self.config.lease_s, self.metrics, clock)  # owns our holds
         self._claimed: set[tuple[str, str]] = set()  # alerts this process knows are claimed
         self._last_outage_log = 0.0
 
     async def start(self) -> None:
         if self.notifier is not None:
             self.notifier.start()
-        self._retry_task = asyncio.create_task(self._retry_loop(), name="budget-settle-retry")
+        self._upkeep_task = asyncio.create_task(self._upkeep_loop(), name="budget-upkeep")
 
     async def stop(self) -> None:
-        if self._retry_task is not None:
-            self._retry_task.cancel()
+        if self._upkeep_task is not None:
+            self._upkeep_task.cancel()
         await self.retry_unsettled()
         if self.unsettled:
             log.error("shutdown with %d budget settlements not applied (the ledger has them)", len(self.unsettled))
+        try:
+            await self.leases.retire()  # what is still held goes now, not when the lease ends
+        except StoreUnavailable as err:
+            self.outage("retire", err)
         if self.notifier is not None:
             await self.notifier.close()
         await self.store.close()
 
-    async def _retry_loop(self) -> None:
+    async def _upkeep_loop(self) -> None:
+        """Retry queued settlements, renew this replica's lease, reclaim dead replicas' holds."""
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(self.leases.tick_s)
             await self.retry_unsettled()
+            try:
+                await self.leases.tick()
+            except StoreUnavailable as err:
+                self.outage("lease", err)
 
     async def retry_unsettled(self) -> int:
         """Apply queued settlements, oldest first, until the store fails again."""
@@ -213,23 +224,30 @@ class SpendControl:
 
     async def settle(self, hold: Hold, cost_pusd: int, rates: Sequence[RateAdjustment],
                      principal: Principal) -> None:
-        hour = hour_key(hold.now)
-        spend = ((f"spend:team:{principal.team_id}:{hour}", HOUR_TTL_S), (f"spend:all:{hour}", HOUR_TTL_S))
         counters = tuple(b.counter(hold.now) for b in hold.budgets)
-        settlement = Settlement(hold.id, hold.now, cost_pusd, counters, spend, tuple(rates))
-        try:
-            spent = await self.store.settle(settlement)
-        except StoreUnavailable as err:
-            self.outage("settle", err)
-            if len(self.unsettled) == self.unsettled.maxlen:
-                log.error("budget settlement queue full: the oldest is dropped (the ledger has it)")
-            self.unsettled.append(settlement)
-            return
+        spent = await self.settle_counters(hold.id, hold.now, counters, cost_pusd, principal.team_id, rates)
         if cost_pusd and spent:
             try:
                 await self._raise_alerts(hold, spent, principal)
             except StoreUnavailable as err:
                 self.outage("alert", err)
+
+    async def settle_counters(self, hold_id: str, now: float, counters: tuple[str, ...], cost_pusd: int,
+                              team_id: str, rates: Sequence[RateAdjustment] = ()) -> list[int]:
+        """Commit `cost_pusd` to the budget counters a hold was made on and to the hourly spend,
+        and release the hold; returns the spend after it (empty if queued for later: the store
+        is down). Also for a dead replica's streams, charged from its journal (no alerts)."""
+        hour = hour_key(now)
+        spend = ((f"spend:team:{team_id}:{hour}", HOUR_TTL_S), (f"spend:all:{hour}", HOUR_TTL_S))
+        settlement = Settlement(hold_id, now, cost_pusd, counters, spend, tuple(rates))
+        try:
+            return await self.store.settle(settlement)
+        except StoreUnavailable as err:
+            self.outage("settle", err)
+            if len(self.unsettled) == self.unsettled.maxlen:
+                log.error("budget settlement queue full: the oldest is dropped (the ledger has it)")
+            self.unsettled.append(settlement)
+            return []
 
     async def _raise_alerts(self, hold: Hold, spent: list[int], principal: Principal) -> None:
         now = hold.now

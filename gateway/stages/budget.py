@@ -43,7 +43,7 @@ class ReserveBudget:
         want = to_pico(self.targets[ctx.requested_model].worst_case_cost(ctx)) if budgets else 0
         hold = Hold("h" + secrets.token_hex(10), now, tuple(budgets), want)
         admission = Admission(hold.id, now, now + self.control.config.reservation_timeout_s, want,
-                              ctx.rate_checks, budget_checks(budgets, now))
+                              ctx.rate_checks, budget_checks(budgets, now), self.control.leases.lease(now))
         try:
             verdict = await self.control.admit(admission, budgets)
         except StoreUnavailable as err:

@@ -3,9 +3,14 @@
 `BudgetStore.admit` checks every rate limit and every budget of a request and, only if all of
 them pass, counts the request and holds its worst-case cost against every budget — all at once,
 so no two requests can both see room that only one of them fits in (the check-then-increment
-race). `settle` commits the true cost and releases the hold. A hold carries a deadline; holds
-past it are reclaimed by the next `admit`, so a replica that dies mid-request cannot keep
-budget forever.
+race). `settle` commits the true cost and releases the hold.
+
+Every hold has an owner, the replica that admitted it (`Lease`): each replica renews a lease
+of a few seconds while it lives (`renew`), and the holds of an owner whose lease has ended —
+a replica that died — are released by `reclaim`, which every replica runs every few seconds
+(gateway/leases.py), and by `admit` itself before it refuses a request for its budget. A hold
+also carries a deadline (`reservation_timeout_s`), a backstop for a live replica's hold that
+is never settled. A replica that stops cleanly `retire`s: its holds go and its lease ends.
 
 Counters start uninitialized: `admit` reports them as `missing` and the caller seeds them from
 the ledger (`initialize`), so a fresh process or a restarted Redis starts from what was really
@@ -41,6 +46,12 @@ class BudgetCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    owner: str  # a replica's identity for its lifetime
+    until: float  # its holds are reclaimed once this passes without a renewal
+
+
+@dataclass(frozen=True, slots=True)
 class Admission:
     reservation_id: str
     now: float
@@ -48,6 +59,7 @@ class Admission:
     want_pusd: int  # the worst-case cost held against every budget
     rates: tuple[RateCheck, ...] = ()
     budgets: tuple[BudgetCheck, ...] = ()
+    lease: Lease | None = None  # whose hold it is; None: owned by no replica (deadline only)
 
 
 class Outcome(enum.Enum):
@@ -106,7 +118,16 @@ class BudgetStore(Protocol):
     async def read(self, counters: Sequence[str]) -> list[CounterState]: ...
 
     async def reclaim(self, now: float) -> int:
-        """Release holds whose deadline has passed; returns how many."""
+        """Release holds past their deadline and those of owners whose lease has ended;
+        returns how many."""
+        ...
+
+    async def renew(self, lease: Lease) -> None:
+        """Extend `lease.owner`'s lease to `lease.until`: its holds stay while it lives."""
+        ...
+
+    async def retire(self, owner: str) -> int:
+        """`owner` stops: release what it still holds, end its lease; returns how many."""
         ...
 
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
@@ -123,16 +144,21 @@ class _Hold:
     amount: int
     counters: tuple[str, ...]
     deadline: float
+    owner: str | None
 
 
 @dataclass(slots=True)
 class InProcessStore:
-    """Counters in this process's memory. Expired rate windows are pruned as time moves on."""
+    """Counters in this process's memory. Expired rate windows are pruned as time moves on.
+    Leases work as in Redis (tests let one store stand for several replicas); in production
+    the only owner is this process, whose holds die with it."""
 
     counters: dict[str, list[int]] = field(default_factory=dict)  # counter -> [spent, reserved]
     windows: dict[str, int] = field(default_factory=dict)  # rate window counter -> count
     holds: dict[str, _Hold] = field(default_factory=dict)
     deadlines: list[tuple[float, str]] = field(default_factory=list)  # a heap over holds
+    leases: dict[str, float] = field(default_factory=dict)  # owner -> the end of its lease
+    owned: dict[str, set[str]] = field(default_factory=dict)  # owner -> its holds' ids
     alerts: dict[str, dict[str, float]] = field(default_factory=dict)
     expires: dict[str, float] = field(default_factory=dict)  # spend counters' end of life
     _pruned_minute: int = 0
@@ -148,24 +174,20 @@ class InProcessStore:
             previous = self.windows.get(check.counter(a.now, previous=True), 0)
             if not allows(check, current, previous, a.now):
                 return Verdict(Outcome.RATE_LIMITED, failed=i, retry_after_s=retry_after(check, a.now))
-        for i, b in enumerate(a.budgets):
-            spent, reserved = self.counters[b.counter]
-            if not fits(spent, reserved, b.amount_pusd, a.want_pusd):
-                return Verdict(Outcome.OVER_BUDGET, failed=i)
+        failed = self._over_budget(a)
+        if failed is not None and self._reclaim_dead(a.now):  # a dead replica's holds go first
+            failed = self._over_budget(a)
+        if failed is not None:
+            return Verdict(Outcome.OVER_BUDGET, failed=failed)
         for check in a.rates:
             key = check.counter(a.now)
             self.windows[key] = self.windows.get(key, 0) + check.amount
         if a.budgets and a.want_pusd:  # nothing held, nothing to remember (as in admit.lua)
-            for b in a.budgets:
-                self.counters[b.counter][1] += a.want_pusd
-            self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline)
-            heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
+            self._hold(a)
         return Verdict(Outcome.ADMITTED)
 
     async def settle(self, s: Settlement) -> list[int]:
-        hold = self.holds.pop(s.reservation_id, None)
-        if hold is not None:
-            self._release(hold)
+        self._release(s.reservation_id)
         spent = []
         for counter in s.budgets:
             state = self.counters.get(counter)
@@ -195,7 +217,13 @@ class InProcessStore:
         return out
 
     async def reclaim(self, now: float) -> int:
-        return self._reclaim(now)
+        return self._reclaim(now) + self._reclaim_dead(now)
+
+    async def renew(self, lease: Lease) -> None:
+        self.leases[lease.owner] = lease.until
+
+    async def retire(self, owner: str) -> int:
+        return self._release_owner(owner)
 
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
         fired = self.alerts.setdefault(counter, {})
@@ -210,22 +238,52 @@ class InProcessStore:
     async def close(self) -> None:
         return None
 
-    def _release(self, hold: _Hold) -> None:
+    def _over_budget(self, a: Admission) -> int | None:
+        for i, b in enumerate(a.budgets):
+            spent, reserved = self.counters[b.counter]
+            if not fits(spent, reserved, b.amount_pusd, a.want_pusd):
+                return i
+        return None
+
+    def _hold(self, a: Admission) -> None:
+        for b in a.budgets:
+            self.counters[b.counter][1] += a.want_pusd
+        owner = a.lease.owner if a.lease is not None else None
+        self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline, owner)
+        heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
+        if a.lease is not None:  # admitting proves the owner alive: its lease runs at least this long
+            self.owned.setdefault(a.lease.owner, set()).add(a.reservation_id)
+            self.leases[a.lease.owner] = max(self.leases.get(a.lease.owner, a.lease.until), a.lease.until)
+
+    def _release(self, reservation_id: str) -> int:
+        hold = self.holds.pop(reservation_id, None)
+        if hold is None:
+            return 0
         for counter in hold.counters:
             state = self.counters.get(counter)
             if state is not None:
                 state[1] -= hold.amount
+        if hold.owner is not None:
+            self.owned.get(hold.owner, set()).discard(reservation_id)
+        return 1
 
     def _reclaim(self, now: float) -> int:
+        """Holds past their deadline."""
         count = 0
         while self.deadlines and self.deadlines[0][0] <= now:
             _deadline, rid = heapq.heappop(self.deadlines)
             hold = self.holds.get(rid)
             if hold is not None and hold.deadline <= now:
-                del self.holds[rid]
-                self._release(hold)
-                count += 1
+                count += self._release(rid)
         return count
+
+    def _reclaim_dead(self, now: float) -> int:
+        """The holds of owners whose lease has ended."""
+        return sum(self._release_owner(owner) for owner, until in list(self.leases.items()) if until <= now)
+
+    def _release_owner(self, owner: str) -> int:
+        self.leases.pop(owner, None)
+        return sum(self._release(rid) for rid in self.owned.pop(owner, set()))
 
     def _prune(self, now: float) -> None:
         """Forget rate windows older than the previous one and spend counters past their

@@ -7,7 +7,8 @@ cost more than the whole request path). The ledger writer seals the segment befo
 database flush and deletes sealed segments once their rows are committed. A process holds an
 exclusive flock on every segment it has not deleted, so on start-up `orphans()` finds exactly
 the segments of processes that died, which `LedgerWriter.recover` replays (insert-or-ignore
-on the request id: replaying twice is harmless).
+on the request id: replaying twice is harmless). The same files, of another `kind`, journal
+the progress of streams in flight (gateway/inflight.py).
 """
 
 from __future__ import annotations
@@ -22,25 +23,28 @@ import orjson
 
 
 class Journal:
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+    def __init__(self, directory: Path, kind: str = "ledger") -> None:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.directory = directory
+        self.kind = kind
         self._sealed: list[tuple[Path, int]] = []
         self._path, self._fd = self._open_segment()
+        self.written = 0  # bytes in the current segment
 
     def _open_segment(self) -> tuple[Path, int]:
-        path = self.directory / f"ledger-{os.getpid()}-{time.time_ns()}.jsonl"
+        path = self.directory / f"{self.kind}-{os.getpid()}-{time.time_ns()}.jsonl"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return path, fd
 
     def append(self, row: dict[str, Any]) -> None:
-        os.write(self._fd, orjson.dumps(row) + b"\n")
+        self.written += os.write(self._fd, orjson.dumps(row) + b"\n")
 
     def seal(self) -> None:
         """Start a new segment; rows appended so far stay in the sealed one until `release`."""
         self._sealed.append((self._path, self._fd))
         self._path, self._fd = self._open_segment()
+        self.written = 0
 
     def release_sealed(self) -> None:
         """The sealed segments' rows are in the database: delete them."""
@@ -52,7 +56,7 @@ class Journal:
     def orphans(self) -> list[Path]:
         """Segments no living process holds: left by a process that died before flushing."""
         found = []
-        for path in sorted(self.directory.glob("ledger-*.jsonl")):
+        for path in sorted(self.directory.glob(f"{self.kind}-*.jsonl")):
             fd = os.open(path, os.O_RDONLY)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

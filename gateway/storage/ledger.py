@@ -113,15 +113,16 @@ class LedgerWriter:
         for path in self._journal.orphans():
             rows = Journal.read(path)
             for i in range(0, len(rows), self._batch_size):
-                await self._insert(rows[i:i + self._batch_size])
+                await self.insert(rows[i:i + self._batch_size])
             replayed += len(rows)
             path.unlink()
         if replayed:
             log.warning("recovered %d ledger rows from the journal of a process that died", replayed)
         return replayed
 
-    async def _insert(self, rows: list[dict[str, Any]]) -> None:
-        # Insert-or-ignore on the request id: a replayed journal may hold rows already written.
+    async def insert(self, rows: list[dict[str, Any]]) -> None:
+        """Write rows now, insert-or-ignore on the request id: a replayed journal may hold rows
+        already written."""
         dialect = self._engine.dialect.name
         statement = (pg_insert(ledger) if dialect == "postgresql" else sqlite_insert(ledger)).on_conflict_do_nothing(
             index_elements=["request_id"])
@@ -142,7 +143,7 @@ class LedgerWriter:
         if self._journal is not None:
             self._journal.seal()
         try:
-            await self._insert(batch)
+            await self.insert(batch)
         except SQLAlchemyError:
             self._pending[:0] = batch  # keep them, oldest first, for the next try
             raise
@@ -184,6 +185,15 @@ class LedgerWriter:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+    async def existing(self, request_ids: list[str]) -> set[str]:
+        """Which of these requests have a row in the database."""
+        found: set[str] = set()
+        async with self._engine.connect() as conn:
+            for i in range(0, len(request_ids), 500):
+                query = select(ledger.c.request_id).where(ledger.c.request_id.in_(request_ids[i:i + 500]))
+                found.update(r.request_id for r in await conn.execute(query))
+        return found
 
 
 GROUPS = {

@@ -3,7 +3,9 @@ per call (lua/*.lua), so each admission and each settlement is one atomic round 
 
 Keys (all under the configured prefix): `<counter>` hashes {spent, reserved} per budget and
 period, `rl:<limit>:<subject>:<window>` rate windows, `hold:<id>` hashes and the `holds`
-sorted set (by deadline) for reservations, `alerts:<counter>` hashes of fired alerts.
+sorted set (by deadline) for reservations, `owners` (a sorted set of replicas by the end of
+their lease) and `owned:<owner>` (the ids each one holds), `alerts:<counter>` hashes of fired
+alerts. lua/holds.lua has the rules for releasing holds.
 The scripts compute hold keys from the prefix, so the keys of one call must live on one node:
 a single Redis (or one hash slot); Redis Cluster is not supported.
 """
@@ -23,7 +25,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.storage.resp import Script, ScriptChannel
-from gateway.storage.counters import (Admission, CounterState, Outcome, Settlement, StoreUnavailable,
+from gateway.storage.counters import (Admission, CounterState, Lease, Outcome, Settlement, StoreUnavailable,
                                       Verdict)
 
 log = logging.getLogger("costgate.budgets")
@@ -44,13 +46,14 @@ class RedisStore:
                                                retry=Retry(NoBackoff(), 1))
         self._pool = pool
         self.redis = Redis(connection_pool=pool)
-        reclaim = _lua("reclaim.lua")
+        holds = _lua("holds.lua")  # the shared prologue: how holds are released
         # admit and settle run on every request: over the lean pipelined channel (resp.py)
         self._fast = ScriptChannel(url, timeout_s)
-        self._admit = Script((reclaim + _lua("admit.lua")).encode())
-        self._settle = Script(_lua("settle.lua").encode())
+        self._admit = Script((holds + _lua("admit.lua")).encode())
+        self._settle = Script((holds + _lua("settle.lua")).encode())
         self._seed = self.redis.register_script(_lua("seed.lua"))
-        self._reclaim = self.redis.register_script(reclaim + _lua("reclaim_only.lua"))
+        self._reclaim = self.redis.register_script(holds + _lua("reclaim_only.lua"))
+        self._retire = self.redis.register_script(holds + _lua("retire.lua"))
         self._holds = prefix + "holds"
 
     async def _run(self, call: Any) -> Any:
@@ -66,7 +69,8 @@ class RedisStore:
         p = self.prefix
         keys = [self._holds] + [p + b.counter for b in a.budgets]
         args: list[Any] = [p, repr(a.now), repr(a.deadline), a.reservation_id, str(a.want_pusd),
-                           len(a.budgets), len(a.rates), int(a.deadline - a.now) + HOLD_GRACE_S]
+                           len(a.budgets), len(a.rates), int(a.deadline - a.now) + HOLD_GRACE_S,
+                           a.lease.owner if a.lease else "", repr(a.lease.until if a.lease else a.now)]
         args += [str(b.amount_pusd) for b in a.budgets]
         for r in a.rates:
             window = r.limit.window_s
@@ -113,6 +117,12 @@ class RedisStore:
 
     async def reclaim(self, now: float) -> int:
         return int(await self._run(self._reclaim(keys=[self._holds], args=[self.prefix, repr(now)])))
+
+    async def renew(self, lease: Lease) -> None:
+        await self._run(self.redis.zadd(self.prefix + "owners", {lease.owner: lease.until}))
+
+    async def retire(self, owner: str) -> int:
+        return int(await self._run(self._retire(keys=[self._holds], args=[self.prefix, owner])))
 
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
         key = self.prefix + "alerts:" + counter

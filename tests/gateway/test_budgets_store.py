@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl, budget_checks
-from gateway.storage.counters import Admission, BudgetCheck, InProcessStore, Outcome, Settlement, StoreUnavailable
+from gateway.storage.counters import (Admission, BudgetCheck, InProcessStore, Lease, Outcome, Settlement,
+                                      StoreUnavailable)
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.redis_counters import RedisStore
@@ -47,8 +48,8 @@ async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[ob
 
 
 def admission(rid: str, now: float, want: int, budgets: tuple[BudgetCheck, ...] = (),
-              rates: tuple[RateCheck, ...] = (), timeout: float = 60) -> Admission:
-    return Admission(rid, now, now + timeout, want, rates, budgets)
+              rates: tuple[RateCheck, ...] = (), timeout: float = 60, owner: str | None = None) -> Admission:
+    return Admission(rid, now, now + timeout, want, rates, budgets, None if owner is None else Lease(owner, now + 10))
 
 
 async def test_admission_is_all_or_nothing_across_budgets(store):
@@ -102,6 +103,51 @@ async def test_a_hold_past_its_deadline_is_reclaimed(store):
     await store.settle(Settlement("next", T0 + 6, 0, (team.counter,)))
     assert await store.reclaim(T0 + 10_000) == 0
     assert (await store.read([team.counter]))[0].reserved_pusd == 0
+
+
+async def reserved(store, counter: str) -> int:
+    return (await store.read([counter]))[0].reserved_pusd
+
+
+async def test_a_dead_replicas_holds_go_when_its_lease_ends_first_before_a_refusal(store):
+    team = BudgetCheck("team:t:daily:lease", 100, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    assert (await store.admit(admission("a1", T0, 60, (team,), owner="A"))).outcome is Outcome.ADMITTED
+    assert (await store.admit(admission("b1", T0, 40, (team,), owner="B"))).outcome is Outcome.ADMITTED
+    await store.renew(Lease("B", T0 + 20))  # B lives on; A died (its lease ends at T0 + 10)
+    assert await store.reclaim(T0 + 9) == 0 and await reserved(store, team.counter) == 100
+    # B's next request does not fit what is held, but A's holds are reclaimed before it is refused
+    assert (await store.admit(admission("b2", T0 + 11, 60, (team,), owner="B"))).outcome is Outcome.ADMITTED
+    assert await reserved(store, team.counter) == 100  # B's 40 + 60
+    # A's partial stream charged afterwards (a restart's recovery): its cost once, no release twice
+    await store.settle(Settlement("a1", T0, 30, (team.counter,)))
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (30, 100)
+    # with nothing dead, a budget that does not fit is still refused
+    assert (await store.admit(admission("b3", T0 + 12, 1, (team,), owner="B"))).outcome is Outcome.OVER_BUDGET
+
+
+async def test_the_periodic_reclaim_and_a_recovery_settle_agree_in_either_order(store):
+    team = BudgetCheck("team:t:daily:order", 1000, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    for rid in ("d1", "d2", "d3"):
+        assert (await store.admit(admission(rid, T0, 100, (team,), owner="dead"))).outcome is Outcome.ADMITTED
+    await store.settle(Settlement("d1", T0, 25, (team.counter,)))  # recovered before the lease ended
+    assert await store.reclaim(T0 + 10) == 2  # the lease ended: d2 and d3
+    await store.settle(Settlement("d2", T0, 35, (team.counter,)))  # recovered after the reclaim
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (60, 0)
+    assert await store.reclaim(T0 + 1000) == 0
+
+
+async def test_a_replica_that_stops_cleanly_releases_its_holds_at_once(store):
+    team = BudgetCheck("team:t:daily:retire", 1000, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    for rid, owner in (("x1", "X"), ("x2", "X"), ("y1", "Y")):
+        assert (await store.admit(admission(rid, T0, 100, (team,), owner=owner))).outcome is Outcome.ADMITTED
+    assert await store.retire("X") == 2
+    assert await reserved(store, team.counter) == 100
+    assert await store.retire("X") == 0
 
 
 async def test_missing_counters_are_reported_and_settle_never_creates_them(store):

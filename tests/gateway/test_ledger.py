@@ -187,14 +187,14 @@ async def test_a_flush_waits_for_rows_the_background_writer_has_taken(tmp_path) 
     engine = create_engine(f"sqlite:///{tmp_path / 'l.db'}")
     await create_tables(engine)
     writer = LedgerWriter(engine, flush_interval_s=0.01)
-    taken, insert = asyncio.Event(), writer._insert
+    taken, insert = asyncio.Event(), writer.insert
 
     async def slow_insert(rows):  # type: ignore[no-untyped-def]
         taken.set()
         await asyncio.sleep(0.3)  # a slow database
         await insert(rows)
 
-    writer._insert = slow_insert  # type: ignore[method-assign]
+    writer.insert = slow_insert  # type: ignore[method-assign]
     writer.start()
     writer.record(LedgerRow("r1", time.time(), "2026-11-29", "team", "k", None, None, None, "chat.completions",
                             "m", "m", "openai", 1, 1, 0, 7, 0, 1.0, None, "miss", 200, None))

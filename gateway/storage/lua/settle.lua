@@ -1,4 +1,4 @@
--- Settle one request: release its hold (if not reclaimed already), commit its true cost to
+-- Settle one request: release its hold (if not reclaimed already: holds.lua), commit its true cost to
 -- every budget counter that exists (never recreating one: a later seed from the ledger will
 -- include this cost), add it to the spend counters, correct the token windows.
 -- KEYS: [1] holds zset, [2..nb+1] budget counters, then ns spend counters, then nr windows.
@@ -8,15 +8,7 @@
 local prefix, id, cost = ARGV[1], ARGV[2], ARGV[3]
 local nb, ns, nr = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if not redis.call('SET', prefix .. 'settled:' .. id, '1', 'NX', 'EX', 86400) then return {} end
-local hkey = prefix .. 'hold:' .. id
-local h = redis.call('HMGET', hkey, 'neg', 'counters')
-if h[1] then
-  for c in string.gmatch(h[2], '[^\n]+') do
-    if redis.call('EXISTS', c) == 1 then redis.call('HINCRBY', c, 'reserved', h[1]) end
-  end
-  redis.call('DEL', hkey)
-  redis.call('ZREM', KEYS[1], id)
-end
+release_hold(KEYS[1], prefix, id)
 local out = {}
 for i = 1, nb do
   local k = KEYS[1 + i]

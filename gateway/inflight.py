@@ -1,0 +1,166 @@
+"""Streams in flight, journaled as they go, so that a replica that dies mid-stream still
+charges what it relayed.
+
+A stream's progress — the ledger row it would have now (the tokens relayed so far and what
+they cost) and the budget hold it must settle — is appended to
+`<data_dir>/journal/streams-*.jsonl` (gateway/storage/journal.py: one `write`, no fsync, kept
+by the kernel through a SIGKILL) at its first chunk, then every `every_chunks` chunks or
+`every_s` seconds, whichever comes first. Once the stream has settled (its real row is in the
+ledger journal) a `done` line follows. The segment is compacted past `max_bytes`: the last
+line of each open stream moves to a fresh segment and the old one goes.
+
+At start, `recover_streams` reads the segments of processes that died (flock, as for the
+ledger journal) and charges every stream without a `done` line and without a ledger row: it
+settles the stream's hold with the journaled cost (the store's settle is idempotent per hold,
+and commits the cost once whether or not the hold was reclaimed already: either order of
+reclaim and recovery counts the cost once), then writes the row (insert-or-ignore). A row
+already in the ledger means the stream finished and was charged in full: nothing is done.
+
+The cost journaled is an estimate — the upstream's usage comes only with the last chunk —
+from tiktoken counts of the prompt and of the text relayed so far, priced like the final
+charge; up to `every_chunks` chunks (or `every_s` seconds) of the end can be missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from gateway.context import RequestContext
+from gateway.deployments import Deployment
+from gateway.spend_control import SpendControl
+from gateway.storage.db import to_pico
+from gateway.storage.journal import Journal
+from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.tokens import count_prompt, count_text
+from policies.pricing import Usage, cost_of, in_picos
+
+log = logging.getLogger("costgate.inflight")
+
+STOPPED = "the gateway replica stopped mid-stream: charged for what its journal saw relayed"
+
+
+class StreamJournal:
+    def __init__(self, directory: Path, deployments: Mapping[str, Deployment], every_chunks: int = 16,
+                 every_s: float = 1.0, max_bytes: int = 4 << 20) -> None:
+        self.journal = Journal(directory, kind="streams")
+        self.deployments = deployments
+        self.every_chunks = every_chunks
+        self.every_s = every_s
+        self.max_bytes = max_bytes
+        self._open: dict[str, dict[str, Any]] = {}  # request id -> its last progress line
+
+    def watch(self, ctx: RequestContext) -> StreamWatch:
+        return StreamWatch(self, ctx)
+
+    def progress(self, record: dict[str, Any]) -> None:
+        self._open[record["request_id"]] = record
+        self._append(record)
+
+    def done(self, request_id: str) -> None:
+        if self._open.pop(request_id, None) is not None:
+            self._append({"request_id": request_id, "done": True})
+
+    def _append(self, record: dict[str, Any]) -> None:
+        self.journal.append(record)
+        if self.journal.written > self.max_bytes:
+            self.journal.seal()
+            for line in self._open.values():
+                self.journal.append(line)
+            self.journal.release_sealed()
+
+    def close(self) -> None:
+        """Streams still open keep their lines for the next start (there should be none:
+        every stream settles before the app stops)."""
+        self.journal.close(delete=not self._open)
+
+
+class StreamWatch:
+    """One stream's progress, journaled now and then as its chunks are relayed."""
+
+    def __init__(self, journal: StreamJournal, ctx: RequestContext) -> None:
+        self.journal = journal
+        self.ctx = ctx
+        self.chunks = 0
+        self.last_at = 0.0
+        self.journaled = False
+        # What earlier calls of this request were charged (a cascade's tiers): the stream adds to it.
+        self.base_usage, self.base_cost = ctx.usage, ctx.cost
+        self.prompt_tokens: int | None = None
+        self.completion_tokens = 0
+        self.counted_parts = 0  # how many of ctx.completion_text are counted
+
+    def relayed(self) -> None:
+        """A chunk is about to reach the client."""
+        self.chunks += 1
+        if (self.chunks - 1) % self.journal.every_chunks == 0 or time.monotonic() - self.last_at >= self.journal.every_s:
+            self.last_at = time.monotonic()
+            self.journal.progress(self.record())
+            self.journaled = True
+
+    def finished(self) -> None:
+        """The stream settled: its ledger row is journaled, nothing is left to charge."""
+        if self.journaled:
+            self.journal.done(self.ctx.request_id)
+
+    def record(self) -> dict[str, Any]:
+        ctx = self.ctx
+        usage, cost = self._so_far()
+        row = replace(LedgerRow.from_context(ctx), prompt_tokens=usage.prompt_tokens,
+                      completion_tokens=usage.completion_tokens, cost_pusd=to_pico(cost), status=500, error=STOPPED)
+        hold = ctx.reservation
+        return {"request_id": ctx.request_id, "row": row.as_dict(),
+                "team_id": ctx.principal.team_id if ctx.principal else None,
+                "hold": None if hold is None else {"id": hold.id, "now": hold.now,
+                                                   "counters": [b.counter(hold.now) for b in hold.budgets]}}
+
+    def _so_far(self) -> tuple[Usage, Decimal]:
+        ctx = self.ctx
+        if ctx.usage != self.base_usage or ctx.cost != self.base_cost:
+            return ctx.usage, ctx.cost  # the stream is charged already (its last chunks): exact
+        dep = self.journal.deployments.get(ctx.served_model or "")
+        if dep is None:
+            return ctx.usage, ctx.cost
+        model = dep.config.upstream_model
+        if self.prompt_tokens is None:
+            self.prompt_tokens = count_prompt(ctx.body, model)
+        new = ctx.completion_text[self.counted_parts:]
+        self.counted_parts += len(new)
+        if new:
+            self.completion_tokens += count_text("".join(new), model)
+        stream = Usage(self.prompt_tokens, self.completion_tokens)
+        usage = Usage(ctx.usage.prompt_tokens + stream.prompt_tokens,
+                      ctx.usage.completion_tokens + stream.completion_tokens, ctx.usage.cached_tokens)
+        return usage, ctx.cost + in_picos(cost_of(stream, dep.price) * ctx.price_factor)
+
+
+async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: SpendControl) -> int:
+    """Charge the streams that dead processes left unfinished; returns how many."""
+    paths = streams.journal.orphans()
+    latest: dict[str, dict[str, Any]] = {}
+    finished: set[str] = set()
+    for path in paths:
+        for record in Journal.read(path):
+            if record.get("done"):
+                finished.add(record["request_id"])
+            else:
+                latest[record["request_id"]] = record
+    pending = [r for rid, r in latest.items() if rid not in finished]
+    charged = await ledger.existing([r["request_id"] for r in pending])
+    pending = [r for r in pending if r["request_id"] not in charged]
+    for record in pending:  # settle first, as a live stream does: a crash here redoes it harmlessly
+        hold, row = record["hold"], record["row"]
+        if hold is not None and record["team_id"] is not None:
+            await spend.settle_counters(hold["id"], hold["now"], tuple(hold["counters"]), row["cost_pusd"],
+                                        record["team_id"])
+    if pending:
+        await ledger.insert([r["row"] for r in pending])
+        log.warning("charged %d streams a stopped process left unfinished, from its journal", len(pending))
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return len(pending)

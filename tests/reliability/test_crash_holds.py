@@ -1,0 +1,183 @@
+"""A crash must not leave money reserved (issue 16, item 3), against the real Redis: a gateway
+SIGKILLed with 4 streams in flight. Restarted on its data dir, it releases their holds at
+once and charges what they relayed from its journal; never restarted, another replica
+reclaims the holds when the dead one's lease ends, and the journal charges the streams
+whenever a process starts on that data dir again."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from tests.gateway.budget_support import fresh_postgres, redis_prefix
+from tests.support import FakeUpstream, GatewayProcess, model
+
+PRICE = "10"  # dollars per million tokens, in and out: a 400-token worst case holds $0.004
+LEASE_S = 2
+WORDS = 200  # the drip model streams one word every 0.2 s: a 40 s answer, cut by the kill
+NO_CACHE = {"x-costgate-cache": "no-cache, no-store"}
+
+
+def config(fake: FakeUpstream, prefix: str, **extra: Any) -> dict[str, Any]:
+    return {"models": [model("drip", "drip", fake.url, PRICE, PRICE), model("small", "echo-small", fake.url, PRICE, PRICE)],
+            "redis_url": "redis://127.0.0.1:6379/5",
+            "budgets": {"backend": "redis", "redis_prefix": prefix, "refresh_s": 0, "lease_s": LEASE_S,
+                        "journal_every_chunks": 4},
+            **extra}
+
+
+def body(i: int, stream: bool, model_name: str = "drip") -> dict[str, Any]:
+    words = " ".join(f"w{i}" for _ in range(WORDS))
+    return {"model": model_name, "stream": stream, "max_tokens": WORDS, "messages": [{"role": "user", "content": words}]}
+
+
+class Stream(threading.Thread):
+    """A client reading a slow stream until the gateway dies under it."""
+
+    def __init__(self, gw: GatewayProcess, key: str, i: int) -> None:
+        super().__init__(daemon=True)
+        self.gw, self.key, self.i = gw, key, i
+        self.request_id: str | None = None
+        self.chunks = 0
+        self.flowing = threading.Event()
+
+    def run(self) -> None:
+        headers = {"authorization": f"Bearer {self.key}", **NO_CACHE}
+        try:
+            with httpx.stream("POST", self.gw.url + "/v1/chat/completions", json=body(self.i, True),
+                              headers=headers, timeout=60) as response:
+                self.request_id = response.headers["x-costgate-request-id"]
+                for line in response.iter_lines():
+                    if line.startswith("data: {"):
+                        self.chunks += 1
+                        if self.chunks >= 6:  # a few journal lines written (every 4 chunks)
+                            self.flowing.set()
+        except httpx.HTTPError:
+            pass  # the gateway was killed under it
+
+
+def wait_for(what: str, check: Callable[[], bool], deadline_s: float = 30) -> None:
+    give_up = time.monotonic() + deadline_s
+    while not check():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"not within {deadline_s} s: {what}")
+        time.sleep(0.1)
+
+
+def budget(gw: GatewayProcess) -> dict[str, Any]:
+    (found,) = gw.admin("GET", "/admin/budgets").json()["data"]
+    return found
+
+
+def ask(gw: GatewayProcess, key: str, i: int) -> int:
+    return httpx.post(gw.url + "/v1/chat/completions", json=body(i, False, "small"), timeout=30,
+                      headers={"authorization": f"Bearer {key}", **NO_CACHE}).status_code
+
+
+def four_streams_holding_the_budget(gw: GatewayProcess, key: str, team: str) -> tuple[list[Stream], Decimal]:
+    """4 streams in flight, the team's budget set so that their holds leave no room for a 5th."""
+    gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": "1", "period": "daily"})
+    streams = [Stream(gw, key, i) for i in range(4)]
+    for s in streams:
+        s.start()
+    for s in streams:
+        assert s.flowing.wait(30), "the stream did not flow"
+    held = Decimal(budget(gw)["reserved_usd"])
+    assert held > 0
+    amount = Decimal(budget(gw)["spent_usd"]) + held + held / 8  # room for half a request more
+    assert gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": str(amount),
+                                                  "period": "daily"}).status_code == 200
+    return streams, held
+
+
+def partial_rows(db: sqlite3.Connection, gw: GatewayProcess, ids: list[str]) -> list[tuple]:
+    gw.spend()  # flushes the ledger
+    marks = ",".join("?" * len(ids))
+    return db.execute(f"SELECT request_id, status, completion_tokens, cost_pusd FROM ledger "
+                      f"WHERE request_id IN ({marks})", ids).fetchall()
+
+
+@pytest.fixture
+def prefix() -> Iterator[str]:
+    with redis_prefix() as p:
+        yield p
+
+
+def test_sigkill_with_streams_in_flight_then_restart_releases_the_holds_and_charges_them(
+        tmp_path: Path, fake_upstream: FakeUpstream, prefix: str) -> None:
+    gw = GatewayProcess(config(fake_upstream, prefix), tmp_path / "gw")
+    try:
+        key = gw.new_key("team-crash")
+        streams, held = four_streams_holding_the_budget(gw, key, "team-crash")
+        assert ask(gw, key, 99) == 402  # the 4 holds leave no room
+        ids = [s.request_id for s in streams]
+        gw.kill()
+        for s in streams:
+            s.join(10)
+
+        gw.start()  # a new replica on the same data dir: its journal's streams are charged
+        wait_for("the dead replica's holds are released", lambda: Decimal(budget(gw)["reserved_usd"]) == 0, 15)
+        wait_for("a new request is admitted", lambda: ask(gw, key, 100) == 200, 15)
+        db = sqlite3.connect(tmp_path / "gw" / "costgate.db")
+        rows = partial_rows(db, gw, ids)
+        assert len(rows) == 4 and all(status == 500 and tokens > 0 and cost > 0 for _, status, tokens, cost in rows)
+        # each charged for what was relayed: more than its prompt, less than its worst case
+        partial = sum(Decimal(cost) for *_, cost in rows) / Decimal(10**12)
+        assert partial < held
+        ledger_total = Decimal(gw.spend()["total_usd"])
+        assert Decimal(budget(gw)["spent_usd"]) == ledger_total  # the counters hold each cost once
+        assert gw.proc is not None  # the dead process's stream journal is gone; the live one's remains
+        journals = [p.name for p in (tmp_path / "gw" / "data" / "journal").glob("streams-*.jsonl")]
+        assert all(name.startswith(f"streams-{gw.proc.pid}-") for name in journals), journals
+    finally:
+        gw.stop()
+
+
+def test_a_replica_that_never_comes_back_loses_its_holds_when_its_lease_ends(
+        tmp_path: Path, fake_upstream: FakeUpstream, prefix: str) -> None:
+    with fresh_postgres() as pg:
+        a = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "a")
+        b = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "b")
+        try:
+            key = a.new_key("team-lease")
+            streams, _held = four_streams_holding_the_budget(a, key, "team-lease")
+            assert ask(b, key, 99) == 402  # replica a's holds bind replica b too
+            ids = [s.request_id for s in streams]
+            a.kill()
+            # b gets the holds back once a's lease ends: before refusing, and by its own reclaim
+            wait_for("b admits a new request", lambda: ask(b, key, 100) == 200, 3 * LEASE_S + 10)
+            wait_for("b's view shows nothing held", lambda: Decimal(budget(b)["reserved_usd"]) == 0, 3 * LEASE_S + 10)
+            spent_before = Decimal(budget(b)["spent_usd"])
+            assert charged(b, pg, ids) == []  # what they relayed is in a's journal, on a's disk alone
+            a.start()  # whenever a process starts on a's data dir again, its streams are charged
+            assert len(charged(b, pg, ids)) == 4
+            assert Decimal(budget(b)["spent_usd"]) > spent_before
+            assert Decimal(budget(b)["spent_usd"]) == Decimal(b.spend()["total_usd"])
+            assert Decimal(budget(b)["reserved_usd"]) == 0
+        finally:
+            a.stop()
+            b.stop()
+
+
+def charged(gw: GatewayProcess, pg_url: str, ids: list[str]) -> list[str]:
+    """Which of these requests have a ledger row."""
+    async def query() -> list[str]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            return [r["request_id"] for r in await conn.fetch(
+                "SELECT request_id FROM ledger WHERE request_id = ANY($1::text[])", ids)]
+        finally:
+            await conn.close()
+
+    gw.spend()  # flushes the ledger
+    return asyncio.run(query())
