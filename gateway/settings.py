@@ -87,15 +87,18 @@ class ModelConfig(_Strict):
 class CascadeConfig(_Strict):
     name: str
     tiers: list[str]
-    quality_target: float = 0.95
+    # Issue 13 (policies/quality_controller.py): the share of the last tier's quality to keep,
+    # with a one-sided bound at `confidence`; docs/cascades.md says how it is estimated.
+    quality_target: float = Field(default=0.95, gt=0.0, le=1.0)
     scorer: str = "rules"
-    thresholds: list[float] | None = None
-    shadow_rate: float = 0.05
-    # Issue 5 (policies/cascade.py): the threshold controller and the scorer's file.
-    adaptive: bool = True  # move the threshold to keep quality_target (else keep `thresholds`)
-    min_samples: int = Field(default=100, ge=1)  # shadow samples before the threshold moves
-    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)  # one-sided level of the agreement bound
+    thresholds: list[float] | None = None  # used only with adaptive: false
+    shadow_rate: float = Field(default=0.02, ge=0.0, le=1.0)  # the floor of the accepted answers' sampling rate
+    adaptive: bool = True  # the controller sets the threshold (else keep `thresholds`)
+    min_samples: int = Field(default=30, ge=1)  # samples before traffic alone (no calibration) decides
+    confidence: float = Field(default=0.7, ge=0.5, lt=1.0)  # one-sided level of the quality bound
     max_samples: int = Field(default=5000, ge=10)  # the most recent samples the estimate uses
+    prior_weight: float = Field(default=200.0, ge=0.0)  # the scorer's calibration counts as this many samples
+    last_tier_quality: float | None = Field(default=None, gt=0.0, le=1.0)  # the last tier's accuracy, if known
 
 
 class CostRouterConfig(_Strict):

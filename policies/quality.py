@@ -1,41 +1,126 @@
-"""Holding a cascade to its quality target: estimate agreement from shadow samples and pick
-the cheapest threshold whose agreement, with a confidence bound, stays at or above the target.
+"""How much of the last tier's quality a cascade keeps, with a one-sided bound, and the
+cheapest threshold whose bound meets the target (docs/cascades.md, "The quality target").
 
-A shadow sample is one request, drawn uniformly from the cascade's traffic, for which every
-tier answered: for each tier but the last, its confidence and whether its answer agreed with
-the last tier's. Under a threshold `t` the cascade would have returned the first tier whose
-confidence reaches `t` (or the last tier's answer, which agrees with itself), so one set of
-samples tells the agreement at every candidate threshold without new calls.
+    A       the last tier's quality: the share of requests it answers right
+    D(t)    the share of requests whose cheap answer threshold t accepts and that disagrees
+            with the last tier's answer (agreeing answers are equally right: only these matter)
+    λ(t)    quality lost per such disagreement: P(cheap wrong, last right) - P(cheap right,
+            last wrong) over those disagreements; 1 at most, below 0 where the cheap tier is better
+    ratio(t) = 1 - λ(t) · D(t) / A, the cascade's quality over the last tier's
 
-Lower thresholds accept more cheap answers, so "cheapest" is the lowest candidate whose
-one-sided Wilson lower bound on agreement reaches the target. `None` means "escalate every
-request": nothing cheaper is proven to keep the target.
+Agreement alone says nothing of A or λ: with A = 0.857, a 5% disagreement rate can cost 5.8%
+of the quality, or nothing. So:
+
+    D   comes from the traffic's samples, each weighted by 1 / the probability it was sampled,
+        pooled with the calibration's count as `prior_weight` pseudo-samples (so the traffic
+        overrules a calibration that does not hold on it), plus one pseudo-sample that
+        disagrees (no evidence proves nothing);
+    λ   comes from labelled examples (the scorer's calibration); without labels it is 1:
+        every disagreement counts as a loss;
+    A   comes from labelled feedback, else the config's `last_tier_quality`, else the
+        calibration's labels, else DEFAULT_LAST_TIER_QUALITY (`LastTierQuality.source` says which).
+
+The bound is ratio - z·SE at the configured one-sided confidence, SE by the delta method over
+the three estimates.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
+from numpy.typing import ArrayLike
 
-CANDIDATES = tuple(i / 100 for i in range(101))
+from policies.scorers.calibration import CANDIDATES, Calibration, CurvePoint
+
+DEFAULT_LAST_TIER_QUALITY = 0.5  # unknown: assume the last tier is right half the time (conservative)
+REJECT_Z = 3.0  # the traffic overrules a calibration this many standard errors off (checked at every sample)
+MIN_CHECK_SAMPLES = 20.0  # samples of accepted answers before the traffic may overrule a calibration
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
     confidences: tuple[float, ...]  # one per tier but the last, cheapest first
     agrees: tuple[bool, ...]  # did that tier's answer agree with the last tier's?
+    weight: float = 1.0  # 1 / the probability that this request became a sample
+
+
+@dataclass(frozen=True, slots=True)
+class LastTierQuality:
+    value: float
+    variance: float  # of the estimate; 0 for a stated value
+    source: str  # feedback | config | calibration | default
+
+
+@dataclass(frozen=True, slots=True)
+class Traffic:
+    """The traffic's samples at one threshold."""
+
+    accepted: float  # weighted share of requests a cheap tier answers
+    disagree: float  # weighted share answered by a cheap tier that disagrees with the last tier
+    effective: float  # effective sample size (Kish): what the weighted samples are worth
+    accepted_effective: float = 0.0  # ... of the samples a cheap tier answers
+
+
+@dataclass(frozen=True)
+class TrafficCurve:
+    """The traffic's samples at every candidate threshold (arrays aligned with the candidates)."""
+
+    accepted: np.ndarray  # weighted share of requests a cheap tier answers
+    disagree: np.ndarray  # weighted share answered by a cheap tier that disagrees with the last tier
+    accepted_effective: np.ndarray  # effective samples of the answers a cheap tier answers
+    effective: float  # effective sample size of all the samples (Kish)
+
+    @classmethod
+    def empty(cls, size: int) -> TrafficCurve:
+        return cls(np.zeros(size), np.zeros(size), np.zeros(size), 0.0)
+
+    def at(self, index: int) -> Traffic:
+        return Traffic(float(self.accepted[index]), float(self.disagree[index]), self.effective,
+                       float(self.accepted_effective[index]))
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    threshold: float
+    ratio: float  # estimated quality over the last tier's
+    lower: float  # one-sided lower bound at the configured confidence
+    upper: float  # the mirror bound: the best the data still allows
+    accepted: float  # estimated share of requests a cheap tier answers
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """`Bound`s at every candidate threshold, as arrays aligned with the candidates."""
+
+    threshold: np.ndarray
+    ratio: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    accepted: np.ndarray
+
+    @classmethod
+    def of(cls, found: Sequence[Bound]) -> Bounds:
+        return cls(*(np.array([getattr(b, name) for b in found], dtype=float)
+                     for name in ("threshold", "ratio", "lower", "upper", "accepted")))
+
+    def at(self, index: int) -> Bound:
+        return Bound(float(self.threshold[index]), float(self.ratio[index]), float(self.lower[index]),
+                     float(self.upper[index]), float(self.accepted[index]))
+
+
+def z_of(confidence: float) -> float:
+    return NormalDist().inv_cdf(confidence)
 
 
 def wilson_lower(successes: int, n: int, confidence: float = 0.95) -> float:
     """One-sided Wilson score lower bound on a proportion (0 when there is no data)."""
     if n == 0:
         return 0.0
-    z = NormalDist().inv_cdf(confidence)
+    z = z_of(confidence)
     p = successes / n
     centre = p + z * z / (2 * n)
     margin = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -51,72 +136,111 @@ def outcome(sample: Sample, threshold: float | None) -> tuple[int, bool]:
     return len(sample.confidences), True
 
 
-def agreements(samples: Iterable[Sample], threshold: float | None) -> tuple[int, int]:
-    """(agreeing, total) over the samples under `threshold`."""
-    agree = total = 0
-    for s in samples:
-        total += 1
-        agree += outcome(s, threshold)[1]
-    return agree, total
+def contributions(sample: Sample, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(answered by a cheap tier, and disagreeing) under each candidate threshold, as 0/1 rows."""
+    accepted = np.zeros(len(candidates))
+    disagree = np.zeros(len(candidates))
+    open_ = np.ones(len(candidates), dtype=bool)  # no cheaper tier has answered yet
+    for conf, agrees in zip(sample.confidences, sample.agrees):
+        takes = open_ & (conf >= candidates)
+        accepted[takes] = 1.0
+        if not agrees:
+            disagree[takes] = 1.0
+        open_ &= ~takes
+    return accepted, disagree
 
 
-def agreement_counts(samples: Sequence[Sample], candidates: Sequence[float]) -> np.ndarray:
-    """Agreeing samples under each candidate threshold, all at once (same rule as `outcome`)."""
-    if not samples:
-        return np.zeros(len(candidates), dtype=int)
-    width = max(len(s.confidences) for s in samples)
-    conf = np.full((len(samples), width), -np.inf)
-    agree = np.ones((len(samples), width), dtype=bool)
-    for i, s in enumerate(samples):
-        conf[i, :len(s.confidences)] = s.confidences
-        agree[i, :len(s.agrees)] = s.agrees
-    accepts = conf[None, :, :] >= np.asarray(candidates, dtype=float)[:, None, None]  # (t, n, tier)
-    first = accepts.argmax(axis=2)  # the first accepting tier (0 when none accepts)
-    answered_cheap = accepts.any(axis=2)
-    agreed = np.where(answered_cheap, np.take_along_axis(agree[None, :, :].repeat(len(candidates), 0),
-                                                         first[:, :, None], axis=2)[:, :, 0], True)
-    return agreed.sum(axis=1)
+def last_tier_quality(configured: float | None, calibration: Calibration | None,
+                      feedback: tuple[int, int] | None = None) -> LastTierQuality:
+    """Where A comes from: labelled feedback (right, labelled), the config, the calibration, a default."""
+    if feedback is not None and feedback[1] > 0:
+        right, n = feedback
+        return LastTierQuality(right / n, (right / n) * (1 - right / n) / n, "feedback")
+    if configured is not None:
+        return LastTierQuality(configured, 0.0, "config")
+    if calibration is not None and calibration.last_right is not None and calibration.examples:
+        a = calibration.last_right / calibration.examples
+        return LastTierQuality(a, a * (1 - a) / calibration.examples, "calibration")
+    return LastTierQuality(DEFAULT_LAST_TIER_QUALITY, 0.0, "default")
 
 
-def choose_threshold(samples: Sequence[Sample], target: float, confidence: float = 0.95,
-                     candidates: Sequence[float] = CANDIDATES) -> float | None:
-    """The lowest candidate whose agreement lower bound reaches `target`; None if none does."""
-    ordered = sorted(candidates)
-    counts = agreement_counts(samples, ordered)
-    for t, agree in zip(ordered, counts):
-        if wilson_lower(int(agree), len(samples), confidence) >= target:
-            return t
-    return None
+def loss_per_disagreement(lost: ArrayLike, gained: ArrayLike, disagree: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """λ and its variance from labelled counts, with one pseudo-disagreement that lost (so few
+    labels lean towards 1). Elementwise over arrays of counts."""
+    n = np.asarray(disagree, dtype=float) + 1
+    lam = np.clip((np.asarray(lost) - np.asarray(gained) + 1) / n, -1.0, 1.0)
+    second = np.minimum(1.0, (np.asarray(lost) + np.asarray(gained) + 1) / n)
+    return lam, np.maximum(0.0, second - lam * lam) / n
 
 
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    threshold: float | None
-    samples: int
-    agreement: float | None  # point estimate at the current threshold
-    lower_bound: float | None
-    adapted: bool  # False while the configured thresholds still apply
+def pooled(prior: ArrayLike, prior_n: float, traffic: ArrayLike, traffic_n: float,
+           pseudo: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """A share pooled from the calibration (as `prior_n` pseudo-samples; 0 without one) and the
+    traffic (as `traffic_n`), with `pseudo` extra pseudo-samples at 1: (estimate, variance).
+    With no evidence at all the share is 1."""
+    n = prior_n + traffic_n + pseudo
+    if n <= 0:
+        return np.ones_like(np.asarray(traffic, dtype=float)), np.zeros_like(np.asarray(traffic, dtype=float))
+    value = (np.asarray(prior) * prior_n + np.asarray(traffic) * traffic_n + pseudo) / n
+    return value, value * (1 - value) / n
 
 
-class QualityController:
-    """The samples of one cascade and the threshold they justify."""
+def ratio_bound(lam: tuple[ArrayLike, ArrayLike], disagree: tuple[ArrayLike, ArrayLike], last: LastTierQuality,
+                z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ratio, lower, upper) for ratio = 1 - λ D / A, SE by the delta method. Elementwise."""
+    (l, var_l), (d, var_d), a = (np.asarray(lam[0]), lam[1]), (np.asarray(disagree[0]), disagree[1]), last.value
+    loss = l * d / a
+    variance = (d / a) ** 2 * var_l + (l / a) ** 2 * var_d + (l * d / a ** 2) ** 2 * last.variance
+    se = np.sqrt(variance)
+    return 1 - loss, 1 - loss - z * se, 1 - loss + z * se
 
-    def __init__(self, target: float, initial: float | None, *, adaptive: bool = True, min_samples: int = 100,
-                 confidence: float = 0.95, max_samples: int = 5000) -> None:
-        self.target, self.initial = target, initial
-        self.adaptive, self.min_samples, self.confidence = adaptive, min_samples, confidence
-        self.samples: deque[Sample] = deque(maxlen=max_samples)
-        self.threshold = initial
-        self.adapted = False
 
-    def add(self, *samples: Sample) -> None:
-        self.samples.extend(samples)
-        if self.adaptive and len(self.samples) >= self.min_samples:
-            self.threshold = choose_threshold(self.samples, self.target, self.confidence)
-            self.adapted = True
+def bounds(traffic: TrafficCurve, calibration: Calibration | None, last: LastTierQuality, confidence: float,
+           prior_weight: float, candidates: Sequence[float] = CANDIDATES) -> Bounds:
+    """The quality bound at every candidate threshold."""
+    n = len(candidates)
+    if calibration is not None:
+        accepted, disagree, lost, gained = calibration.columns(candidates)
+        prior_n, share = min(float(calibration.examples), prior_weight), 1.0 / calibration.examples
+    else:
+        accepted = disagree = lost = gained = np.zeros(n)
+        prior_n, share = 0.0, 0.0
+    d = pooled(disagree * share, prior_n, traffic.disagree, traffic.effective, pseudo=1.0)
+    accepted_share = pooled(accepted * share, prior_n, traffic.accepted, traffic.effective)[0]
+    if calibration is not None and calibration.last_right is not None:
+        lam = loss_per_disagreement(lost, gained, disagree)
+    else:  # no labels: every disagreement counts as a loss
+        lam = (np.ones(n), np.zeros(n))
+    ratio, lower, upper = ratio_bound(lam, d, last, z_of(confidence))
+    return Bounds(np.asarray(candidates, dtype=float), ratio, lower, upper, accepted_share)
 
-    def estimate(self) -> Estimate:
-        if not self.samples:
-            return Estimate(self.threshold, 0, None, None, self.adapted)
-        agree, n = agreements(self.samples, self.threshold)
-        return Estimate(self.threshold, n, agree / n, wilson_lower(agree, n, self.confidence), self.adapted)
+
+def cheapest_certified(found: Bounds, target: float) -> float | None:
+    """The lowest threshold from which every higher one's bound meets the target (a lone
+    lucky threshold below a failing one is not trusted); None: none is proven."""
+    order = np.argsort(found.threshold)
+    holds = found.lower[order] >= target
+    from_here_up = np.logical_and.accumulate(holds[::-1])[::-1]  # this and every higher threshold hold
+    if not from_here_up.any():
+        return None
+    return float(found.threshold[order][int(np.argmax(from_here_up))])
+
+
+def worth_trying(found: Bounds, target: float, min_accept: float) -> bool:
+    """Could any threshold that accepts a useful share still meet the target? False: the scorer
+    cannot separate at this target, and calling the cheap tier only adds its cost."""
+    return bool(np.any((found.upper >= target) & (found.accepted >= min_accept)))
+
+
+def contradicts(point: CurvePoint, traffic: Traffic) -> bool:
+    """Do the answers the calibration's threshold accepts disagree with the last tier
+    significantly more often on the traffic than they did in the calibration (a one-sided
+    two-sample test at REJECT_Z, on the accepted answers' own samples)? Then the calibration
+    does not hold on this traffic, and the cascade must not lean on it."""
+    if traffic.accepted_effective < MIN_CHECK_SAMPLES or point.accepted <= 0 or traffic.accepted <= 0:
+        return False
+    calibrated = point.disagree / point.accepted
+    observed = traffic.disagree / traffic.accepted
+    p0 = max(calibrated, 1.0 / point.accepted)
+    se = math.sqrt(p0 * (1 - p0) * (1.0 / point.accepted + 1.0 / traffic.accepted_effective))
+    return observed - calibrated > REJECT_Z * se

@@ -23,7 +23,7 @@ async def list_cascades(request: Request) -> dict:
             "thresholds_in_use": [cascade.threshold(i) for i in range(len(c.tiers) - 1)],
             "adapted": e.adapted, "samples": e.samples, "agreement": e.agreement,
             "agreement_lower_bound": e.lower_bound,
-            "meets_target": None if e.lower_bound is None else e.lower_bound >= c.quality_target,
+            "meets_target": e.meets_target,  # the quality bound (policies/quality.py), not the agreement
         })
     return {"data": data}
 

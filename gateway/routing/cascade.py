@@ -10,12 +10,14 @@ it, so it is fetched whole and, when accepted, replayed as server-sent events (t
 token is that tier's whole latency — cheap tiers are usually fast). When the request reaches
 the last tier, that tier is streamed live, token by token, since nothing judges it.
 
-Quality target: a share (`shadow_rate`) of requests, drawn at random, become shadow samples:
-after the answer is returned, a background task calls the tiers the request did not reach
-(the last one always), as real calls charged to a ledger row of their own (request id
-`<id>-shadow`, the same trace id, tag `cascade-shadow`). A request that escalated to the last
-tier is a sample at no extra cost. `policies/quality.py` turns the samples into the cheapest
-threshold whose agreement lower bound holds the target.
+Quality target: every request that reached the last tier is a sample at no extra cost; an
+accepted answer becomes one with the probability the quality controller sets
+(policies/quality_controller.py): after the answer is returned, a background task calls the
+tiers the request did not reach (the last one always), as real calls charged to a ledger row
+of their own (request id `<id>-shadow`, the same trace id, tag `cascade-shadow`). Each sample
+weighs 1 / the probability it was drawn. The controller turns them, with the scorer's
+calibration, into the cheapest threshold whose quality bound holds the target, or tells the
+cascade to escalate everything, or to skip the cheap tiers its scorer cannot judge.
 
 Circuit breakers: a tier whose breaker is open is skipped; a failing tier falls through to
 the next; when the last tier fails, the best answer a cheaper tier gave is returned instead.
@@ -51,8 +53,10 @@ from gateway.upstream import call, open_relay, upstream_body, worst_case
 from policies.agreement import answers_agree
 from policies.breaker import Breakers
 from policies.pricing import format_usd
-from policies.quality import QualityController, Sample
+from policies.quality import Sample
+from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored, Scorer
+from policies.scorers.calibration import Calibration
 from policies.scorers.features import features
 from policies.scorers.rules import rule_violation
 
@@ -66,6 +70,7 @@ class Confidence(Protocol):
     a charged call of its own (the judge)."""
 
     needs_logprobs: bool
+    calibration: Calibration | None  # what its thresholds did on labelled data (the learned scorer's file)
 
     async def score(self, ctx: RequestContext, item: Scored) -> float: ...
 
@@ -81,6 +86,10 @@ class PureConfidence:
     @property
     def needs_logprobs(self) -> bool:
         return self.scorer.needs_logprobs
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.scorer.calibration
 
     async def score(self, ctx: RequestContext, item: Scored) -> float:
         return self.scorer.score(item)
@@ -138,7 +147,7 @@ class CascadeTarget:
 
     def threshold(self, tier: int) -> float | None:
         """The confidence tier `tier` needs; None: escalate everything (the target demands it)."""
-        if self.controller.adapted:
+        if self.controller.mode is not Mode.FIXED:
             return self.controller.threshold
         configured = self.config.thresholds or []
         return configured[tier] if tier < len(configured) else (configured[-1] if configured else DEFAULT_THRESHOLD)
@@ -154,9 +163,9 @@ class CascadeTarget:
         if ctx.endpoint is Endpoint.EMBEDDINGS:
             raise InvalidRequest(f"{self.name!r} is a cascade of generation models; it makes no embeddings",
                                  param="model")
-        sampled = self.rng.random() < self.config.shadow_rate
-        if sampled:
-            ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
+        route = self.controller.route(self.rng)
+        if not route.call_cheap:  # the scorer cannot be trusted here: the cheap tiers would only add cost
+            return await self._answer_last(ctx, self.tiers[-1], None)
         tried: list[TierAnswer] = []
         error: UpstreamError | None = None
         for tier, dep in enumerate(self.tiers[:-1]):
@@ -168,10 +177,10 @@ class CascadeTarget:
             tried.append(answer)
             threshold = self.threshold(tier)
             if threshold is not None and answer.confidence >= threshold:
-                return self._deliver(ctx, answer, tried if sampled else None)
+                return self._deliver(ctx, answer, tried)
         last = self.tiers[-1]
         try:
-            return await self._answer_last(ctx, last, tried if sampled else None)
+            return await self._answer_last(ctx, last, tried, route.weight)
         except UpstreamError as err:
             error = err
         if tried:  # the last tier failed: a cheaper answer beats an error
@@ -220,8 +229,11 @@ class CascadeTarget:
         ctx.response_body = answer.body
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
         # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
-        if sample_from is not None and [a.tier for a in sample_from] == list(range(len(sample_from))):
-            self._spawn(self._shadow(ctx, list(sample_from)))
+        complete = sample_from is not None and [a.tier for a in sample_from] == list(range(len(sample_from)))
+        shadow = self.controller.shadow_probability()
+        if complete and sample_from and shadow > 0 and self.rng.random() < shadow:
+            ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
+            self._spawn(self._shadow(ctx, list(sample_from), 1.0 / shadow))
         if ctx.stream:
             return StreamingResponse(self._replay(ctx, answer.body), media_type="text/event-stream",
                                      headers=SSE_HEADERS)
@@ -236,7 +248,7 @@ class CascadeTarget:
         return replay(ctx.endpoint, body, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
 
     async def _answer_last(self, ctx: RequestContext, dep: Deployment,
-                           sample_from: list[TierAnswer] | None) -> Response:
+                           sample_from: list[TierAnswer] | None, weight: float = 1.0) -> Response:
         if not self.services.breakers.allow(dep.name):
             raise circuit_open(self.services.breakers, dep.name)
         try:
@@ -251,21 +263,21 @@ class CascadeTarget:
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
         if ctx.stream:
-            body = self._sample_after(relay, ctx, sample_from) if complete_sample and sample_from else relay
+            body = self._sample_after(relay, ctx, sample_from, weight) if complete_sample and sample_from else relay
             return StreamingResponse(body, media_type="text/event-stream", headers=SSE_HEADERS)
         ctx.response_body = completion.body
         if complete_sample and sample_from:
-            self._spawn(self._record(ctx.request_id, sample_from, answer_text(completion.body)))
+            self._spawn(self._record(ctx.request_id, sample_from, answer_text(completion.body), weight))
         return Response(completion.raw, media_type="application/json")
 
     async def _sample_after(self, relay: AsyncIterator[bytes], ctx: RequestContext,
-                            tried: list[TierAnswer]) -> AsyncIterator[bytes]:
+                            tried: list[TierAnswer], weight: float) -> AsyncIterator[bytes]:
         async for chunk in relay:
             yield chunk
         if ctx.error is None:
-            self._spawn(self._record(ctx.request_id, tried, "".join(ctx.completion_text)))
+            self._spawn(self._record(ctx.request_id, tried, "".join(ctx.completion_text), weight))
 
-    async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer]) -> None:
+    async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer], weight: float) -> None:
         """After an accepted cheaper answer: ask the tiers it skipped, as their own ledger row."""
         body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
         shadow = RequestContext(request_id=f"{ctx.request_id}-shadow", endpoint=ctx.endpoint, body=body,
@@ -277,7 +289,7 @@ class CascadeTarget:
             for tier in range(len(tried), len(self.tiers) - 1):
                 tried.append(await self._ask(shadow, tier, self.tiers[tier]))
             completion = await call(shadow, self.tiers[-1])
-            await self._record(ctx.request_id, tried, answer_text(completion.body))
+            await self._record(ctx.request_id, tried, answer_text(completion.body), weight)
         except GatewayError as err:
             status = "error"
             shadow.status_code, shadow.error = err.status, err.message
@@ -287,9 +299,9 @@ class CascadeTarget:
             self.services.metrics.observe(shadow)
             self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
 
-    async def _record(self, request_id: str, tried: list[TierAnswer], last_text: str) -> None:
+    async def _record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
         sample = Sample(tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text)
-                                                                 for a in tried))
+                                                                 for a in tried), weight)
         self.controller.add(sample)
         texts = None
         if self.services.log_prompts:
@@ -320,11 +332,12 @@ class CascadeTarget:
             await asyncio.wait(set(self._tasks), timeout=30)
 
 
-def build_controller(config: CascadeConfig) -> QualityController:
-    initial = config.thresholds[0] if config.thresholds else DEFAULT_THRESHOLD
-    return QualityController(config.quality_target, initial, adaptive=config.adaptive,
-                             min_samples=config.min_samples, confidence=config.confidence,
-                             max_samples=config.max_samples)
+def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityController:
+    fixed = config.thresholds[0] if config.thresholds else DEFAULT_THRESHOLD
+    policy = Policy(config.quality_target, config.confidence, config.adaptive, fixed, config.min_samples,
+                    config.max_samples, config.shadow_rate, prior_weight=config.prior_weight,
+                    last_tier_quality=config.last_tier_quality)
+    return QualityController(policy, scorer.calibration)
 
 
 def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Confidence,
@@ -334,4 +347,5 @@ def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], 
         raise ValueError(f"cascade {config.name!r}: unknown tiers {unknown}")
     if len(config.tiers) < 2:
         raise ValueError(f"cascade {config.name!r}: needs at least two tiers")
-    return CascadeTarget(config, [deployments[t] for t in config.tiers], scorer, build_controller(config), services)
+    return CascadeTarget(config, [deployments[t] for t in config.tiers], scorer, build_controller(config, scorer),
+                         services)

@@ -36,6 +36,7 @@ def judge_body(dep: Deployment, item: Scored) -> dict[str, Any]:
 
 class JudgeScorer:
     needs_logprobs = False
+    calibration = None  # no labelled data: the cascade learns from its traffic
 
     def __init__(self, dep: Deployment) -> None:
         self.dep = dep

@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from policies.breaker import Breakers, State
-from policies.quality import Estimate
+from policies.quality_controller import Estimate
 
 
 class PolicyMetrics:

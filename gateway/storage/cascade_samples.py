@@ -2,7 +2,8 @@
 `costgate cascade train --from-db` can refit the learned scorer from real traffic.
 
 Each row stores, for each tier but the last, the scorer's confidence, the scorer's feature
-vector and whether that tier agreed with the last tier. The question and answers themselves
+vector and whether that tier agreed with the last tier, and the sample's weight (1 / the
+probability it was drawn). The question and answers themselves
 are stored only when the config's `log_prompts` is on: features are enough to train on.
 """
 
@@ -12,11 +13,13 @@ import json
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, inspect, insert, select, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from policies.quality import Sample
 from policies.scorers.features import NAMES
+from policies.scorers.refit import TrainingRow
 
 metadata = MetaData()
 FEATURE_SET = ",".join(NAMES)
@@ -32,6 +35,7 @@ cascade_samples = Table(
     Column("features", Text),  # JSON list of feature vectors, one per tier but the last
     Column("feature_set", Text),  # the feature names the vectors were made with
     Column("texts", Text),  # JSON {query, answers} only when log_prompts is on
+    Column("weight", Float),  # 1 / the probability the sample was drawn; NULL (before issue 13): 1
     Index("ix_cascade_samples_cascade", "cascade", "id"),
 )
 
@@ -52,6 +56,7 @@ class SampleStore:
     async def create(self) -> None:
         async with self.engine.begin() as conn:
             await conn.run_sync(metadata.create_all)
+            await conn.run_sync(_add_missing_columns)
 
     async def add(self, record: SampleRecord) -> None:
         async with self.engine.begin() as conn:
@@ -60,21 +65,22 @@ class SampleStore:
                 confidences=json.dumps(list(record.sample.confidences)),
                 agrees=json.dumps(list(record.sample.agrees)),
                 features=json.dumps([list(f) for f in record.features]), feature_set=FEATURE_SET,
-                texts=json.dumps(record.texts) if record.texts is not None else None))
+                texts=json.dumps(record.texts) if record.texts is not None else None, weight=record.sample.weight))
 
     async def recent(self, cascade: str, limit: int) -> list[Sample]:
         """The cascade's latest `limit` samples, oldest first."""
-        query = (select(cascade_samples.c.confidences, cascade_samples.c.agrees)
+        query = (select(cascade_samples.c.confidences, cascade_samples.c.agrees, cascade_samples.c.weight)
                  .where(cascade_samples.c.cascade == cascade)
                  .order_by(cascade_samples.c.id.desc()).limit(limit))
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees))) for r in reversed(rows)]
+        return [Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees)), r.weight or 1.0)
+                for r in reversed(rows)]
 
-    async def training_rows(self, cascade: str | None = None) -> list[tuple[list[float], bool]]:
-        """(features, agreed) for every stored tier answer made with this version's features."""
-        query = select(cascade_samples.c.features, cascade_samples.c.agrees).where(
-            cascade_samples.c.feature_set == FEATURE_SET)
+    async def training_rows(self, cascade: str | None = None) -> list[TrainingRow]:
+        """Every stored tier answer made with this version's features, oldest first."""
+        query = select(cascade_samples.c.features, cascade_samples.c.agrees, cascade_samples.c.weight).where(
+            cascade_samples.c.feature_set == FEATURE_SET).order_by(cascade_samples.c.id)
         if cascade is not None:
             query = query.where(cascade_samples.c.cascade == cascade)
         async with self.engine.connect() as conn:
@@ -82,5 +88,15 @@ class SampleStore:
         out = []
         for r in rows:
             for vector, agreed in zip(json.loads(r.features or "[]"), json.loads(r.agrees)):
-                out.append((vector, bool(agreed)))
+                out.append(TrainingRow(tuple(vector), bool(agreed), r.weight or 1.0))
         return out
+
+
+def _add_missing_columns(conn: Connection) -> None:
+    """`create_all` skips an existing table whole: a column a later release added is added here."""
+    present = {c["name"] for c in inspect(conn).get_columns(cascade_samples.name)}
+    guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""  # replicas may start together
+    for column in cascade_samples.columns:
+        if column.name not in present:
+            conn.execute(text(f"ALTER TABLE {cascade_samples.name} ADD COLUMN {guard}{column.name} "
+                              f"{column.type.compile(conn.dialect)}"))

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from policies.scorers.calibration import Calibration
+
 
 @dataclass(frozen=True, slots=True)
 class Scored:
@@ -35,6 +37,7 @@ class Scored:
 
 class Scorer(Protocol):
     needs_logprobs: bool  # the cascade asks the tier for logprobs when set
+    calibration: Calibration | None  # what its thresholds did on labelled data (the learned scorer's file)
 
     def score(self, item: Scored) -> float:
         """Confidence in [0, 1] that `item.answer` is good enough."""

@@ -18,6 +18,7 @@ class LogprobScorer:
     """Asks the tier for logprobs. An upstream that sends none gets `missing` (default 0: escalate)."""
 
     needs_logprobs = True
+    calibration = None  # no labelled data: the cascade learns from its traffic
 
     def __init__(self, missing: float = 0.0) -> None:
         self.missing = missing

@@ -34,6 +34,7 @@ class RuleScorer:
     """1.0 for an answer no rule rejects, 0.0 otherwise."""
 
     needs_logprobs = False
+    calibration = None  # no labelled data: the cascade learns from its traffic
 
     def score(self, item: Scored) -> float:
         return 0.0 if rule_violation(item) else 1.0

@@ -68,12 +68,13 @@ def config(base: str) -> dict:
         "models": [weak, strong, dead, dead_tier, grader],
         "cascades": [
             {"name": "auto", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.5],
-             "shadow_rate": 0.0},
-            {"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.99],
-             "shadow_rate": 1.0, "quality_target": 0.6, "min_samples": 5},
+             "adaptive": False, "shadow_rate": 0.0},
+            {"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "logprob", "shadow_rate": 1.0,
+             "quality_target": 0.6, "min_samples": 5, "last_tier_quality": 1.0},
+            {"name": "rules-only", "tiers": ["weak", "strong"], "quality_target": 0.95, "min_samples": 10},
             {"name": "broken-first", "tiers": ["dead-tier", "strong"], "scorer": "rules", "shadow_rate": 0.0},
             {"name": "judged", "tiers": ["weak", "strong"], "scorer": "judge:grader", "thresholds": [0.5],
-             "shadow_rate": 0.0},
+             "adaptive": False, "shadow_rate": 0.0},
         ],
         "breaker": {"min_requests": 3, "window_s": 60, "open_s": 600},
         "cost_router": {"name": "fit", "models": ["weak", "strong"]},
@@ -182,16 +183,31 @@ def wait_samples(gw: GatewayProcess, name: str, n: int) -> dict:
     return wait_until(enough, timeout=20, interval=0.05, what=f"{name}: {n} shadow samples")
 
 
-def test_shadow_sampling_moves_the_threshold(client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake) -> None:
+def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(client: openai.OpenAI, gw: GatewayProcess,
+                                                                     fake: RecordedFake) -> None:
     view = cascade_view(gw, "shadowed")
-    assert view["threshold"] == 0.99 and not view["adapted"] and view["samples"] == 0
+    assert view["escalate_all"] and view["samples"] == 0  # no calibration: nothing proven yet
+    before = fake.stats()
+    for _ in range(5):  # escalated: both answers are at hand, so each is a sample at no extra call
+        raw = ask(client, "shadowed", "good question", extra_headers={"x-costgate-tags": "learning-test"})
+        assert raw.headers["x-costgate-model"] == "strong"
+    after = fake.stats()
+    assert (after[WEAK] - before.get(WEAK, 0), after[STRONG] - before.get(STRONG, 0)) == (5, 5)
+    view = wait_samples(gw, "shadowed", 5)
+    assert view["threshold"] == 0.0 and not view["escalate_all"]  # every cheap answer agreed
+    assert view["meets_target"] is True and view["agreement"] == 1.0
+    rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
+    assert rows["learning-test"]["requests"] == 5 and "cascade-shadow" not in rows
+
+
+def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(client: openai.OpenAI, gw: GatewayProcess,
+                                                                    fake: RecordedFake) -> None:
+    # Runs after the test above certified threshold 0.0; the configured floor shadow_rate is 1.0.
     strong_before = fake.stats().get(STRONG, 0)
-    for _ in range(5):  # confident answers: 0.99 escalates none of them, so each needs a shadow call
+    for _ in range(5):
         raw = ask(client, "shadowed", "good question", extra_headers={"x-costgate-tags": "shadow-test"})
         assert raw.headers["x-costgate-model"] == "weak"
-    view = wait_samples(gw, "shadowed", 5)
-    assert view["adapted"] and view["threshold"] == 0.0  # every cheap answer agreed: accept them all
-    assert view["agreement"] == 1.0 and view["agreement_lower_bound"] >= 0.6
+    view = wait_samples(gw, "shadowed", 10)
     assert fake.stats()[STRONG] - strong_before == 5  # the shadow calls were real calls
     rows = {r["group"]: r for r in gw.spend("tag")["rows"]}
     assert rows["cascade-shadow"]["requests"] == 5 and Decimal(rows["cascade-shadow"]["cost_usd"]) > 0
@@ -201,12 +217,25 @@ def test_shadow_sampling_moves_the_threshold(client: openai.OpenAI, gw: GatewayP
     assert Decimal(trace["cost_usd"]) > Decimal(raw.headers["x-costgate-cost-usd"])
     for _ in range(5):  # unsure answers that disagree: accepted at 0.0 for now, so shadowed
         ask(client, "shadowed", "unsure question")
-    view = wait_samples(gw, "shadowed", 10)
+    view = wait_samples(gw, "shadowed", 15)
     assert view["threshold"] is not None and view["threshold"] > math.exp(-3)  # escalates the unsure ones now
     assert ask(client, "shadowed", "unsure question").headers["x-costgate-model"] == "strong"
     metrics = httpx.get(gw.url + "/metrics").text
     assert 'costgate_cascade_agreement{cascade="shadowed"}' in metrics
     assert 'costgate_cascade_threshold{cascade="shadowed"}' in metrics
+
+
+def test_a_rules_cascade_gives_up_on_the_cheap_tier(client: openai.OpenAI, gw: GatewayProcess,
+                                                    fake: RecordedFake) -> None:
+    for _ in range(10):  # the rules accept these cheap answers, and each disagrees with the last tier
+        assert ask(client, "rules-only", "unsure question").headers["x-costgate-model"] == "strong"
+    wait_samples(gw, "rules-only", 10)
+    before = fake.stats().get(WEAK, 0)
+    for _ in range(20):
+        assert ask(client, "rules-only", "unsure question").headers["x-costgate-model"] == "strong"
+    assert fake.stats().get(WEAK, 0) - before < 10  # skipped (bar a few probes), not paid for and thrown away
+    view = cascade_view(gw, "rules-only")
+    assert view["escalate_all"] and view["meets_target"] is True
 
 
 def test_failing_tier_falls_through_and_breaker_opens(client: openai.OpenAI, gw: GatewayProcess,
@@ -291,5 +320,5 @@ def test_train_from_the_stored_shadow_samples(gw: GatewayProcess, tmp_path: Path
                              str(gw.config_path), "--cascade", "shadowed", "--folds", "1", "--out", str(out)],
                             capture_output=True, text=True, env=_env(), cwd=gw.workdir, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert "trained on 11 examples (5 acceptable)" in result.stdout  # 5 agreeing, 6 not
+    assert "trained on 16 examples (10 acceptable)" in result.stdout  # 10 agreeing, 6 not
     assert out.exists()

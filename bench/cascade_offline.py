@@ -1,0 +1,228 @@
+"""Offline cascade simulator: the recorded GSM8K answers replayed, in order, through the real
+quality controller and scorer objects (policies/quality_controller.py, policies/scorers/),
+without HTTP, so a policy can be tuned and cross-validated in seconds.
+
+For each of K folds: the learned scorer and its calibration are trained on the other folds
+(`train_scorer`, as `costgate cascade train` does), then the fold's problems are replayed from
+a fresh controller in several random orders, for the two configurations the issue names:
+`rules` (the default scorer, no calibration) and `learned`. Every call is counted as the
+gateway would charge it: the weak tier for each request that calls it, the strong tier for
+each escalation, skip and shadow call. Costs are tiktoken counts at the recorded models' list
+prices (Mixtral $0.60/M in and out, GPT-4-1106 $10/M in, $30/M out), as the fake upstream
+bills them; quality is accuracy against the recorded labels.
+
+Run: `python bench/cascade_offline.py [DATA] [--folds 3] [--orders 5] [--confidence 0.8] ...`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from gateway.tokens import count_prompt, count_text  # noqa: E402
+from policies.agreement import answers_agree  # noqa: E402
+from policies.quality import Sample  # noqa: E402
+from policies.quality_controller import Mode, Policy, QualityController  # noqa: E402
+from policies.scorers import Scored  # noqa: E402
+from policies.scorers.calibration import Calibration  # noqa: E402
+from policies.scorers.rules import rule_violation  # noqa: E402
+from policies.scorers.training import TrainingExample, train_scorer  # noqa: E402
+
+# ../shared next to the checkout (a worktree under wt/ looks one level further up)
+DEFAULT_DATA = next((d / "shared" / "data" / "gsm8k_dev.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
+                     if (d / "shared" / "data").is_dir()), ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl")
+PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal("10"), Decimal("30"))}
+
+
+@dataclass(frozen=True)
+class Problem:
+    item: Scored
+    agrees: bool
+    weak_right: bool
+    strong_right: bool
+    weak_cost: Decimal
+    strong_cost: Decimal
+
+
+def cost(prompt_tokens: int, completion_tokens: int, tier: str) -> Decimal:
+    price_in, price_out = PRICES[tier]
+    return (prompt_tokens * price_in + completion_tokens * price_out) / 10**6
+
+
+def load(path: Path) -> list[Problem]:
+    problems = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        prompt = count_prompt({"model": "x", "messages": [{"role": "user", "content": r["prompt"]}]})
+        problems.append(Problem(Scored(r["prompt"], r["weak_response"]),
+                                answers_agree(r["weak_response"], r["strong_response"]), bool(r["weak_correct"]),
+                                bool(r["strong_correct"]), cost(prompt, count_text(r["weak_response"]), "weak"),
+                                cost(prompt, count_text(r["strong_response"]), "strong")))
+    return problems
+
+
+def training_examples(problems: Sequence[Problem]) -> list[TrainingExample]:
+    return [TrainingExample(p.item, p.weak_right, p.strong_right, p.agrees) for p in problems]
+
+
+@dataclass
+class Run:
+    n: int = 0
+    correct: int = 0
+    strong_correct: int = 0
+    cost: Decimal = Decimal(0)
+    strong_cost: Decimal = Decimal(0)
+    escalated: int = 0  # answered by the strong tier (escalated or skipped to it)
+    shadow_calls: int = 0
+    cheap_calls: int = 0
+    certified_at: int | None = None  # the request at which a threshold was first certified
+    rejected_at: int | None = None  # the request at which the traffic first set the calibration aside
+    final_mode: str = ""
+    final_threshold: float | None = None
+
+    @property
+    def ratio(self) -> float:
+        return self.correct / self.strong_correct
+
+    @property
+    def cost_ratio(self) -> float:
+        return float(self.cost / self.strong_cost)
+
+
+def replay(problems: Sequence[Problem], controller: QualityController, score: Callable[[Scored], float],
+           rng: random.Random) -> Run:
+    """Each problem once, in order, as the cascade in gateway/routing/cascade.py handles a request."""
+    run = Run()
+    for i, p in enumerate(problems):
+        run.n += 1
+        run.strong_cost += p.strong_cost
+        run.strong_correct += p.strong_right
+        if run.certified_at is None and controller.mode is Mode.CERTIFIED:
+            run.certified_at = i
+        if run.rejected_at is None and controller.rejected:
+            run.rejected_at = i
+        route = controller.route(rng)
+        if not route.call_cheap:
+            run.cost += p.strong_cost
+            run.correct += p.strong_right
+            run.escalated += 1
+            continue
+        run.cheap_calls += 1
+        run.cost += p.weak_cost
+        confidence = 0.0 if rule_violation(p.item) else score(p.item)
+        threshold = controller.threshold
+        if threshold is not None and confidence >= threshold:
+            run.correct += p.weak_right
+            shadow = controller.shadow_probability()
+            if shadow > 0 and rng.random() < shadow:
+                run.shadow_calls += 1
+                run.cost += p.strong_cost
+                controller.add(Sample((confidence,), (p.agrees,), 1.0 / shadow))
+            continue
+        run.correct += p.strong_right
+        run.escalated += 1
+        run.cost += p.strong_cost
+        controller.add(Sample((confidence,), (p.agrees,), route.weight))
+    run.final_mode, run.final_threshold = controller.mode.value, controller.threshold
+    return run
+
+
+def controller_for(policy: Policy, calibration: Calibration | None) -> QualityController:
+    return QualityController(policy, calibration)
+
+
+def summarize(name: str, runs: list[Run]) -> None:
+    ratios = [r.ratio for r in runs]
+    costs = [r.cost_ratio for r in runs]
+    certified = [r.certified_at for r in runs if r.certified_at is not None]
+    print(f"\n{name}: {len(runs)} replays of {runs[0].n}-{runs[-1].n} problems")
+    print(f"  accuracy vs strong: mean {statistics.mean(ratios):.1%}  min {min(ratios):.1%}  max {max(ratios):.1%}  "
+          f"sd {statistics.pstdev(ratios):.1%}  below 95%: {sum(r < 0.95 for r in ratios)}/{len(runs)}")
+    print(f"  cost vs strong:     mean {statistics.mean(costs):.1%}  min {min(costs):.1%}  max {max(costs):.1%}  "
+          f"sd {statistics.pstdev(costs):.1%}  above 60%: {sum(c > 0.60 for c in costs)}/{len(runs)}")
+    print(f"  escalated {statistics.mean(r.escalated / r.n for r in runs):.1%}  shadow calls "
+          f"{statistics.mean(r.shadow_calls for r in runs):.1f}  cheap calls "
+          f"{statistics.mean(r.cheap_calls / r.n for r in runs):.1%}  certified at request "
+          f"{'never' if not certified else f'{statistics.median(certified):.0f} (median of {len(certified)})'}")
+    rejected = [r.rejected_at for r in runs if r.rejected_at is not None]
+    if rejected:
+        print(f"  calibration set aside by the traffic in {len(rejected)} replays (first at request {min(rejected)})")
+    modes = sorted({f"{r.final_mode} {r.final_threshold}" for r in runs})
+    print(f"  final: {', '.join(modes[:8])}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = Policy(0.95)
+    parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
+    parser.add_argument("--folds", type=int, default=3)
+    parser.add_argument("--orders", type=int, default=5, help="random orders per held-out fold")
+    parser.add_argument("--splits", type=int, default=1, help="independent fold splits")
+    parser.add_argument("--length", type=int, default=0, help="replay each held-out fold, reshuffled, until "
+                        "this many requests (0: once); 660 matches the held-out run's length")
+    parser.add_argument("--target", type=float, default=0.95)
+    parser.add_argument("--confidence", type=float, default=defaults.confidence)
+    parser.add_argument("--prior-weight", type=float, default=defaults.prior_weight)
+    parser.add_argument("--shadow-rate", type=float, default=defaults.shadow_rate)
+    parser.add_argument("--shadow-boost", type=float, default=defaults.shadow_boost)
+    parser.add_argument("--min-samples", type=int, default=defaults.min_samples)
+    parser.add_argument("--last-tier-quality", type=float, default=None)
+    parser.add_argument("--uncalibrated", action="store_true", help="also the learned scorer without its "
+                        "calibration: the controller learns from the traffic alone")
+    parser.add_argument("--in-sample", action="store_true", help="also train on all and replay all (what "
+                        "bench/cascade.py measures with the bundled scorer)")
+    args = parser.parse_args()
+    problems = load(Path(args.data))
+    policy = Policy(args.target, args.confidence, min_samples=args.min_samples, shadow_rate=args.shadow_rate,
+                    shadow_boost=args.shadow_boost, prior_weight=args.prior_weight,
+                    last_tier_quality=args.last_tier_quality)
+    runs: dict[str, list[Run]] = {"rules": [], "learned": [], "learned without its calibration": []}
+    for split in range(args.splits):
+        order = np.random.default_rng(split).permutation(len(problems))
+        for k, held in enumerate(np.array_split(order, args.folds)):
+            held_set = set(held.tolist())
+            train = [problems[i] for i in order if i not in held_set]
+            test = [problems[i] for i in held]
+            model = train_scorer(training_examples(train)).model
+            for o in range(args.orders):
+                rng = random.Random(1000 * split + 100 * k + o)
+                sequence = [p for _ in range(max(1, -(-args.length // len(test))))
+                            for p in rng.sample(test, len(test))][:max(args.length, len(test))]
+                runs["rules"].append(replay(sequence, controller_for(policy, None),
+                                            lambda item: 1.0, random.Random(rng.random())))
+                runs["learned"].append(replay(sequence, controller_for(policy, model.calibration),
+                                              model.confidence, random.Random(rng.random())))
+                if args.uncalibrated:
+                    runs["learned without its calibration"].append(replay(
+                        sequence, controller_for(policy, None), model.confidence, random.Random(rng.random())))
+    print(f"{len(problems)} problems, {args.splits} split(s) x {args.folds} folds x {args.orders} orders; "
+          f"policy: {policy}")
+    for name, found in runs.items():
+        if found:
+            summarize(f"{name} (cross-validated)", found)
+    if args.in_sample:
+        model = train_scorer(training_examples(problems)).model
+        in_sample = [replay(problems, controller_for(policy, model.calibration),
+                            model.confidence, random.Random(o)) for o in range(args.orders)]
+        summarize("learned, in-sample (trained and replayed on all)", in_sample)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

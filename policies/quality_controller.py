@@ -1,0 +1,227 @@
+"""The quality controller of one cascade: what the cascade may accept, what it samples, and why.
+
+Modes (the state says which, and why, for /admin):
+
+    certified  a threshold's bound meets the target (policies/quality.py); answers at or above it
+               are returned, and a share of them is shadow-sampled: 1 / (their samples so far)
+               times `shadow_boost`, never below `shadow_rate`, so the rate starts at 100% and
+               falls as the evidence, and with it the bound, tightens
+    learning   nothing is proven yet but something may be: every request is escalated, and each
+               is a sample at no extra cost (both answers are at hand)
+    skip       nothing can be proven (no threshold that accepts `min_accept` of the requests can
+               reach the target even at the optimistic end of its bound, as with the `rules`
+               scorer): the cheap tier is skipped, and called on `probe_rate` of requests only to
+               keep watching
+    fixed      `adaptive: false`: the configured threshold, with the estimate still reported
+
+A cascade whose scorer ships a calibration starts from the cheapest threshold the calibration
+certifies; one without starts learning. Samples weigh 1 / the probability they were drawn, so
+the estimate is the traffic's, whatever share of each kind of request was sampled. The
+calibration is pooled with the traffic (as at most `prior_weight` samples) and dropped
+altogether when the traffic contradicts it at the threshold it promised (policies/quality.py,
+`contradicts`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from policies.quality import Bounds, Sample, TrafficCurve, bounds, cheapest_certified, contradicts, contributions, \
+    last_tier_quality, worth_trying, z_of
+from policies.scorers.calibration import CANDIDATES, Calibration
+
+
+class Mode(str, Enum):
+    CERTIFIED = "certified"
+    LEARNING = "learning"
+    SKIP = "skip"
+    FIXED = "fixed"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """A cascade's quality settings (CascadeConfig's fields of the same names)."""
+
+    target: float
+    confidence: float = 0.7
+    adaptive: bool = True
+    fixed_threshold: float | None = None  # with adaptive off
+    min_samples: int = 30  # samples before traffic alone (no calibration) can certify or give up
+    max_samples: int = 5000  # the most recent samples the estimate uses
+    shadow_rate: float = 0.02  # the floor of the certified shadow rate; 0: no shadow calls
+    shadow_boost: float = 0.25  # the first accepted answers are sampled at boost / samples so far
+    prior_weight: float = 200.0  # the calibration counts as at most this many samples
+    min_accept: float = 0.2  # a threshold accepting less is not worth calling the cheap tier for
+    probe_rate: float = 0.05
+    last_tier_quality: float | None = None  # stated by the operator; else from labels or a default
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    call_cheap: bool
+    weight: float  # what a sample from this request weighs: 1 / the probability it was drawn
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    mode: Mode
+    threshold: float | None  # None: escalate every request
+    samples: int
+    effective_samples: float
+    agreement: float | None  # estimated share of requests whose answer agrees with the last tier
+    lower_bound: float | None  # ... its lower bound
+    quality: float | None  # estimated quality over the last tier's
+    quality_lower_bound: float | None
+    escalation: float | None  # estimated share of requests escalated (or skipped to the last tier)
+    shadow_rate: float  # the next accepted answer's sampling probability
+    last_tier_quality: float
+    last_tier_source: str
+    calibration: str  # none | in use | rejected (the traffic contradicts it)
+    meets_target: bool | None
+    reason: str
+    adapted: bool
+
+
+class Evidence:
+    """Weighted sums of the samples in the window, per candidate threshold, kept incrementally."""
+
+    def __init__(self, candidates: tuple[float, ...]) -> None:
+        self.grid = np.asarray(candidates, dtype=float)
+        self.weight = self.weight2 = 0.0
+        self.accepted = np.zeros(len(candidates))
+        self.accepted2 = np.zeros(len(candidates))  # squared weights of accepted samples
+        self.disagree = np.zeros(len(candidates))
+
+    def add(self, sample: Sample, sign: float = 1.0) -> None:
+        accepted, disagree = contributions(sample, self.grid)
+        w = sample.weight
+        self.weight += sign * w
+        self.weight2 += sign * w * w
+        self.accepted += sign * w * accepted
+        self.accepted2 += sign * w * w * accepted
+        self.disagree += sign * w * disagree
+
+    def traffic(self) -> TrafficCurve:
+        if self.weight <= 0:
+            return TrafficCurve.empty(len(self.grid))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            accepted_effective = np.where(self.accepted2 > 0, self.accepted ** 2 / self.accepted2, 0.0)
+        return TrafficCurve(self.accepted / self.weight, self.disagree / self.weight, accepted_effective,
+                            self.weight ** 2 / self.weight2)
+
+
+class QualityController:
+    def __init__(self, policy: Policy, calibration: Calibration | None,
+                 candidates: tuple[float, ...] = CANDIDATES) -> None:
+        self.policy, self.calibration, self.candidates = policy, calibration, candidates
+        self.samples: deque[Sample] = deque()
+        self.evidence = Evidence(candidates)
+        self.rejected = False
+        self.promised: float | None = None  # the threshold the calibration alone certifies
+        if calibration is not None:
+            nothing = TrafficCurve.empty(len(candidates))
+            self.promised = cheapest_certified(self._bounds(nothing, calibration), policy.target)
+        self._update()
+
+    @property
+    def threshold(self) -> float | None:
+        return self._threshold
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    def add(self, *samples: Sample) -> None:
+        for s in samples:
+            if len(self.samples) >= self.policy.max_samples:
+                self.evidence.add(self.samples.popleft(), -1.0)
+            self.samples.append(s)
+            self.evidence.add(s)
+        self._update()
+
+    def route(self, rng: random.Random) -> Route:
+        """Call the cheap tier for this request? Skipping, it is called on `probe_rate` of requests."""
+        if self._mode is not Mode.SKIP:
+            return Route(True, 1.0)
+        if self.policy.probe_rate > 0 and rng.random() < self.policy.probe_rate:
+            return Route(True, 1.0 / self.policy.probe_rate)
+        return Route(False, 1.0)
+
+    def shadow_probability(self) -> float:
+        """The probability of shadow-sampling the next accepted answer."""
+        p = self.policy
+        if p.shadow_rate <= 0 or self._threshold is None:
+            return 0.0
+        if self._mode is Mode.FIXED:
+            return p.shadow_rate
+        seen = self._traffic.accepted_effective[self._index(self._threshold)]
+        return max(p.shadow_rate, min(1.0, p.shadow_boost / seen if seen > 0 else 1.0))
+
+    def estimate(self) -> Estimate:
+        return self._estimate
+
+    def _index(self, threshold: float) -> int:
+        return int(np.searchsorted(self.evidence.grid, threshold - 1e-9))
+
+    def _bounds(self, traffic: TrafficCurve, calibration: Calibration | None) -> Bounds:
+        p = self.policy
+        self.last = last_tier_quality(p.last_tier_quality, calibration)
+        return bounds(traffic, calibration, self.last, p.confidence, p.prior_weight, self.candidates)
+
+    def _update(self) -> None:
+        traffic = self._traffic = self.evidence.traffic()
+        cal = self.calibration
+        self.rejected = False
+        if cal is not None and self.promised is not None:
+            self.rejected = contradicts(cal.at(self.promised), traffic.at(self._index(self.promised)))
+        found = self._bounds(traffic, None if self.rejected else cal)
+        self._mode, self._threshold, reason = self._decide(found)
+        if self.rejected:
+            reason = (f"the traffic contradicts the calibration (it disagrees with the last tier more often than "
+                      f"the calibration said at threshold {self.promised:.2f}), which is set aside; " + reason)
+        self._estimate = self._describe(found, reason)
+
+    def _decide(self, found: Bounds) -> tuple[Mode, float | None, str]:
+        p = self.policy
+        if not p.adaptive:
+            return Mode.FIXED, p.fixed_threshold, "adaptive is off: the configured threshold applies"
+        if (self.calibration is None or self.rejected) and len(self.samples) < p.min_samples:
+            return Mode.LEARNING, None, (f"no calibration: escalating every request while collecting samples "
+                                         f"({len(self.samples)} of {p.min_samples})")
+        chosen = cheapest_certified(found, p.target)
+        best = found.at(int(np.argmax(found.lower)))
+        if chosen is not None and found.at(self._index(chosen)).accepted >= p.min_accept:
+            b = found.at(self._index(chosen))
+            return Mode.CERTIFIED, chosen, (f"threshold {chosen:.2f} keeps {b.ratio:.1%} of the last tier's quality "
+                                            f"(lower bound {b.lower:.1%} >= target {p.target:.1%})")
+        if worth_trying(found, p.target, p.min_accept):
+            return Mode.LEARNING, None, (f"no threshold proven yet: escalating every request (best lower bound "
+                                         f"{best.lower:.1%} at {best.threshold:.2f}, target {p.target:.1%})")
+        return Mode.SKIP, None, (f"the scorer cannot separate at this target: no threshold accepting at least "
+                                 f"{p.min_accept:.0%} of requests can reach {p.target:.1%} of the last tier's "
+                                 f"quality; skipping the cheap tier (probing {p.probe_rate:.0%})")
+
+    def _describe(self, found: Bounds, reason: str) -> Estimate:
+        p = self.policy
+        at = found.at(self._index(self._threshold)) if self._threshold is not None else None
+        traffic = self._traffic.at(self._index(self._threshold)) if self._threshold is not None else None
+        agreement = lower = None
+        if traffic is not None and traffic.effective > 0:
+            agreement = 1 - traffic.disagree
+            spread = z_of(p.confidence) * (traffic.disagree * (1 - traffic.disagree) / traffic.effective) ** 0.5
+            lower = max(0.0, agreement - spread)
+        quality = at.ratio if at is not None else 1.0
+        quality_lower = at.lower if at is not None else 1.0
+        escalation = 1 - at.accepted if at is not None else 1.0
+        return Estimate(self._mode, self._threshold, len(self.samples),
+                        self._traffic.effective,
+                        None if agreement is None else float(agreement), None if lower is None else float(lower),
+                        float(quality), float(quality_lower), float(escalation), self.shadow_probability(),
+                        self.last.value, self.last.source,
+                        "none" if self.calibration is None else "rejected" if self.rejected else "in use",
+                        bool(quality_lower >= p.target), reason, self._mode is not Mode.FIXED)
