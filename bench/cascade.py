@@ -1,16 +1,23 @@
-"""Cascade benchmark: cost and accuracy against always-strong on GSM8K, through the gateway.
+"""Cascade benchmark: the two configurations issue 13 names, through a running gateway.
 
-Replays data/gsm8k_dev.jsonl (or the JSONL given as argument) THROUGH A RUNNING GATEWAY, in
-front of a fake upstream (gateway/testing/fake_recorded.py) that returns the recorded answers
-of a weak model (Mixtral-8x7B, $0.60/M tokens in and out) and a strong one (GPT-4-1106,
-$10/M in, $30/M out). Cross-validated: the problems are split into K folds; for each fold the
-learned scorer is trained with `costgate cascade train` on the other folds, and the fold's
-problems — never seen by that scorer — are replayed through cascades at several thresholds,
-through `strong` alone and through `weak` alone. Every call the gateway makes is counted,
-shadow calls included (5% of traffic by default): costs are read back from the gateway's
-own ledger (`/admin/spend?group_by=tag`), not recomputed.
+Sends each problem of data/gsm8k_dev.jsonl (or the JSONL given) once, in order, through a
+FRESH gateway per configuration, in front of a fake upstream (gateway/testing/fake_recorded.py)
+that returns the recorded answers of a weak model (Mixtral-8x7B, $0.60/M tokens in and out)
+and a strong one (GPT-4-1106, $10/M in, $30/M out):
 
-Run: `python bench/cascade.py [DATA] [--folds 3] [--shadow-rate 0.05] [--plot docs/cascade_cost_accuracy.png]`
+    rules     {tiers: [weak, strong], quality_target: 0.95}                    (the defaults)
+    learned   {tiers: [weak, strong], quality_target: 0.95, scorer: learned}   (the bundled scorer)
+
+and through `strong` alone, the baseline. Every call counts, shadow calls and the learning
+phase included: costs are the gateway ledger's own totals (`/admin/spend?group_by=tag`, the
+shadow rows carry the request's tags). Accuracy is against the recorded labels.
+
+The bundled scorer was trained on this very data, so `learned` on it is in-sample. `--folds K`
+adds the honest figure: for each fold, `costgate cascade train` fits a scorer and its
+calibration on the other folds, and a fresh gateway with `scorer: learned:PATH` replays the
+held-out fold in order.
+
+Run: `python bench/cascade.py [DATA] [--folds 3] [--plot docs/cascade_cost_accuracy.png]`
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,33 +39,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policies.agreement import answers_agree  # noqa: E402
+from bench.cascade_offline import DEFAULT_DATA  # noqa: E402
 from tests.support import GatewayProcess, _env, free_port, model, wait_http  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl"
 WEAK, STRONG = "mixtral-8x7b-instruct", "gpt-4-1106-preview"
-THRESHOLDS = (0.5, 0.6, 0.65, 0.7, 0.72, 0.74, 0.76, 0.78, 0.8, 0.85, 0.9)
 
 
-def tag(name: str) -> str:
-    return "bench-" + name.replace(".", "")
-
-
-async def replay(url: str, key: str, rows: list[dict], name: str, concurrency: int = 16,
-                 label: str | None = None) -> list[str]:
-    """Ask every problem through model `name` (tagged `label`); returns the answer each got."""
-    answers = [""] * len(rows)
-    sem = asyncio.Semaphore(concurrency)
-    headers = {"authorization": f"Bearer {key}", "x-costgate-tags": tag(label or name)}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
-        async def one(i: int) -> None:
-            async with sem:
-                r = await client.post("/v1/chat/completions", json={
-                    "model": name, "messages": [{"role": "user", "content": rows[i]["prompt"]}]})
-                r.raise_for_status()
-                answers[i] = r.json()["choices"][0]["message"]["content"]
-        await asyncio.gather(*(one(i) for i in range(len(rows))))
-    return answers
+@dataclass
+class Result:
+    name: str
+    n: int
+    correct: int
+    cost: Decimal
+    requests: int  # ledger rows: one per request, plus one per shadow call
+    escalated: int  # answered by the strong tier
+    weak_calls: int
+    strong_calls: int
+    view: dict | None  # /admin/cascades at the end
 
 
 def correct(row: dict, answer: str) -> bool:
@@ -68,192 +66,136 @@ def correct(row: dict, answer: str) -> bool:
     raise AssertionError("the gateway returned an answer that was never recorded")
 
 
-def train_scorer(work: Path, name: str, rows: list[dict]) -> Path:
-    data, out = work / f"{name}.jsonl", work / f"{name}.json"
+async def replay(url: str, key: str, rows: list[dict], name: str, tag: str, concurrency: int) -> list[str]:
+    """Every problem through model `name`, in order (`concurrency` in flight); the answers."""
+    answers = [""] * len(rows)
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(rows)):
+        queue.put_nowait(i)
+    headers = {"authorization": f"Bearer {key}", "x-costgate-tags": tag}
+    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+        async def worker() -> None:
+            while not queue.empty():
+                i = queue.get_nowait()
+                r = await client.post("/v1/chat/completions", json={
+                    "model": name, "messages": [{"role": "user", "content": rows[i]["prompt"]}]})
+                r.raise_for_status()
+                answers[i] = r.json()["choices"][0]["message"]["content"]
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return answers
+
+
+def settled_spend(gw: GatewayProcess, tag: str, at_least: int) -> dict:
+    """The tag's ledger totals once the background shadow calls have all been written."""
+    last, deadline = None, time.monotonic() + 60
+    while time.monotonic() < deadline:
+        row = next((r for r in gw.spend("tag")["rows"] if r["group"] == tag), None)
+        if row is not None and row["requests"] >= at_least and row == last:
+            return row
+        last = row
+        time.sleep(0.5)
+    raise TimeoutError(f"the ledger for {tag} did not settle: {last}")
+
+
+def fake_calls(fake_url: str) -> dict[str, int]:
+    return httpx.get(fake_url.removesuffix("/v1") + "/_stats").json()
+
+
+def run(work: Path, fake_url: str, rows: list[dict], name: str, cascade: dict | None, concurrency: int) -> Result:
+    models = [model("weak", WEAK, fake_url, "0.6", "0.6"), model("strong", STRONG, fake_url, "10", "30")]
+    config = {"models": models, "cascades": [cascade] if cascade else [], "ledger_flush_interval_s": 0.2}
+    gw = GatewayProcess(config, work / name)
+    try:
+        before = fake_calls(fake_url)
+        target = cascade["name"] if cascade else "strong"
+        answers = asyncio.run(replay(gw.url, gw.new_key("bench"), rows, target, f"bench-{name}", concurrency))
+        spend = settled_spend(gw, f"bench-{name}", len(rows))
+        after = fake_calls(fake_url)
+        view = gw.admin("GET", "/admin/cascades").json()["data"][0] if cascade else None
+    finally:
+        gw.stop()
+    return Result(name, len(rows), sum(correct(r, a) for r, a in zip(rows, answers)), Decimal(spend["cost_usd"]),
+                  spend["requests"], sum(a == r["strong_response"] != r["weak_response"] for r, a in zip(rows, answers)),
+                  after.get(WEAK, 0) - before.get(WEAK, 0), after.get(STRONG, 0) - before.get(STRONG, 0), view)
+
+
+def cascade(scorer: str | None) -> dict:
+    config = {"name": "cascade", "tiers": ["weak", "strong"], "quality_target": 0.95}
+    return config | ({"scorer": scorer} if scorer else {})
+
+
+def train(work: Path, rows: list[dict]) -> Path:
+    data, out = work / "train.jsonl", work / "scorer.json"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", str(data), "--out", str(out),
                     "--query-field", "prompt", "--answer-field", "weak_response", "--label-field", "weak_correct",
-                    "--folds", "1"], check=True, env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL)
+                    "--last-label-field", "strong_correct", "--last-answer-field", "strong_response"],
+                   check=True, env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL)
     return out
 
 
-def models(fake_url: str) -> list[dict]:
-    return [model("weak", WEAK, fake_url, "0.6", "0.6"), model("strong", STRONG, fake_url, "10", "30")]
-
-
-def adaptive(scorer: Path, shadow_rate: float, target: float) -> dict:
-    return {"name": "adaptive", "tiers": ["weak", "strong"], "scorer": f"learned:{scorer}", "thresholds": [0.9],
-            "shadow_rate": shadow_rate, "quality_target": target, "min_samples": 100}
-
-
-def calibrate(work: Path, fake_url: str, scorer: Path, rows: list[dict], target: float) -> dict:
-    """Shadow-sample every calibration problem through the adaptive cascade; the samples land in
-    the database the fold's gateway then starts from."""
-    gw = GatewayProcess({"models": models(fake_url), "cascades": [adaptive(scorer, 1.0, target)],
-                         "ledger_flush_interval_s": 0.2}, work / "gw")
-    try:
-        asyncio.run(replay(gw.url, gw.new_key("bench"), rows, "adaptive", label="calibration"))
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            view = gw.admin("GET", "/admin/cascades").json()["data"][0]
-            if view["samples"] >= len(rows):
-                break
-            time.sleep(0.2)
-        time.sleep(0.5)
-        return {"cost": Decimal(gw.spend("tag")["total_usd"]), "samples": view["samples"]}
-    finally:
-        gw.stop()
-
-
-def run_fold(work: Path, fake_url: str, train: list[dict], test: list[dict], shadow_rate: float,
-             target: float) -> tuple[dict, dict]:
-    scorer = train_scorer(work, "scorer", train)
-    # The adaptive cascade's scorer is trained on half the training problems; the other half
-    # calibrates its threshold (shadow samples), so its confidences there are out of sample.
-    half = len(train) // 2
-    calibration_scorer = train_scorer(work, "scorer-half", train[:half])
-    calibration = calibrate(work, fake_url, calibration_scorer, train[half:], target)
-    cascades = [{"name": f"cascade-{t}", "tiers": ["weak", "strong"], "scorer": f"learned:{scorer}",
-                 "thresholds": [t], "shadow_rate": shadow_rate, "adaptive": False} for t in THRESHOLDS]
-    cascades.append(adaptive(calibration_scorer, shadow_rate, target))
-    gw = GatewayProcess({"models": models(fake_url), "cascades": cascades, "ledger_flush_interval_s": 0.2},
-                        work / "gw")
-    try:
-        key = gw.new_key("bench")
-        view = next(c for c in gw.admin("GET", "/admin/cascades").json()["data"] if c["name"] == "adaptive")
-        calibration["threshold"] = view["threshold"]
-        results = {}
-        for name in ["strong", "weak"] + [c["name"] for c in cascades]:
-            answers = asyncio.run(replay(gw.url, key, test, name))
-            results[name] = {"correct": sum(correct(r, a) for r, a in zip(test, answers)),
-                             "escalated": sum(a == r["strong_response"] != r["weak_response"]
-                                              for r, a in zip(test, answers)),
-                             "agree": sum(answers_agree(a, r["strong_response"]) for r, a in zip(test, answers))}
-        time.sleep(0.5)  # let the last shadow calls land
-        spend = {r["group"]: r for r in gw.spend("tag")["rows"]}
-        for name, res in results.items():
-            res["cost"] = Decimal(spend[tag(name)]["cost_usd"])
-            res["calls"] = spend[tag(name)]["requests"]
-        return results, calibration
-    finally:
-        gw.stop()
+def report(results: list[tuple[Result, Result]]) -> None:
+    print(f"\n{'run':<26}{'problems':>9}{'accuracy':>9}{'vs strong':>10}{'cost vs strong':>15}{'escalated':>10}"
+          f"{'weak calls':>11}{'strong calls':>13}{'shadow':>7}  final state")
+    for res, strong in results:
+        shadow = res.requests - res.n
+        state = "" if res.view is None else (f"threshold {res.view['threshold']}, samples {res.view['samples']}"
+                                             if not res.view["escalate_all"] else
+                                             f"escalate all, samples {res.view['samples']}")
+        print(f"{res.name:<26}{res.n:>9}{res.correct / res.n:>9.1%}{res.correct / strong.correct:>10.1%}"
+              f"{float(res.cost / strong.cost):>15.1%}{res.escalated / res.n:>10.1%}{res.weak_calls:>11}"
+              f"{res.strong_calls:>13}{shadow:>7}  {state}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
-    parser.add_argument("--folds", type=int, default=3)
-    parser.add_argument("--shadow-rate", type=float, default=0.05)
-    parser.add_argument("--quality-target", type=float, default=0.8,
-                        help="the adaptive cascade's wanted agreement with the strong model")
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "cascade_cost_accuracy.png"))
+    parser.add_argument("--folds", type=int, default=0, help="also cross-validate the learned scorer (0: no)")
+    parser.add_argument("--concurrency", type=int, default=1, help="requests in flight (1: strictly in order)")
+    parser.add_argument("--plot", default="", help="write the cost/accuracy plot here")
     args = parser.parse_args()
     rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
-    order = np.random.default_rng(0).permutation(len(rows))
-    folds = np.array_split(order, args.folds)
+    results: list[tuple[Result, Result]] = []
     started = time.monotonic()
-    totals: dict[str, dict] = {}
-    calibrations: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         answers = work / "answers.jsonl"
         answers.write_text("".join(json.dumps({"prompt": r["prompt"], "answers": {
             WEAK: r["weak_response"], STRONG: r["strong_response"]}}) + "\n" for r in rows))
         port = free_port()
-        log = open(work / "fake.log", "wb")
-        fake = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_recorded", "--answers", str(answers),
-                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
-        try:
-            wait_http(f"http://127.0.0.1:{port}/_stats", fake)
-            for k, test_idx in enumerate(folds):
-                train = [rows[i] for i in order if i not in set(test_idx)]
-                test = [rows[i] for i in test_idx]
-                (work / f"fold{k}").mkdir()
-                fold, calibration = run_fold(work / f"fold{k}", f"http://127.0.0.1:{port}/v1", train, test,
-                                             args.shadow_rate, args.quality_target)
-                calibrations.append(calibration)
-                for name, res in fold.items():
-                    acc = totals.setdefault(name, {"correct": 0, "escalated": 0, "agree": 0, "cost": Decimal(0),
-                                                   "calls": 0})
-                    for field in acc:
-                        acc[field] += res[field]
-                print(f"fold {k + 1}/{args.folds} done ({time.monotonic() - started:.0f} s)", flush=True)
-        finally:
-            fake.terminate()
-            fake.wait(10)
-            log.close()
-    report(totals, len(rows), args)
-    report_adaptive(totals, calibrations, len(rows), args)
+        with open(work / "fake.log", "wb") as log:
+            fake = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_recorded", "--answers",
+                                     str(answers), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                                    env=_env(), cwd=ROOT)
+            try:
+                wait_http(f"http://127.0.0.1:{port}/_stats", fake)
+                url = f"http://127.0.0.1:{port}/v1"
+                strong = run(work, url, rows, "strong", None, args.concurrency)
+                for name, scorer in (("rules", None), ("learned (in-sample)", "learned")):
+                    results.append((run(work, url, rows, name.split()[0], cascade(scorer), args.concurrency), strong))
+                    results[-1][0].name = name
+                    print(f"{name} done ({time.monotonic() - started:.0f} s)", flush=True)
+                order = np.random.default_rng(0).permutation(len(rows))
+                for k, held in enumerate(np.array_split(order, args.folds) if args.folds > 1 else []):
+                    fold = work / f"fold{k}"
+                    fold.mkdir()
+                    held_set = set(held.tolist())
+                    scorer = train(fold, [rows[i] for i in order if i not in held_set])
+                    test = [rows[i] for i in held]
+                    base = run(fold, url, test, "strong", None, args.concurrency)
+                    res = run(fold, url, test, "learned", cascade(f"learned:{scorer}"), args.concurrency)
+                    res.name = f"learned, fold {k + 1}/{args.folds}"
+                    results.append((res, base))
+                    print(f"{res.name} done ({time.monotonic() - started:.0f} s)", flush=True)
+            finally:
+                fake.terminate()
+                fake.wait(10)
+    report(results)
+    if args.plot:
+        from bench.cascade_plot import plot
+
+        plot(results, args.data, args.plot)
     return 0
-
-
-def report(totals: dict[str, dict], n: int, args: argparse.Namespace) -> None:
-    strong = totals["strong"]
-    s_acc, s_cost = strong["correct"] / n, strong["cost"]
-    print(f"\n{n} problems, {args.folds}-fold cross-validated (scorer never saw the problems it scored), "
-          f"shadow rate {args.shadow_rate:.0%}")
-    print(f"{'policy':<16}{'accuracy':>9}{'vs strong':>10}{'$/problem':>12}{'cost vs strong':>15}"
-          f"{'escalated':>10}{'agrees':>8}{'calls':>7}")
-    points = []
-    for name, res in totals.items():
-        acc, cost = res["correct"] / n, res["cost"]
-        rel_acc, rel_cost = acc / s_acc, float(cost / s_cost)
-        esc = res["escalated"] / n if name not in ("strong", "weak") else float(name == "strong")
-        print(f"{name:<16}{acc:>9.1%}{rel_acc:>10.1%}{float(cost) / n:>12.6f}{rel_cost:>15.1%}{esc:>10.1%}"
-              f"{res['agree'] / n:>8.1%}{res['calls']:>7}")
-        points.append((name, rel_cost, acc))
-    meeting = [(name, c, a) for name, c, a in points if name.startswith("cascade") and a / s_acc >= 0.95]
-    if meeting:
-        best = min(meeting, key=lambda p: p[1])
-        print(f"\ncheapest cascade at >= 95% of always-strong accuracy: {best[0]}: "
-              f"{1 - best[1]:.1%} cheaper, {best[2] / s_acc:.1%} of its accuracy "
-              f"(target: >= 40% cheaper) -> {'MET' if best[1] <= 0.60 else 'NOT MET'}")
-    else:
-        print("\nno cascade threshold reached 95% of always-strong accuracy")
-    plot(points, s_acc, args.plot)
-
-
-def plot(points: list[tuple[str, float, float]], strong_acc: float, path: str) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install -e '.[bench]'): no plot")
-        return
-    cascade = sorted((c, a, name) for name, c, a in points if name.startswith("cascade-"))
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    ax.plot([c for c, _, _ in cascade], [a for _, a, _ in cascade], "o-", label="cascade (learned scorer)")
-    for c, a, name in cascade:
-        ax.annotate(name.split("-")[1], (c, a), textcoords="offset points", xytext=(4, -10), fontsize=7)
-    for name, c, a in points:
-        if name == "adaptive":
-            ax.plot([c], [a], "D", label="adaptive (quality target)")
-        elif not name.startswith("cascade"):
-            ax.plot([c], [a], "s", label=f"always {name}")
-    ax.axhline(0.95 * strong_acc, color="grey", linestyle=":", label="95% of always-strong")
-    ax.axvline(0.60, color="grey", linestyle="--", label="40% cheaper")
-    ax.set_xlabel("cost relative to always-strong (every call, shadow calls included)")
-    ax.set_ylabel("accuracy (held-out folds)")
-    ax.set_title("GSM8K dev: cascade cost vs accuracy")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    print(f"plot: {path}")
-
-
-def report_adaptive(totals: dict[str, dict], calibrations: list[dict], n: int, args: argparse.Namespace) -> None:
-    res, strong = totals["adaptive"], totals["strong"]
-    thresholds = ", ".join("escalate all" if c["threshold"] is None else f"{c['threshold']:.2f}" for c in calibrations)
-    calibration_cost = sum((c["cost"] for c in calibrations), Decimal(0))
-    print(f"\nadaptive cascade, quality_target {args.quality_target} (agreement with strong): thresholds the "
-          f"controller chose from {sum(c['samples'] for c in calibrations)} calibration samples, per fold: "
-          f"{thresholds}")
-    print(f"  held-out agreement {res['agree'] / n:.1%} (target {args.quality_target:.0%}), accuracy "
-          f"{res['correct'] / strong['correct']:.1%} of always-strong, {1 - float(res['cost'] / strong['cost']):.1%} "
-          f"cheaper; the calibration's shadow calls cost ${float(calibration_cost):.4f} once "
-          f"({float(calibration_cost / strong['cost']):.1%} of always-strong on these {n} problems)")
 
 
 if __name__ == "__main__":

@@ -167,6 +167,57 @@ def summarize(name: str, runs: list[Run]) -> None:
     print(f"  final: {', '.join(modes[:8])}")
 
 
+def folds_of(problems: list[Problem], folds: int, splits: int):  # noqa: ANN201 - a generator of tuples
+    """(split, fold, scorer trained on the other folds, held-out problems) for each fold of each split."""
+    for split in range(splits):
+        order = np.random.default_rng(split).permutation(len(problems))
+        for k, held in enumerate(np.array_split(order, folds)):
+            held_set = set(held.tolist())
+            train = [problems[i] for i in order if i not in held_set]
+            yield split, k, train_scorer(training_examples(train)).model, [problems[i] for i in held]
+
+
+def sequence_of(test: list[Problem], length: int, rng: random.Random) -> list[Problem]:
+    """The held-out problems in a random order, reshuffled and repeated up to `length` requests."""
+    passes = max(1, -(-length // len(test)))
+    return [p for _ in range(passes) for p in rng.sample(test, len(test))][:max(length, len(test))]
+
+
+def cross_validate(problems: list[Problem], policies: dict[str, Policy], folds: int, splits: int, orders: int,
+                   length: int, uncalibrated: bool = False) -> dict[str, list[Run]]:
+    """Replays of each held-out fold, from a fresh controller, for `rules` and for `learned`
+    at each of `policies` (keyed by a label)."""
+    runs: dict[str, list[Run]] = {}
+    first = next(iter(policies.values()))
+    for split, k, model, test in folds_of(problems, folds, splits):
+        for o in range(orders):
+            rng = random.Random(1000 * split + 100 * k + o)
+            sequence = sequence_of(test, length, rng)
+            seed = rng.random()
+            runs.setdefault("rules", []).append(replay(sequence, controller_for(first, None), lambda item: 1.0,
+                                                       random.Random(seed)))
+            for label, policy in policies.items():
+                runs.setdefault(f"learned{label}", []).append(replay(
+                    sequence, controller_for(policy, model.calibration), model.confidence, random.Random(seed)))
+            if uncalibrated:
+                runs.setdefault("learned without its calibration", []).append(replay(
+                    sequence, controller_for(first, None), model.confidence, random.Random(seed)))
+    return runs
+
+
+def fixed_thresholds(problems: list[Problem], thresholds: list[float], folds: int,
+                     splits: int) -> dict[float, tuple[float, float]]:
+    """Mean (cost vs strong, accuracy vs strong) of the learned scorer at fixed thresholds on
+    held-out folds, with no shadow calls: the frontier the controller chooses a point on."""
+    points: dict[float, list[Run]] = {t: [] for t in thresholds}
+    for _, _, model, test in folds_of(problems, folds, splits):
+        for t in thresholds:
+            policy = Policy(0.95, adaptive=False, fixed_threshold=t, shadow_rate=0.0)
+            points[t].append(replay(test, controller_for(policy, None), model.confidence, random.Random(0)))
+    return {t: (statistics.mean(r.cost_ratio for r in runs), statistics.mean(r.ratio for r in runs))
+            for t, runs in points.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = Policy(0.95)
@@ -177,7 +228,8 @@ def main() -> int:
     parser.add_argument("--length", type=int, default=0, help="replay each held-out fold, reshuffled, until "
                         "this many requests (0: once); 660 matches the held-out run's length")
     parser.add_argument("--target", type=float, default=0.95)
-    parser.add_argument("--confidence", type=float, default=defaults.confidence)
+    parser.add_argument("--confidence", type=float, nargs="+", default=[defaults.confidence],
+                        help="one or more bound levels to compare")
     parser.add_argument("--prior-weight", type=float, default=defaults.prior_weight)
     parser.add_argument("--shadow-rate", type=float, default=defaults.shadow_rate)
     parser.add_argument("--shadow-boost", type=float, default=defaults.shadow_boost)
@@ -189,35 +241,17 @@ def main() -> int:
                         "bench/cascade.py measures with the bundled scorer)")
     args = parser.parse_args()
     problems = load(Path(args.data))
-    policy = Policy(args.target, args.confidence, min_samples=args.min_samples, shadow_rate=args.shadow_rate,
-                    shadow_boost=args.shadow_boost, prior_weight=args.prior_weight,
-                    last_tier_quality=args.last_tier_quality)
-    runs: dict[str, list[Run]] = {"rules": [], "learned": [], "learned without its calibration": []}
-    for split in range(args.splits):
-        order = np.random.default_rng(split).permutation(len(problems))
-        for k, held in enumerate(np.array_split(order, args.folds)):
-            held_set = set(held.tolist())
-            train = [problems[i] for i in order if i not in held_set]
-            test = [problems[i] for i in held]
-            model = train_scorer(training_examples(train)).model
-            for o in range(args.orders):
-                rng = random.Random(1000 * split + 100 * k + o)
-                sequence = [p for _ in range(max(1, -(-args.length // len(test))))
-                            for p in rng.sample(test, len(test))][:max(args.length, len(test))]
-                runs["rules"].append(replay(sequence, controller_for(policy, None),
-                                            lambda item: 1.0, random.Random(rng.random())))
-                runs["learned"].append(replay(sequence, controller_for(policy, model.calibration),
-                                              model.confidence, random.Random(rng.random())))
-                if args.uncalibrated:
-                    runs["learned without its calibration"].append(replay(
-                        sequence, controller_for(policy, None), model.confidence, random.Random(rng.random())))
+    policies = {(f" (confidence {c})" if len(args.confidence) > 1 else ""): Policy(
+        args.target, c, min_samples=args.min_samples, shadow_rate=args.shadow_rate, shadow_boost=args.shadow_boost,
+        prior_weight=args.prior_weight, last_tier_quality=args.last_tier_quality) for c in args.confidence}
+    runs = cross_validate(problems, policies, args.folds, args.splits, args.orders, args.length, args.uncalibrated)
     print(f"{len(problems)} problems, {args.splits} split(s) x {args.folds} folds x {args.orders} orders; "
-          f"policy: {policy}")
+          f"policy: {next(iter(policies.values()))}")
     for name, found in runs.items():
-        if found:
-            summarize(f"{name} (cross-validated)", found)
+        summarize(f"{name} (cross-validated)", found)
     if args.in_sample:
         model = train_scorer(training_examples(problems)).model
+        policy = next(iter(policies.values()))
         in_sample = [replay(problems, controller_for(policy, model.calibration),
                             model.confidence, random.Random(o)) for o in range(args.orders)]
         summarize("learned, in-sample (trained and replayed on all)", in_sample)
