@@ -82,8 +82,8 @@ def test_bundled_scorer_ships_its_calibration() -> None:
     controller = QualityController(Policy(0.95), cal)
     e = controller.estimate()
     assert controller.threshold is not None and e.quality_lower_bound >= 0.95 and e.escalation < 0.6
-    assert np.isclose(scorer.confidence(synthetic(random.Random(1), 1)[0].item),
-                      scorer.model.confidence_of(features(synthetic(random.Random(1), 1)[0].item)))
+    item = synthetic(random.Random(1), 1)[0].item
+    assert np.isclose(scorer.score(item), scorer.model.confidence_of(features(item)))
 
 
 def test_a_version_1_file_still_loads(tmp_path: Path) -> None:

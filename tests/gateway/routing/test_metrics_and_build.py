@@ -11,17 +11,23 @@ from gateway.routing.cascade import PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.metrics import PolicyMetrics
 from policies.breaker import BreakerConfig, Breakers
-from policies.quality import Estimate
+from policies.quality_controller import Estimate, Mode
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
 from policies.scorers.rules import RuleScorer
 from tests.gateway.fakes import deployment
 
 
+def estimate(threshold: float | None, samples: int, agreement: float | None, lower: float | None) -> Estimate:
+    mode = Mode.LEARNING if threshold is None else Mode.CERTIFIED
+    return Estimate(mode, threshold, samples, float(samples), agreement, lower, 1.0, 1.0, 1.0, 0.0, 0.5, "default",
+                    "none", True, "", True)
+
+
 def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
     registry = CollectorRegistry()
     breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0), clock=lambda: 0.0)
-    estimates: dict[str, Estimate] = {"auto": Estimate(None, 3, None, None, False)}
+    estimates: dict[str, Estimate] = {"auto": estimate(None, 3, None, None)}
     PolicyMetrics(registry).watch(breakers, lambda: estimates)
     breakers.record("small", ok=True)
     value = registry.get_sample_value
@@ -33,7 +39,7 @@ def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
     assert value("costgate_cascade_agreement", {"cascade": "auto"}) is None
 
     breakers.record("small", ok=False)  # the state changes; the next scrape shows it
-    estimates["auto"] = Estimate(0.7, 150, 0.96, 0.93, True)
+    estimates["auto"] = estimate(0.7, 150, 0.96, 0.93)
     assert value("costgate_breaker_state", {"deployment": "small", "state": "open"}) == 1
     assert value("costgate_breaker_state", {"deployment": "small", "state": "closed"}) == 0
     assert value("costgate_cascade_threshold", {"cascade": "auto"}) == 0.7
