@@ -65,9 +65,10 @@ def chat_answer(text: str, usage: Usage | None = None, model: str = "upstream-mo
 
 
 def deployment(name: str, *, upstream: str | None = None, input_per_mtok: str = "1", output_per_mtok: str = "2",
-               provider: Provider | None = None, max_output_tokens: int = 4096) -> Deployment:
+               provider: Provider | None = None, max_output_tokens: int = 4096,
+               fallbacks: tuple[str, ...] = ()) -> Deployment:
     """A configured model at a chosen price per million tokens, served by `provider`."""
-    config = ModelConfig(name=name, model=upstream, api_base="http://upstream.invalid/v1",
+    config = ModelConfig(name=name, model=upstream, api_base="http://upstream.invalid/v1", fallbacks=list(fallbacks),
                          price={"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok})
     price = Price.per_million(Decimal(input_per_mtok), Decimal(output_per_mtok))
     return Deployment(config, provider or ScriptedProvider(name), price, max_output_tokens)
