@@ -45,7 +45,7 @@ from policies.scorers.training import TrainingExample, train_scorer  # noqa: E40
 # ../shared next to the checkout (a worktree under wt/ looks one level further up)
 DEFAULT_DATA = next((d / "shared" / "data" / "gsm8k_dev.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
                      if (d / "shared" / "data").is_dir()), ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl")
-PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal("10"), Decimal("30"))}
+PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal(10), Decimal(30))}
 
 
 @dataclass(frozen=True)

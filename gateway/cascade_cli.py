@@ -78,7 +78,7 @@ def print_curve(model: LearnedModel, target: float, confidence: float) -> None:
     print(f"{'threshold':>10}{'quality kept':>14}{'lower bound':>13}{'escalated':>11}")
     for b in (found.at(i) for i in range(len(found.threshold))):
         if round(b.threshold * 100) % 5 == 0 or b.threshold == start:
-            mark = "  <- start at quality_target %.2f" % target if b.threshold == start else ""
+            mark = f"  <- start at quality_target {target:.2f}" if b.threshold == start else ""
             print(f"{b.threshold:>10.2f}{b.ratio:>14.1%}{b.lower:>13.1%}{1 - b.accepted:>11.1%}{mark}")
     if start is None:
         print(f"no threshold keeps {target:.0%} of the last tier's quality on this calibration: "

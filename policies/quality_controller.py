@@ -121,11 +121,15 @@ class QualityController:
         self.policy, self.calibration, self.candidates = policy, calibration, candidates
         self.samples: deque[Sample] = deque()
         self.evidence = Evidence(candidates)
-        self.rejected = False
+        self.rejected = False  # the traffic contradicts the calibration, which is set aside
+        # the last tier's quality with the calibration's labels, and without them
+        self._last_with = last_tier_quality(policy.last_tier_quality, calibration)
+        self._last_without = last_tier_quality(policy.last_tier_quality, None)
+        self.last = self._last_with
         self.promised: float | None = None  # the threshold the calibration alone certifies
         if calibration is not None:
             nothing = TrafficCurve.empty(len(candidates))
-            self.promised = cheapest_certified(self._bounds(nothing, calibration), policy.target)
+            self.promised = cheapest_certified(self._bounds(nothing), policy.target)
         self._update()
 
     @property
@@ -168,9 +172,9 @@ class QualityController:
     def _index(self, threshold: float) -> int:
         return int(np.searchsorted(self.evidence.grid, threshold - 1e-9))
 
-    def _bounds(self, traffic: TrafficCurve, calibration: Calibration | None) -> Bounds:
+    def _bounds(self, traffic: TrafficCurve) -> Bounds:
         p = self.policy
-        self.last = last_tier_quality(p.last_tier_quality, calibration)
+        calibration = None if self.rejected else self.calibration
         return bounds(traffic, calibration, self.last, p.confidence, p.prior_weight, self.candidates)
 
     def _update(self) -> None:
@@ -179,7 +183,8 @@ class QualityController:
         self.rejected = False
         if cal is not None and self.promised is not None:
             self.rejected = contradicts(cal.at(self.promised), traffic.at(self._index(self.promised)))
-        found = self._bounds(traffic, None if self.rejected else cal)
+        self.last = self._last_without if self.rejected else self._last_with
+        found = self._bounds(traffic)
         self._mode, self._threshold, reason = self._decide(found)
         if self.rejected:
             reason = (f"the traffic contradicts the calibration (it disagrees with the last tier more often than "
@@ -194,11 +199,11 @@ class QualityController:
             return Mode.LEARNING, None, (f"no calibration: escalating every request while collecting samples "
                                          f"({len(self.samples)} of {p.min_samples})")
         chosen = cheapest_certified(found, p.target)
-        best = found.at(int(np.argmax(found.lower)))
-        if chosen is not None and found.at(self._index(chosen)).accepted >= p.min_accept:
-            b = found.at(self._index(chosen))
+        b = found.at(self._index(chosen)) if chosen is not None else None
+        if chosen is not None and b is not None and b.accepted >= p.min_accept:
             return Mode.CERTIFIED, chosen, (f"threshold {chosen:.2f} keeps {b.ratio:.1%} of the last tier's quality "
                                             f"(lower bound {b.lower:.1%} >= target {p.target:.1%})")
+        best = found.at(int(np.argmax(found.lower)))
         if worth_trying(found, p.target, p.min_accept):
             return Mode.LEARNING, None, (f"no threshold proven yet: escalating every request (best lower bound "
                                          f"{best.lower:.1%} at {best.threshold:.2f}, target {p.target:.1%})")

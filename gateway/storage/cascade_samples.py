@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, inspect, insert, select, text
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, inspect, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 

@@ -78,7 +78,7 @@ def refit(rows: Sequence[TrainingRow], current: LearnedModel, current_rejected: 
           held_back: float = 0.3, folds: int = 10, l2: float = 1.0) -> tuple[LearnedModel | None, Verdict]:
     """A new scorer fitted on every row (with its calibration) when it wins, else None."""
     cut = int(len(rows) * (1 - held_back))
-    train, test = rows[:cut], rows[cut:]
+    test = rows[cut:]
     labelled = current.calibration is not None and current.calibration.last_right is not None
     agrees = np.array([r.agrees for r in rows], dtype=bool)
     if cut < 2 or agrees[:cut].all() or not agrees[:cut].any():

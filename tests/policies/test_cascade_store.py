@@ -7,8 +7,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-from gateway.storage.db import create_engine
 from gateway.storage.cascade_samples import SampleRecord, SampleStore
+from gateway.storage.db import create_engine
 from policies.quality import Sample
 from tests.gateway.budget_support import fresh_postgres
 
