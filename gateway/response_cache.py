@@ -21,7 +21,7 @@ from redis.exceptions import RedisError
 
 from gateway.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
-from policies.semantic_cache.features import Parsed
+from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry
 from policies.semantic_cache.verifier import SHIPPED, Verifier
 

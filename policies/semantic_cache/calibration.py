@@ -1,14 +1,17 @@
-"""Fitting the verifier and choosing its thresholds from labelled question pairs.
+"""Fitting the verifier and choosing its thresholds from labelled candidate hits.
 
-Pairs are `{"a", "b", "duplicate"}` records. They are split by a hash of their text (so the
-split is the same on every run and machine) into a training part (the logistic weights), a
-calibration part (the thresholds) and a held-out part that neither sees (the benchmark's).
+A labelled candidate is a query, a stored question and a person's verdict: would the stored
+question's answer fully answer the query? (`Labelled`; the shipped verifier's come from
+../shared/data/qqp_dev_adjudicated.jsonl, a team's own from `costgate cache calibrate`.)
 
-Calibration replays how the cache is used: every `a` is stored, every `b` looks up its nearest
-stored question, and a served hit is wrong unless the two are labelled duplicates or are the
-same text up to case and punctuation. For each false-hit-rate bound the threshold is the
-lowest one whose Clopper-Pearson upper confidence bound on the wrong share of hits is still
-within the bound — a threshold that merely looks good on a few hundred pairs is not taken.
+The logistic weights are fitted on every candidate. The thresholds are chosen on scores the
+fitted model never saw: the candidates are cut into folds *by query* (a query and all its
+candidates stay in one fold), each fold is scored by a model fitted on the others, and for each
+false-hit bound the threshold is the lowest one whose Clopper-Pearson upper confidence bound on
+the wrong share of hits is still within the bound. Hits are counted as the cache meets them:
+each query's nearest candidate (`lookups`). `crossval.cross_validate` replays the whole procedure
+inside each fold to say how the thresholds hold on queries that neither the fit nor the
+choice saw.
 """
 
 from __future__ import annotations
@@ -20,33 +23,66 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.semantic_cache.features import NAMES, Parsed, pair_features
-from policies.semantic_cache.verifier import Verifier, same_text
+from policies.semantic_cache.differences import Parsed
+from policies.semantic_cache.features import NAMES, normalise, pair_features, same_words, vetoed
+from policies.semantic_cache.verifier import Verifier
 
-RATES = (0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25)
-MODEL_FEATURES = ("bias", "cosine", "content_jaccard", "order_agreement")
-TRAIN_FLOOR = 0.85  # fit where the cache operates: far pairs teach nothing about the tail
+RATES = (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25)
+FLOOR = 0.85  # candidates below this cosine are never scored: the cache does not look that far
 CONFIDENCE = 0.95
+FOLDS = 5
+L2 = 1.0
 Embed = Callable[[list[str]], np.ndarray]
 
 
 @dataclass(frozen=True, slots=True)
-class Pair:
-    a: str
-    b: str
-    duplicate: bool
+class Labelled:
+    """One candidate hit and its verdict: does the stored question's answer answer the query?"""
+
+    query: str
+    stored: str
+    same: bool
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Labelled candidates as the verifier sees them, with the query each belongs to."""
+
+    features: np.ndarray  # one row of features.NAMES per candidate
+    same: np.ndarray  # bool: the verdict
+    identical: np.ndarray  # bool: the same words (served without asking the model)
+    vetoed: np.ndarray  # bool: refused before the model is asked
+    group: np.ndarray  # uint64: a hash of the query's text up to case and punctuation
+
+    def subset(self, rows: np.ndarray) -> Examples:
+        return Examples(self.features[rows], self.same[rows], self.identical[rows], self.vetoed[rows],
+                        self.group[rows])
 
     @property
-    def part(self) -> str:
-        bucket = int(hashlib.sha256(f"{self.a}\x00{self.b}".encode()).hexdigest()[:8], 16) % 10
-        return "train" if bucket < 5 else "calibration" if bucket < 7 else "heldout"
+    def cosine(self) -> np.ndarray:
+        return self.features[:, NAMES.index("cosine")]
+
+    def folds(self, level: int = 0) -> np.ndarray:
+        """Each candidate's fold, by its query: level 0 for the outer folds, 1 for folds
+        inside an outer fold's training part (another cut of the same hash)."""
+        return ((self.group >> np.uint64(12 * level)) % np.uint64(FOLDS)).astype(np.int64)
 
 
-def split(pairs: Sequence[Pair]) -> dict[str, list[Pair]]:
-    parts: dict[str, list[Pair]] = {"train": [], "calibration": [], "heldout": []}
-    for p in pairs:
-        parts[p.part].append(p)
-    return parts
+def query_hash(query: str) -> int:
+    """The same for a query on every run and machine, and for its case/punctuation twins."""
+    return int(hashlib.sha256(normalise(query).encode()).hexdigest()[:15], 16)
+
+
+def examples(labelled: Sequence[Labelled], embed: Embed) -> Examples:
+    texts = sorted({t for c in labelled for t in (c.query, c.stored)})
+    vectors = dict(zip(texts, embed(texts))) if texts else {}
+    parsed = {t: Parsed.of(t) for t in texts}
+    rows = [pair_features(parsed[c.query], parsed[c.stored], float(vectors[c.query] @ vectors[c.stored]))
+            for c in labelled]
+    return Examples(np.array(rows).reshape(len(labelled), len(NAMES)), np.array([c.same for c in labelled]),
+                    np.array([same_words(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
+                    np.array([vetoed(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
+                    np.array([query_hash(c.query) for c in labelled], dtype=np.uint64))
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
@@ -95,83 +131,73 @@ def choose_threshold(scores: np.ndarray, wrong: np.ndarray, max_rate: float,
     return best
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int = 30) -> np.ndarray:
-    """L2-regularised logistic regression by Newton's method (the bias, column 0, unpenalised)."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iterations: int = 50) -> np.ndarray:
+    """L2-regularised logistic regression by Newton's method. Column 0 is the bias (not
+    penalised); the others are standardised while fitting, so one penalty suits them all,
+    and the weights returned apply to the raw columns."""
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    mean[0], scale[0] = 0.0, 1.0
+    scale[scale == 0] = 1.0
+    z = (x - mean) / scale
     w = np.zeros(x.shape[1])
     penalty = np.full(x.shape[1], l2)
     penalty[0] = 0.0
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-np.clip(x @ w, -50, 50)))
-        gradient = x.T @ (p - y) + penalty * w
-        hessian = (x * (p * (1 - p))[:, None]).T @ x + np.diag(penalty + 1e-9)
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ w, -50, 50)))
+        gradient = z.T @ (p - y) + penalty * w
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + np.diag(penalty + 1e-9)
         step = np.linalg.solve(hessian, gradient)
         w -= step
         if np.abs(step).max() < 1e-8:
             break
-    return w
+    raw = w / scale
+    raw[0] = w[0] - float((mean / scale)[1:] @ w[1:])
+    return raw
 
 
-@dataclass(frozen=True)
-class Lookups:
-    """The verifier's inputs as the cache meets them: each query against its nearest stored
-    question, with whether serving that question's answer would be right."""
-
-    features: np.ndarray
-    cosines: np.ndarray
-    right: np.ndarray
-    duplicates: np.ndarray  # the query has a true duplicate stored (its own pair's `a`)
+def fit(ex: Examples) -> np.ndarray:
+    """Weights over features.NAMES, from the candidates the verifier would score."""
+    usable = ~ex.vetoed & ~ex.identical & (ex.cosine >= FLOOR)
+    if usable.sum() < 20 or len(set(ex.same[usable])) < 2:
+        raise ValueError(f"too few labelled candidates (cosine >= {FLOOR}, both verdicts) to fit the verifier")
+    return fit_logistic(ex.features[usable], ex.same[usable].astype(float))
 
 
-def nearest_lookups(pairs: Sequence[Pair], embed: Embed) -> Lookups:
-    stored, asked = embed([p.a for p in pairs]), embed([p.b for p in pairs])
-    parsed_a, parsed_b = [Parsed.of(p.a) for p in pairs], [Parsed.of(p.b) for p in pairs]
-    best = np.argmax(asked @ stored.T, axis=1)
-    rows, cosines, right = [], [], []
-    for i, j in enumerate(best):
-        cosine = float(asked[i] @ stored[j])
-        rows.append(pair_features(parsed_b[i], parsed_a[j], cosine))
-        cosines.append(cosine)
-        right.append((j == i and pairs[i].duplicate) or same_text(pairs[i].b, pairs[j].a))
-    return Lookups(np.array(rows), np.array(cosines), np.array(right, dtype=bool),
-                   np.array([p.duplicate for p in pairs], dtype=bool))
+def scores(ex: Examples, weights: np.ndarray) -> np.ndarray:
+    """The verifier's probability per candidate: 1 for the same words, 0 for a candidate it
+    refuses before scoring."""
+    p = 1.0 / (1.0 + np.exp(-np.clip(ex.features @ weights, -50, 50)))
+    return np.where(ex.identical, 1.0, np.where(~ex.vetoed & (ex.cosine >= FLOOR), p, 0.0))
 
 
-def pair_rows(pairs: Sequence[Pair], embed: Embed) -> tuple[np.ndarray, np.ndarray]:
-    """Each pair as a training example of its own (the hard negatives live here)."""
-    va, vb = embed([p.a for p in pairs]), embed([p.b for p in pairs])
-    x = np.array([pair_features(Parsed.of(p.b), Parsed.of(p.a), float(va[i] @ vb[i]))
-                  for i, p in enumerate(pairs)])
-    y = np.array([p.duplicate or same_text(p.a, p.b) for p in pairs], dtype=float)
-    return x, y
+def lookups(ex: Examples) -> np.ndarray:
+    """The candidate each query meets in the cache: its nearest (highest cosine)."""
+    best: dict[int, int] = {}
+    for i, (g, c) in enumerate(zip(ex.group, ex.cosine)):
+        if g not in best or c > ex.cosine[best[g]]:
+            best[g] = i
+    return np.array(sorted(best.values()), dtype=np.int64)
 
 
-@dataclass(frozen=True)
-class Calibration:
-    verifier: Verifier
-    train_pairs: int
-    calibration_pairs: int
+def out_of_fold_scores(ex: Examples, level: int = 0) -> np.ndarray:
+    """Each candidate scored by a model fitted on the other folds' queries."""
+    out = np.zeros(len(ex.same))
+    fold = ex.folds(level)
+    for k in np.unique(fold):
+        inside = fold == k
+        out[inside] = scores(ex.subset(inside), fit(ex.subset(~inside)))
+    return out
 
 
-def calibrate(pairs: Sequence[Pair], embed: Embed, rates: Sequence[float] = RATES,
-              confidence: float = CONFIDENCE) -> Calibration:
-    """Fit on the training part, choose thresholds on the calibration part."""
-    parts = split(pairs)
-    train, held = parts["train"], parts["calibration"]
-    if len(train) < 50 or len(held) < 50:
-        raise ValueError(f"need at least ~250 labelled pairs to calibrate; got {len(pairs)}")
-    x, y = pair_rows(train, embed)
-    cols = [NAMES.index(n) for n in MODEL_FEATURES]
-    veto = NAMES.index("veto")
-    usable = (x[:, NAMES.index("cosine")] >= TRAIN_FLOOR) & (x[:, veto] == 0)
-    if usable.sum() < 20 or len(set(y[usable])) < 2:
-        raise ValueError("too few close, labelled pairs (cosine >= 0.85, both labels) to fit the verifier")
-    weights = np.zeros(len(NAMES))
-    weights[cols] = fit_logistic(x[usable][:, cols], y[usable])
-    verifier = Verifier(weights, np.array([]), np.array([]), TRAIN_FLOOR)
-    cal = nearest_lookups(held, embed)
-    scores = np.where((cal.cosines >= TRAIN_FLOOR) & (cal.features[:, veto] == 0),
-                      1.0 / (1.0 + np.exp(-np.clip(cal.features @ weights, -50, 50))), 0.0)
-    chosen = [(r, choose_threshold(scores, ~cal.right, r, confidence)) for r in rates]
-    kept = [(r, t) for r, t in chosen if t is not None and t > 0]
-    verifier = Verifier(weights, np.array([r for r, _ in kept]), np.array([t for _, t in kept]), TRAIN_FLOOR)
-    return Calibration(verifier, len(train), len(held))
+def thresholds(ex: Examples, rates: Sequence[float] = RATES, level: int = 0,
+               confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
+    """(bound, threshold) for each bound some threshold meets on held-out scores."""
+    held = out_of_fold_scores(ex, level)
+    at = lookups(ex)
+    chosen = [(r, choose_threshold(held[at], ~ex.same[at], r, confidence)) for r in rates]
+    return [(r, t) for r, t in chosen if t is not None and t < 1.0]
+
+
+def verifier_from(ex: Examples, rates: Sequence[float] = RATES, level: int = 0) -> Verifier:
+    kept = thresholds(ex, rates, level)
+    return Verifier(fit(ex), np.array([r for r, _ in kept]), np.array([t for _, t in kept]), FLOOR)

@@ -1,11 +1,13 @@
 """The verifier: does a stored question's answer answer this one?
 
-Questions with the same words (up to case and punctuation) are served. Otherwise a pair is
-refused outright when the texts disagree on a number, a negation or a name (`features.vetoed`);
-else a logistic model over `features.NAMES` gives the probability that the pair asks the same
-thing, and a hit is served only when that probability clears a threshold that
-calibration chose so the false-hit rate — the share of served hits that are wrong — stays under
-a configured bound. Thresholds for several bounds are calibrated at once, so a team can ask for
+Questions with the same words (up to case and punctuation) are served. Otherwise a candidate
+below `min_cosine` is refused, and so is one the cheap checks refuse outright
+(`features.VETOES`: another number or unit, a negation on one side, a name where the other has
+another word, swapped roles, other CJK characters). Else a logistic model over
+`features.NAMES` gives the probability that the stored answer answers the query, and the hit
+is served only when it clears the threshold calibrated for the team's false-hit bound — the
+share of served hits that are wrong, certified with 95% confidence on labelled candidates
+(`calibration`). Thresholds for several bounds are calibrated at once, so a team can ask for
 another bound without re-fitting; a bound between two calibrated ones takes the stricter.
 """
 
@@ -17,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from policies.semantic_cache.features import NAMES, Parsed, normalise, pair_features, vetoed
+from policies.semantic_cache.differences import Parsed
+from policies.semantic_cache.features import NAMES, pair_features, same_words, vetoed
 
 SHIPPED = Path(__file__).with_name("verifier.npz")
 
@@ -36,12 +39,12 @@ class Verifier:
 
     def threshold_for(self, max_false_hit_rate: float) -> float | None:
         """The threshold for the loosest calibrated bound that is still <= the one asked for;
-        None when no calibrated bound is that strict (then nothing is served)."""
+        None when no calibrated bound is that strict (then only the same words are served)."""
         allowed = np.nonzero(self.rates <= max_false_hit_rate + 1e-12)[0]
         return None if len(allowed) == 0 else float(self.thresholds[allowed[-1]])
 
     def accepts(self, query: Parsed, candidate: Parsed, cosine: float, max_false_hit_rate: float) -> bool:
-        if query.tokens == candidate.tokens and query.tokens:  # same words: the same question
+        if same_words(query, candidate):
             return True
         threshold = self.threshold_for(max_false_hit_rate)
         if threshold is None or cosine < self.min_cosine or (self.vetoes and vetoed(query, candidate)):
@@ -67,6 +70,3 @@ class Verifier:
         weights[NAMES.index("bias")], weights[NAMES.index("cosine")] = -1000.0 * threshold, 1000.0
         return cls(weights, np.array([0.0]), np.array([0.5]), threshold, vetoes=False)  # whatever bound is asked
 
-
-def same_text(a: str, b: str) -> bool:
-    return normalise(a) == normalise(b)

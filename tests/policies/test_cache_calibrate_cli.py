@@ -34,6 +34,10 @@ def pairs() -> list[dict]:
     return rows
 
 
+def distinct() -> int:
+    return len({(r["a"], r["b"]) for r in pairs()})
+
+
 def calibrate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gateway.cli", "cache", "calibrate", *args],
                           capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600)
@@ -45,9 +49,21 @@ def test_calibrate_writes_a_verifier_the_gateway_can_load(tmp_path: Path) -> Non
     out = tmp_path / "team-verifier.npz"
     result = calibrate(str(data), "--out", str(out))
     assert result.returncode == 0, result.stderr
-    assert "held out" in result.stdout and str(out) in result.stdout
+    assert f"fitted on {distinct()} labelled pairs" in result.stdout and str(out) in result.stdout
     verifier = Verifier.load(out)
     assert verifier.weights.any() and verifier.min_cosine > 0
+    assert len(verifier.rates) > 0  # this easy data certifies some bound
+    for rate in verifier.rates:  # each certified bound is reported with its held-out figures
+        assert f"{rate:17.3f}" in result.stdout
+
+
+def test_calibrate_reads_adjudicated_candidates_from_several_files(tmp_path: Path) -> None:
+    rows = [{"query": r["b"], "stored": r["a"], "same": r["duplicate"], "unsure": False} for r in pairs()]
+    (tmp_path / "one.jsonl").write_text("\n".join(json.dumps(r) for r in rows[:200]))
+    (tmp_path / "two.jsonl").write_text("\n".join(json.dumps(r) for r in rows[150:]))  # 50 judged twice
+    result = calibrate(str(tmp_path / "one.jsonl"), str(tmp_path / "two.jsonl"), "--out", str(tmp_path / "v.npz"))
+    assert result.returncode == 0, result.stderr
+    assert f"fitted on {distinct()} labelled pairs" in result.stdout
 
 
 def test_calibrate_refuses_bad_input(tmp_path: Path) -> None:
@@ -59,4 +75,8 @@ def test_calibrate_refuses_bad_input(tmp_path: Path) -> None:
     few.write_text("\n".join(json.dumps(r) for r in pairs()[:30]))
     result = calibrate(str(few), "--out", str(tmp_path / "v.npz"))
     assert result.returncode == 2 and "at least" in result.stderr
+    both = tmp_path / "both.jsonl"
+    both.write_text('{"a": "x", "b": "y", "duplicate": true}\n{"a": "x", "b": "y", "duplicate": false}\n')
+    result = calibrate(str(both), "--out", str(tmp_path / "v.npz"))
+    assert result.returncode == 2 and "both ways" in result.stderr
     assert not (tmp_path / "v.npz").exists()

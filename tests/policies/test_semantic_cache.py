@@ -1,4 +1,5 @@
-"""The semantic cache's parts: verifier, calibration arithmetic, vector index, embedded store."""
+"""The semantic cache's parts: embedder, vector index, embedded store (the verifier's tests are in
+test_cache_verifier.py and test_cache_differences.py)."""
 
 from __future__ import annotations
 
@@ -9,69 +10,14 @@ import numpy as np
 import pytest
 
 from policies.exact_cache import CachedAnswer
-from policies.semantic_cache.calibration import choose_threshold, fit_logistic, upper_bound
 from policies.semantic_cache.embedder import DIM, Embedder
-from policies.semantic_cache.features import Parsed, vetoed
 from policies.semantic_cache.index import VectorIndex
 from policies.semantic_cache.store import EmbeddedStore, Entry, keep_score
-from policies.semantic_cache.verifier import Verifier
-
-LOOSEST = 0.25  # the loosest bound the shipped verifier is calibrated for
 
 
 @pytest.fixture(scope="module")
 def embedder() -> Embedder:
     return Embedder()
-
-
-@pytest.fixture(scope="module")
-def verifier() -> Verifier:
-    return Verifier.load()
-
-
-def accepts(embedder: Embedder, verifier: Verifier, stored: str, asked: str, rate: float = LOOSEST) -> bool:
-    cosine = float(embedder.embed(stored) @ embedder.embed(asked))
-    return verifier.accepts(Parsed.of(asked), Parsed.of(stored), cosine, rate)
-
-
-@pytest.mark.parametrize("stored, asked", [
-    ("How do I lose 5 kg?", "How do I lose 50 kg?"),
-    ("How do I lose five kg?", "How do I lose 50 kg?"),
-    ("Is it safe to drink coffee while pregnant?", "Is it not safe to drink coffee while pregnant?"),
-    ("Why can't I sleep at night?", "Why can I sleep at night?"),
-    ("What is the capital of France?", "What is the capital of Germany?"),
-    ("Which is a good rehab center near San Juan County CO?", "Which is a good rehab center near San Miguel County CO?"),
-    ("How do you convert voltage source to current source?", "How do you convert current source to voltage source?"),
-    ("What are some ideas for a 6th grade science project?", "What are some ideas for a 10th grade science project?"),
-])
-def test_near_misses_are_refused_even_at_the_loosest_bound(embedder, verifier, stored: str, asked: str) -> None:
-    assert not accepts(embedder, verifier, stored, asked)
-
-
-@pytest.mark.parametrize("stored, asked", [
-    ("How do I learn Python quickly?", "How can I learn Python quickly?"),
-    ("What are the benefits of drinking green tea?", "What are the benefits of green tea?"),
-])
-def test_paraphrases_are_served_at_a_loose_bound(embedder, verifier, stored: str, asked: str) -> None:
-    assert accepts(embedder, verifier, stored, asked)
-
-
-def test_a_strict_bound_serves_only_the_same_question(embedder, verifier) -> None:
-    assert verifier.threshold_for(0.01) is None  # no threshold is that safe on the dev data
-    assert accepts(embedder, verifier, "How can I lose weight fast?", "how can i lose weight FAST", 0.01)
-    assert not accepts(embedder, verifier, "How do I learn Python quickly?", "How can I learn Python quickly?", 0.01)
-
-
-@pytest.mark.parametrize("a, b, veto", [
-    ("lose 5 kg", "lose 50 kg", True),
-    ("lose 5 kg", "lose five kg", False),
-    ("is it safe", "is it not safe", True),
-    ("Trip to Paris", "Trip to Rome", True),
-    ("trip to paris", "Trip to Paris", False),
-    ("How do I cook rice?", "How can I cook rice?", False),
-])
-def test_vetoes(a: str, b: str, veto: bool) -> None:
-    assert vetoed(Parsed.of(a), Parsed.of(b)) is veto
 
 
 def test_embeddings_are_unit_and_batch_consistent(embedder) -> None:
@@ -80,38 +26,6 @@ def test_embeddings_are_unit_and_batch_consistent(embedder) -> None:
     assert batch.shape == (2, DIM)
     assert np.allclose(np.linalg.norm(batch, axis=1), 1, atol=1e-3)
     assert np.allclose(batch[0], embedder.embed("short"), atol=1e-3)  # padding does not leak in
-
-
-@pytest.mark.parametrize("wrong, n, expected", [
-    (0, 100, 1 - 0.05 ** (1 / 100)),  # the "rule of three" case, exactly
-    (0, 0, 1.0),
-    (10, 10, 1.0),
-    (0, 1, 0.95),
-])
-def test_upper_bound_known_values(wrong: int, n: int, expected: float) -> None:
-    assert upper_bound(wrong, n) == pytest.approx(expected, abs=1e-6)
-
-
-def test_upper_bound_is_above_the_observed_rate_and_shrinks_with_n() -> None:
-    assert upper_bound(5, 100) > 0.05
-    assert upper_bound(50, 1000) < upper_bound(5, 100)
-
-
-@pytest.mark.parametrize("scores, wrong, rate, expected", [
-    ([0.9] * 300 + [0.5] * 300, [False] * 300 + [True] * 300, 0.02, 0.9),  # stop before the bad block
-    ([0.9] * 10, [False] * 10, 0.02, None),  # too few hits to be sure of anything
-    ([0.9] * 300 + [0.5] * 300, [False] * 600, 0.02, 0.5),
-    ([0.9] * 300 + [0.8] * 300, [True] * 300 + [False] * 300, 0.1, None),  # the best-scored are wrong
-])
-def test_choose_threshold(scores, wrong, rate: float, expected: float | None) -> None:
-    assert choose_threshold(np.array(scores), np.array(wrong), rate) == expected
-
-
-def test_fit_logistic_separates_a_simple_problem() -> None:
-    x = np.column_stack([np.ones(200), np.linspace(-1, 1, 200)])
-    y = (x[:, 1] > 0).astype(float)
-    w = fit_logistic(x, y, l2=0.1)
-    assert w[1] > 0 and abs(w[0]) < 1
 
 
 def _clustered(n: int, dim: int = DIM, seed: int = 0) -> np.ndarray:
