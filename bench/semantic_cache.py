@@ -1,15 +1,14 @@
 """Semantic cache on Quora question pairs, through a running gateway (fake upstream).
 
-    python bench/semantic_cache.py [PATH_TO_qqp_dev.jsonl] [--limit N] [--fill 10000,100000]
+    python bench/semantic_cache.py [--pairs qqp_dev.jsonl] [--labels ADJUDICATED.jsonl ...]
+                                   [--limit 2000] [--fill 10000,100000]
 
-Protocol (the data README's): for the held-out part of the pairs — the third that neither
-the verifier's fit nor its thresholds saw (`calibration.split`) — store every `a` (one request
-each), then ask every `b`. A hit is right when the pair is a duplicate and the served answer is
-its own `a`'s, or when the stored question has the same text up to case and punctuation
-(the fake upstream echoes the question, so the answer tells which question it belongs to).
-Reported: share of hits right, share of duplicates served, for the verifier at several
-false-hit bounds and for plain cosine thresholds (the baseline) in the same run, each as a
-team of its own (so its own namespace). Then lookup latency (index search + entry fetch +
+Hit quality (issue 12, `bench/cache_quality.py`): the adjudicated protocol at the product's
+defaults (`cache: {semantic: {enabled: true}}`, requests without a temperature) — store the `a`
+of the first 2,000 dev pairs, ask every `b`, count hits by the hand-adjudicated verdicts and
+report the hits they do not cover; the same questions asked by a second team with nothing
+stored (no hit may cross teams); then, in process, the verifier's cross-validated figures
+and plain cosine's on the same folds. Then lookup latency (index search + entry fetch +
 verifier; and embedding separately) with 10k and 100k entries in the asking namespace, read
 from the gateway's own histograms, plus exact in-process timings on one core.
 """
@@ -26,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -35,31 +35,24 @@ import openai
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import cache_quality as quality  # noqa: E402
+from bench.cache_labels import DEFAULT_LABELS, DEFAULT_PAIRS, read_labelled  # noqa: E402
+from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
-from policies.semantic_cache.calibration import Pair, split  # noqa: E402
+from policies.semantic_cache.calibration import RATES  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
-from policies.semantic_cache.features import normalise, words  # noqa: E402
 from policies.semantic_cache.index import VectorIndex  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry  # noqa: E402
-from policies.semantic_cache.verifier import Verifier  # noqa: E402
 from tests.support import FakeUpstream, GatewayProcess, model, wait_http  # noqa: E402
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "qqp_dev.jsonl"
-VERIFIER_RATES = (0.2, 0.25)
-COSINE_THRESHOLDS = (0.95, 0.93)
-OFFLINE_RATES = (0.15, 0.2, 0.25)
-OFFLINE_COSINES = (0.95, 0.93, 0.9)
 ONE_CORE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 CONCURRENCY = 8
 
 
-def teams(workdir: Path) -> dict[str, dict]:
-    out = {f"verifier-{r}": {"semantic": True, "max_false_hit_rate": r} for r in VERIFIER_RATES}
-    for t in COSINE_THRESHOLDS:
-        path = workdir / f"cosine-{t}.npz"
-        Verifier.plain_cosine(t).save(path)
-        out[f"cosine-{t}"] = {"semantic": True, "max_false_hit_rate": 0.99, "verifier": str(path)}
-    return out
+@dataclass(frozen=True)
+class Pair:
+    a: str
+    b: str
 
 
 async def ask_all(client: openai.AsyncOpenAI, texts: list[str]) -> list[tuple[str, str]]:
@@ -73,23 +66,6 @@ async def ask_all(client: openai.AsyncOpenAI, texts: list[str]) -> list[tuple[st
             return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content or ""
 
     return await asyncio.gather(*(one(t) for t in texts))
-
-
-def score(pairs: list[Pair], answers: list[tuple[str, str]]) -> dict[str, float]:
-    owner = {}  # answer text -> the stored questions it answers (echo: the question)
-    for p in pairs:
-        owner.setdefault("echo: " + p.a, []).append(p.a)
-    hits = right = served = 0
-    for p, (status, answer) in zip(pairs, answers):
-        if status != "semantic" and status != "exact":
-            continue
-        hits += 1
-        ok = (p.duplicate and answer == "echo: " + p.a) or \
-            any(normalise(q) == normalise(p.b) for q in owner.get(answer, ()))
-        right += ok
-        served += ok and p.duplicate
-    duplicates = sum(p.duplicate for p in pairs)
-    return {"hits": hits, "right": right / hits if hits else float("nan"), "served": served / duplicates}
 
 
 def histogram(text: str, name: str) -> tuple[list[float], list[float]]:
@@ -136,58 +112,6 @@ def fill_snapshot(data_dir: Path, namespaces: dict[str, tuple[str, int]], vector
     store.save(data_dir / "cache")
 
 
-def offline(pairs: list[Pair], embedder: Embedder) -> None:
-    """The same protocol and verifier on every held-out pair, in process (no HTTP): a check
-    on the gateway figures with ~2.4x the pairs."""
-    from policies.semantic_cache.features import Parsed
-
-    verifier = Verifier.load()
-    stored, asked = embedder.embed_many([p.a for p in pairs]), embedder.embed_many([p.b for p in pairs])
-    nearest = np.argmax(asked @ stored.T, axis=1)
-    cosine = np.einsum("ij,ij->i", asked, stored[nearest])
-    right = np.array([(j == i and pairs[i].duplicate) or normalise(pairs[j].a) == normalise(pairs[i].b)
-                      for i, j in enumerate(nearest)])
-    duplicate = np.array([p.duplicate for p in pairs])
-    parsed_a, parsed_b = [Parsed.of(p.a) for p in pairs], [Parsed.of(p.b) for p in pairs]
-    print(f"\nIn process, all {len(pairs)} held-out pairs:\n\n| method | hits | hits right | duplicates served |"
-          "\n|---|---|---|---|")
-    rows = [(f"verifier, max_false_hit_rate {r}",
-             np.array([verifier.accepts(parsed_b[i], parsed_a[j], float(cosine[i]), r) for i, j in enumerate(nearest)]))
-            for r in OFFLINE_RATES]
-    rows += [(f"plain cosine >= {t} (baseline)", cosine >= t) for t in OFFLINE_COSINES]
-    for label, hit in rows:
-        print(f"| {label} | {hit.sum()} | {(hit & right).sum() / max(hit.sum(), 1):.1%} | "
-              f"{(hit & right & duplicate).sum() / duplicate.sum():.1%} |")
-
-
-FUNCTION_WORDS = {"a", "an", "the", "can", "could", "do", "does", "should", "would", "will", "in", "on", "is",
-                  "are", "my", "your", "i", "you", "one"}
-
-
-def label_ceiling(pairs: list[Pair], embedder: Embedder) -> None:
-    """How right the counting rule lets *any* verifier be: the lookups whose nearest stored
-    question differs from the query only in function words ("How can I improve my English
-    pronunciation?" / "How could I ...") are as sure a paraphrase as a cache meets, yet the
-    labels score a share of them wrong. No fitting is involved, so every pair is used."""
-    def core(text: str) -> tuple[str, ...]:
-        return tuple(w for w in words(text) if w not in FUNCTION_WORDS)
-
-    stored, asked = embedder.embed_many([p.a for p in pairs]), embedder.embed_many([p.b for p in pairs])
-    nearest = np.argmax(asked @ stored.T, axis=1)
-    looked = right = own_wrong = 0
-    for i, j in enumerate(nearest):
-        if normalise(pairs[i].b) == normalise(pairs[j].a) or core(pairs[i].b) != core(pairs[j].a):
-            continue
-        looked += 1
-        if j == i and pairs[i].duplicate:
-            right += 1
-        elif j == i:
-            own_wrong += 1
-    print(f"\nLabel ceiling, all {len(pairs)} pairs: {looked} lookups find a stored question that differs only "
-          f"in function words; the counting rule scores {right / max(looked, 1):.1%} of them right "
-          f"(wrong: {own_wrong} own pair labelled not duplicate, {looked - right - own_wrong} another pair's question)")
-
-
 def in_process_timings(questions: list[str], fill: list[int]) -> dict[str, float]:
     """Exact timings on one core, for the figures the histograms can only bracket."""
     embedder = Embedder(threads=1)
@@ -226,34 +150,40 @@ def in_process_timings(questions: list[str], fill: list[int]) -> dict[str, float
     return out
 
 
+async def hit_quality(gw: GatewayProcess, pairs: list[Pair], labels: list[Path]) -> None:
+    """The adjudicated protocol at the defaults, then the same questions from another team."""
+    verdicts = {(c.query, c.stored): c.same for c in read_labelled(labels)}
+    asker = gw.async_client(gw.new_key("bench-asker"), timeout=60)
+    stored = [p.a for p in pairs]
+    await quality.ask_all(asker, stored, quality.STORE_ONLY)
+    queries = [p.b for p in pairs]
+    result = quality.count(stored, queries, await quality.ask_all(asker, queries, quality.ASK_ONLY), verdicts)
+    print(f"\nThrough the gateway at the defaults, no temperature in the requests: {result.line()}")
+    for query, source in result.not_covered:
+        print(f"  not covered: {query!r} served the answer of {source!r}")
+    other = gw.async_client(gw.new_key("bench-other-team"), timeout=60)
+    crossed = sum(status != "miss" for status, _ in await quality.ask_all(other, queries, quality.ASK_ONLY))
+    print(f"The same {len(queries)} questions from a second team with nothing stored: {crossed} hits")
+
+
 async def run(args: argparse.Namespace) -> None:
     os.environ.update(ONE_CORE)
     rows = [json.loads(line) for line in open(args.data)]
-    heldout = split([Pair(r["a"], r["b"], r["duplicate"]) for r in rows])["heldout"]
-    pairs = heldout[:args.limit]
+    pairs = [Pair(r["a"], r["b"]) for r in rows[:args.limit]]
+    labels = [Path(p) for p in args.labels]
     fill = [int(x) for x in args.fill.split(",") if x]
     work = Path(tempfile.mkdtemp(prefix="bench-cache-"))
-    team_config = teams(work)
     fill_teams = {f"fill-{n}": {"semantic": True, "max_false_hit_rate": 0.25} for n in fill}
     fake = FakeUpstream(work)
     config = {"models": [model("small", "echo-small", fake.url, "0.15", "0.6")],
-              "cache": {"max_entries": 10**6, "teams": {**team_config, **fill_teams}}}
+              "cache": {"max_entries": 10**6, "semantic": {"enabled": True}, "teams": fill_teams}}
     gw = GatewayProcess(config, work / "gw", env=ONE_CORE)
-    keys = {t: gw.new_key(t) for t in [*team_config, *fill_teams]}
+    keys = {t: gw.new_key(t) for t in fill_teams}
     team_ids = {t["name"]: t["id"] for t in gw.admin("GET", "/admin/teams").json()["data"]}
     load = os.getloadavg()[0]
-    print(f"{len(pairs)} held-out pairs ({sum(p.duplicate for p in pairs)} duplicates); "
-          f"machine load {load:.1f} on {os.cpu_count()} cores (shared)")
+    print(f"the first {len(pairs)} dev pairs; machine load {load:.1f} on {os.cpu_count()} cores (shared)")
     try:
-        print("\n| method | hits | hits right | duplicates served |\n|---|---|---|---|")
-        for team in team_config:
-            client = gw.async_client(keys[team], timeout=60)
-            await ask_all(client, [p.a for p in pairs])
-            answers = await ask_all(client, [p.b for p in pairs])
-            s = score(pairs, answers)
-            label = f"verifier, max_false_hit_rate {team.split('-')[1]}" if team.startswith("verifier") \
-                else f"plain cosine >= {team.split('-')[1]} (baseline)"
-            print(f"| {label} | {s['hits']} | {s['right']:.1%} | {s['served']:.1%} |")
+        await hit_quality(gw, pairs, labels)
         if fill:  # restart on a snapshot that puts the filler in the fill teams' namespaces
             gw.stop()
             vectors = Embedder().embed_many([p.a for p in pairs])
@@ -285,20 +215,20 @@ async def run(args: argparse.Namespace) -> None:
             gw.kill()
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)  # the 100k snapshot is ~200 MB
-    offline(heldout, Embedder())
-    label_ceiling([Pair(r["a"], r["b"], r["duplicate"]) for r in rows], Embedder())
+    quality.print_cross_validated(read_labelled(labels), Embedder().embed_many, RATES,
+                                  SemanticCacheConfig().max_false_hit_rate)
     timings = in_process_timings([p.b for p in pairs], fill)
     print("\nIn process, one thread:", ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
-    parser.add_argument("--limit", type=int, default=1000,
-                        help="held-out pairs sent through the gateway (the README's protocol uses 1,000)")
+    parser.add_argument("data", nargs="?", default=str(DEFAULT_PAIRS), help="qqp_dev.jsonl")
+    parser.add_argument("--labels", nargs="+", default=[str(p) for p in DEFAULT_LABELS if p.exists()],
+                        help="hand-adjudicated candidate hits (JSON lines: query, stored, same)")
+    parser.add_argument("--limit", type=int, default=2000,
+                        help="dev pairs sent through the gateway (the adjudicated protocol uses the first 2,000)")
     parser.add_argument("--fill", default="10000,100000", help="namespace sizes for the latency runs")
-    parser.add_argument("--ceiling-only", action="store_true",
-                        help="only the label-ceiling count (how right the labels let any verifier be)")
     parser.add_argument("--timings-only", action="store_true",
                         help="only the in-process embed and index timings (run it pinned: taskset -c 0)")
     args = parser.parse_args()
@@ -306,10 +236,6 @@ def main() -> None:
         questions = [json.loads(line)["b"] for line in Path(args.data).read_text().splitlines()]
         timings = in_process_timings(questions, [int(n) for n in args.fill.split(",")])
         print("In process, one thread:", ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
-        return
-    if args.ceiling_only:
-        rows = [json.loads(line) for line in Path(args.data).read_text().splitlines()]
-        label_ceiling([Pair(r["a"], r["b"], r["duplicate"]) for r in rows], Embedder())
         return
     asyncio.run(run(args))
 
