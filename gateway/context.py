@@ -122,6 +122,7 @@ class RequestContext:
     cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
+    prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -94,7 +94,7 @@ def refusal(name: str) -> str | None:
         return "the gateway sets this field itself"
     words = set(name.split("_")) & FORBIDDEN_WORDS
     if words:
-        return (f"{sorted(words)[0]!r} may name a host, a key, models or a callback; "
+        return (f"{min(words)!r} may name a host, a key, models or a callback; "
                 "a client's request must never choose those")
     return None
 
@@ -110,11 +110,31 @@ class FieldPolicy:
         return ((OPENAI_FIELDS[endpoint] - PRICED_APART) | self.extra) - self.drop
 
     def split(self, endpoint: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-        """The body this deployment is sent, and the names of the fields left out (sorted)."""
+        """The fields this deployment takes, and the names of those left out (sorted)."""
         allowed = self.allowed(endpoint)
         kept = {k: v for k, v in body.items() if k in allowed}
         dropped = () if len(kept) == len(body) else tuple(sorted(k for k in body if k not in allowed))
         return kept, dropped
+
+    def upstream(self, endpoint: str, body: Mapping[str, Any], model: str,
+                 stream: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The body this deployment is sent (under its own model name), and the fields left out."""
+        sent, dropped = self.split(endpoint, body)
+        sent["model"] = model
+        if "stream_options" in sent:
+            sent["stream_options"] = stream_options(sent["stream_options"])
+        if stream and "stream_options" in self.allowed(endpoint):
+            # Always ask for usage, so the stream is charged exactly; the client gets the usage
+            # chunk only if it asked for it.
+            sent["stream_options"] = {**sent.get("stream_options", {}), "include_usage": True}
+        return sent, dropped
+
+
+def stream_options(value: Any) -> dict[str, Any]:
+    """OpenAI's stream options, and nothing else a client put in the object."""
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if k in ("include_usage", "include_obfuscation")}
 
 
 def for_provider(provider: str, extra: Iterable[str] | None, drop: Iterable[str]) -> FieldPolicy:

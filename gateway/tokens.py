@@ -1,18 +1,28 @@
-"""Token counts with tiktoken, from the encoding files litellm ships (never downloaded)."""
+"""Token counts with tiktoken, from the encoding files litellm ships (never downloaded).
+
+`count_prompt` estimates the prompt tokens a provider reports (what a call is charged when it
+reports no usage); `billed_prompt_tokens` bounds what it may bill (what a budget holds).
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import orjson
 import tiktoken  # noqa: E402  (TIKTOKEN_CACHE_DIR must be set before the first encoding load)
+
+from gateway.images import TileRule, data_url_size, rule_for
 
 # Per-message framing OpenAI adds around each chat message.
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_REPLY = 3
+# OpenAI reads at most 100 PDF pages per request, each as text and as an image: a file part
+# counts at that many worst-case page images (its bytes count as text too).
+FILE_PAGES = 100
 
 
 def _point_tiktoken_at_litellm() -> None:
@@ -33,6 +43,17 @@ def encoding_for(model: str) -> tiktoken.Encoding:
 
 def count_text(text: str, model: str = "") -> int:
     return len(encoding_for(model).encode(text, disallowed_special=()))
+
+
+@lru_cache(maxsize=16_384)
+def _count_piece(text: str, model: str) -> int:
+    return len(encoding_for(model).encode_ordinary(text))
+
+
+def count_delta(text: str, model: str = "") -> int:
+    """`count_text` of a stream delta (a token or a few, mostly the same ones again), memoized:
+    the stream meter counts every delta of a metered stream."""
+    return _count_piece(text, model) if len(text) <= 32 else count_text(text, model)
 
 
 def _content_text(content: Any) -> str:
@@ -72,3 +93,66 @@ def count_prompt(body: dict[str, Any], model: str = "") -> int:
         elif isinstance(item, list):  # already tokens
             total += len(item)
     return total
+
+
+def billed_prompt_tokens(body: dict[str, Any], model: str = "") -> int:
+    """The most prompt tokens a provider can bill for `body`: every byte of text it is sent, as an
+    upstream that counts the whole body would (messages and their framing, every prompt of a list,
+    token arrays, tools, functions, response_format schemas, stop words, metadata…), plus each
+    image by the tile rule instead of its bytes, and each file part at FILE_PAGES page images."""
+    rule = rule_for(model)
+    text_body, media = _media_apart(body, rule)
+    return count_text(orjson.dumps(text_body).decode(), model) + media + TOKENS_PER_REPLY
+
+
+def _media_apart(body: dict[str, Any], rule: TileRule) -> tuple[dict[str, Any], int]:
+    """The body with image URLs blanked (their data is not text to a provider), and the tokens
+    its images and files bill."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not any(isinstance(m, dict) and isinstance(m.get("content"), list)
+                                                 for m in messages):
+        return body, 0
+    tokens, stripped, files = 0, [], False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            stripped.append(message)
+            continue
+        parts = []
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_url":
+                tokens += _image_tokens(part.get("image_url"), rule)
+                parts.append({"type": "image_url"})
+                continue
+            files = files or kind == "file"
+            parts.append(part)
+        stripped.append({**message, "content": parts})
+    return {**body, "messages": stripped}, tokens + (FILE_PAGES * rule.tokens(None, "high") if files else 0)
+
+
+def _image_tokens(image: Any, rule: TileRule) -> int:
+    url = image.get("url") if isinstance(image, dict) else image
+    detail = image.get("detail") if isinstance(image, dict) else None
+    size = data_url_size(url) if isinstance(url, str) else None
+    return rule.tokens(size, detail if isinstance(detail, str) else None)
+
+
+def completion_count(body: dict[str, Any]) -> int:
+    """How many completions a provider generates and bills: one per prompt of a list (legacy
+    completions), times `n`, times `best_of` (its candidates are billed though not returned)."""
+    n, best_of = body.get("n"), body.get("best_of")
+    count = (n if isinstance(n, int) and n > 0 else 1) * (best_of if isinstance(best_of, int) and best_of > 0 else 1)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
+        count *= len(prompt)  # a list of strings or of token arrays: one completion each
+    return count
+
+
+def predicted_tokens(body: dict[str, Any], model: str = "") -> int:
+    """A chat request's predicted output: what a provider rejects of it is billed as output."""
+    prediction = body.get("prediction")
+    if not isinstance(prediction, dict) or "content" not in prediction:
+        return 0
+    content = prediction["content"]
+    return count_text(content if isinstance(content, str) else orjson.dumps(content).decode(), model)

@@ -14,42 +14,29 @@ from decimal import Decimal
 from typing import Any
 
 import anyio
-import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway.bodies import answer_text
-from gateway.context import Endpoint, RequestContext
+from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, UpstreamError, error_body
 from gateway.metrics import Metrics
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.routing.target import circuit_open
-from gateway.sse import SSE_HEADERS, stream_tail
+from gateway.sse import SSE_HEADERS, chunk_text, stream_tail
+from gateway.sse import event as sse_event
 from gateway.tokens import count_prompt, count_text
+from gateway.worst_case import StreamMeter, worst_case
 from policies.breaker import Breakers
-from policies.pricing import Usage, cost_of, format_usd, worst_case_cost
+from policies.pricing import PICO_USD, Usage, cost_of, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
     """What `dep` is sent for this request: the fields it takes (gateway/request_fields.py); the
     others are named in the answer's x-costgate-dropped-params header."""
-    body, dropped = dep.fields.split(ctx.endpoint.value, ctx.body)
+    body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.body, dep.config.upstream_model, stream)
     ctx.dropped_params.update(dropped)
-    body["model"] = dep.config.upstream_model
-    if "stream_options" in body:
-        body["stream_options"] = stream_options(body["stream_options"])
-    if stream and "stream_options" in dep.fields.allowed(ctx.endpoint.value):
-        # Always ask for usage, so the stream is charged exactly; the client gets the usage
-        # chunk only if it asked for it.
-        body["stream_options"] = {**body.get("stream_options", {}), "include_usage": True}
     return body
-
-
-def stream_options(value: Any) -> dict[str, Any]:
-    """OpenAI's stream options, and nothing else a client put in the object."""
-    if not isinstance(value, dict):
-        return {}
-    return {k: v for k, v in value.items() if k in ("include_usage", "include_obfuscation")}
 
 
 def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "") -> Usage:
@@ -59,22 +46,6 @@ def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion
         usage = Usage(count_prompt(ctx.body, model), count_text(completion_text, model) if completion_text else 0)
     ctx.add_call(usage, cost_of(usage, dep.price))
     return usage
-
-
-def max_output_tokens(ctx: RequestContext, dep: Deployment) -> int:
-    """The most output tokens a call may produce: the client's limit, else the model's, times `n`."""
-    if ctx.endpoint is Endpoint.EMBEDDINGS:
-        return 0
-    asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
-    limit = min(asked, dep.max_output_tokens) if isinstance(asked, int) else dep.max_output_tokens
-    n = ctx.body.get("n")
-    return limit * (n if isinstance(n, int) and n > 0 else 1)
-
-
-def worst_case(ctx: RequestContext, dep: Deployment) -> Decimal:
-    """The most one call to `dep` can cost for this request (what a budget must reserve)."""
-    prompt = count_prompt(ctx.body, dep.config.upstream_model)
-    return worst_case_cost(prompt, max_output_tokens(ctx, dep), dep.price)
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
@@ -98,7 +69,8 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
 async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
     usage: Usage | None = None
     last: dict[str, Any] = {}
-    failed = True
+    failed, cut = True, False
+    meter = StreamMeter.for_call(ctx, dep)  # None when no budget holds the request
     try:
         async for event in stream:
             data = event.data
@@ -106,18 +78,26 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             choices = data.get("choices")
             if choices and ctx.first_token_at is None:
                 ctx.first_token_at = time.perf_counter()
-            for choice in choices or ():
-                delta = choice.get("delta") if ctx.endpoint is Endpoint.CHAT else choice
-                text = (delta or {}).get("content" if ctx.endpoint is Endpoint.CHAT else "text")
-                if text:
-                    ctx.completion_text.append(text)
+            text = chunk_text(ctx.endpoint, data)
+            if text:
+                ctx.completion_text.append(text)
             last = data
             if reported is None:
                 yield b"data: " + event.raw + b"\n\n"
-                continue
-            usage = reported
-            if choices:  # usage riding on a content chunk: forward the content only
-                yield b"data: " + orjson.dumps({k: v for k, v in data.items() if k != "usage"}) + b"\n\n"
+            else:
+                usage = reported
+                if choices:  # usage riding on a content chunk: forward the content only
+                    yield sse_event({k: v for k, v in data.items() if k != "usage"})
+            if meter is not None:
+                meter.feed(ctx.endpoint, data, dep.config.upstream_model)
+                if meter.over and usage is None:
+                    cut = True
+                    break
+        if cut:
+            assert meter is not None
+            await stream.aclose()  # now, not after the client has read the ending
+            for tail in _cut_tail(ctx, meter, last):
+                yield tail
         failed = False
     except GatewayError as err:
         ctx.status_code, ctx.error = err.status, err.message
@@ -125,11 +105,22 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
+            if cut and meter is not None:  # the upstream reports nothing: charge what was counted
+                usage = Usage(count_prompt(ctx.body, dep.config.upstream_model), meter.tokens)
             final = charge(ctx, dep, usage, "".join(ctx.completion_text))
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk):
         yield tail
+
+
+def _cut_tail(ctx: RequestContext, meter: StreamMeter, last: dict[str, Any]) -> list[bytes]:
+    """A stream ended at its hold ends as one that reached max_tokens: `finish_reason: length`
+    for each open choice, then a comment that says why (the usage chunk and [DONE] follow)."""
+    hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
+    ctx.error = f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
+    return [*(sse_event(chunk) for chunk in meter.closing_chunks(ctx.endpoint, last)),
+            b": costgate: " + ctx.error.encode() + b"\n\n"]
 
 
 class DirectTarget:

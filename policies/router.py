@@ -2,8 +2,8 @@
 whose estimated cost fits the request's `x-costgate-max-cost-usd`.
 
 "Best" is the config's `quality` rank (higher is better; ties go to the cheaper model).
-The estimate is the prompt's tokens at the model's input price plus the client's
-`max_tokens` (else `expected_output_tokens`) at its output price. A model whose breaker is
+The estimate is the request's worst case on that model (gateway/worst_case.py), with
+`expected_output_tokens` standing in for an unset `max_tokens`. A model whose breaker is
 open is not a candidate. Without the header the router picks the best model outright.
 With the header and no model fitting, the request is refused with 402
 `cost_limit_exceeded` before any upstream call.
@@ -19,18 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
-from policies.pricing import Price
-
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
     name: str
     quality: int
     estimated_cost: Decimal
-
-
-def estimate(prompt_tokens: int, output_tokens: int, price: Price) -> Decimal:
-    return prompt_tokens * price.input + output_tokens * price.output
 
 
 def choose(candidates: Sequence[Candidate], max_cost: Decimal | None) -> Candidate | None:

@@ -49,7 +49,8 @@ from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.storage.cascade_samples import SampleRecord, SampleStore
 from gateway.storage.ledger import LedgerRow, LedgerWriter
-from gateway.upstream import call, open_relay, upstream_body, worst_case
+from gateway.upstream import call, open_relay, upstream_body
+from gateway.worst_case import worst_case
 from policies.agreement import answers_agree
 from policies.breaker import Breakers
 from policies.pricing import format_usd

@@ -13,7 +13,7 @@ from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.routing.calls import complete
-from gateway.upstream import worst_case
+from gateway.worst_case import worst_case
 from policies.scorers import Scored
 
 GRADE = re.compile(r"\b(10|\d)(?:\.\d+)?\b")

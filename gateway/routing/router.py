@@ -15,10 +15,10 @@ from gateway.errors import CostLimitExceeded
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import RouteTarget
 from gateway.settings import CostRouterConfig
-from gateway.tokens import count_prompt
+from gateway.worst_case import worst_case
 from policies.breaker import Breakers, State
 from policies.pricing import format_usd
-from policies.router import Candidate, choose, estimate
+from policies.router import Candidate, choose
 
 
 class CostRouterTarget:
@@ -35,15 +35,15 @@ class CostRouterTarget:
         self.models = [deployments[n] for n in names]
 
     def candidates(self, ctx: RequestContext) -> list[Candidate]:
+        """Each model's estimate: the worst case, with `expected_output_tokens` for an unset max_tokens."""
         asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
         out = []
         for dep in self.models:
             if self.breakers[dep.name].view().state is State.OPEN:
                 continue
-            output = min(asked, dep.max_output_tokens) if isinstance(asked, int) else \
-                min(self.config.expected_output_tokens, dep.max_output_tokens)
-            prompt = count_prompt(ctx.body, dep.config.upstream_model)
-            out.append(Candidate(dep.name, dep.config.quality, estimate(prompt, output, dep.price)))
+            expected = None if isinstance(asked, int) else min(self.config.expected_output_tokens,
+                                                                 dep.max_output_tokens)
+            out.append(Candidate(dep.name, dep.config.quality, worst_case(ctx, dep, expected)))
         return out
 
     def pick(self, ctx: RequestContext) -> str:

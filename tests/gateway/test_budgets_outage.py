@@ -15,7 +15,8 @@ from tests.conftest import standard_models
 from tests.gateway.budget_support import OwnRedis
 from tests.support import FakeUpstream, GatewayProcess
 
-PROMPT = " ".join(f"w{i}" for i in range(40))  # $1.8e-5 per call on `small`, $2.49e-5 worst case
+PROMPT = " ".join(f"w{i}" for i in range(40))  # $1.8e-5 per call on `small`, $3.12e-5 worst case
+NO_CACHE = {"exact": {"enabled": False}}  # repeated questions must be calls that spend
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnRedis]:
 
 
 def _gateway(tmp: Path, upstream: FakeUpstream, redis_url: str, mode: str) -> GatewayProcess:
-    return GatewayProcess({"models": standard_models(upstream.url), "redis_url": redis_url,
+    return GatewayProcess({"models": standard_models(upstream.url), "cache": NO_CACHE, "redis_url": redis_url,
                            "budgets": {"on_store_error": mode, "redis_timeout_s": 0.2}}, tmp)
 
 
@@ -49,7 +50,7 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
         key = closed.new_key("outage")
         open_key = opened.new_key("outage")
         budget = closed.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "outage",
-                                                             "amount_usd": "0.0001", "period": "monthly"}).json()
+                                                             "amount_usd": "0.00011", "period": "monthly"}).json()
         assert [_ask(closed, key) for _ in range(2)] == [200, 200]
 
         own_redis.stop()
@@ -63,11 +64,12 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
 
         own_redis.start()  # empty: every counter is gone
         after = [_ask(closed, key) for _ in range(5)]
-        # $0.0001 fits five requests in all; two were spent before the restart. Had the counter
+        # $0.00011 fits five requests in all ($1.8e-5 each, $3.12e-5 worst case); two were spent
+        # before the restart. Had the counter
         # restarted from zero, all five would pass.
         assert after == [200, 200, 200, 402, 402]
         ledger = Decimal(closed.spend()["total_usd"])
-        assert ledger <= Decimal("0.0001")
+        assert ledger <= Decimal("0.00011")
         view = next(b for b in closed.admin("GET", "/admin/budgets").json()["data"] if b["id"] == budget["id"])
         assert Decimal(view["spent_usd"]) == ledger and Decimal(view["reserved_usd"]) == 0
     finally:
@@ -78,19 +80,20 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
 def test_in_process_counters_survive_a_restart_through_the_ledger(tmp_path_factory, fake_upstream):
     """The embedded default (no Redis): counters live in the process; a restarted gateway
     seeds them from its SQLite ledger, so the budget still binds."""
-    gw = GatewayProcess({"models": standard_models(fake_upstream.url)}, tmp_path_factory.mktemp("memory"))
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "cache": NO_CACHE},
+                        tmp_path_factory.mktemp("memory"))
     try:
         key = gw.new_key("embedded")
-        gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "embedded", "amount_usd": "0.000065",
+        gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "embedded", "amount_usd": "0.00007",
                                                 "period": "daily"})
         assert [_ask(gw, key) for _ in range(2)] == [200, 200]
         gw.stop()
         gw.start()
-        # $1.8e-5 per call, $2.49e-5 worst case: three fit in all. Had the counter restarted
+        # $1.8e-5 per call, $3.12e-5 worst case: three fit in all. Had the counter restarted
         # from zero, the fourth would fit too.
         assert [_ask(gw, key) for _ in range(2)] == [200, 402]
         data = gw.admin("GET", "/admin/budgets").json()["data"]
-        assert Decimal(data[0]["spent_usd"]) == Decimal(gw.spend()["total_usd"]) <= Decimal("0.000065")
+        assert Decimal(data[0]["spent_usd"]) == Decimal(gw.spend()["total_usd"]) <= Decimal("0.00007")
         assert Decimal(data[0]["reserved_usd"]) == 0
     finally:
         gw.stop()

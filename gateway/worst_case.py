@@ -1,0 +1,131 @@
+"""The most one request can cost: the worst case a budget holds before any upstream call, and
+the meter that cuts a relayed stream at that hold.
+
+One function, `worst_case(ctx, dep)`, prices one call to one deployment; every route target
+builds on it (a direct model and its fallbacks, cascade tiers and their judge, the cost
+router), and batch lines go through the same targets. It counts what providers bill
+(docs/reliability.md, "How the worst case is computed"):
+
+- prompt tokens: the whole body as text (every message, every prompt of a list, tools,
+  functions, response_format schemas, whatever else is sent), images by OpenAI's tile rule;
+- completions: every prompt of a list x `n` x `best_of`;
+- each completion: the client's max_tokens, else the model's own cap, plus predicted-output
+  tokens (billed as completion tokens when rejected), plus `count_slack` for the stream meter.
+
+A provider that ignores max_tokens can still bill more. A stream is therefore metered: the
+relay counts the output it forwards and, once the request's cost reaches its hold, ends the
+stream itself (`StreamMeter`). A whole answer arrives at once and cannot be cut: its true
+cost is charged, and the budget refuses what comes after.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from gateway.context import Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.tokens import billed_prompt_tokens, completion_count, count_delta, predicted_tokens
+from policies.pricing import PICO_USD, worst_case_cost
+
+
+def count_slack(cap: int) -> int:
+    """Output tokens reserved beyond a completion's cap, so that an answer which stops at its cap
+    is never cut: the stream meter counts each delta with tiktoken, which can read a little more
+    than the provider generated (a word split across two deltas counts twice)."""
+    return max(4, cap // 32)
+
+
+def output_cap(ctx: RequestContext, dep: Deployment) -> int:
+    """The most tokens one completion may produce: the client's limit, else the model's."""
+    if ctx.endpoint is Endpoint.EMBEDDINGS:
+        return 0
+    asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
+    return min(asked, dep.max_output_tokens) if isinstance(asked, int) and asked > 0 else dep.max_output_tokens
+
+
+def prompt_bound(ctx: RequestContext, dep: Deployment) -> int:
+    """`billed_prompt_tokens` of the body `dep` is sent, streamed (the larger: it asks for usage),
+    counted once per deployment per request (a cascade prices a tier, and its shadow, twice)."""
+    bound = ctx.prompt_bounds.get(dep.name)
+    if bound is None:
+        model = dep.config.upstream_model
+        sent, _ = dep.fields.upstream(ctx.endpoint.value, ctx.body, model, stream=True)
+        bound = ctx.prompt_bounds[dep.name] = billed_prompt_tokens(sent, model)
+    return bound
+
+
+def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None = None) -> Decimal:
+    """The most one call to `dep` can cost for this request. `per_completion` replaces the
+    output cap (the cost router estimates with its expected output)."""
+    prompt = prompt_bound(ctx, dep)
+    if ctx.endpoint is Endpoint.EMBEDDINGS:
+        return worst_case_cost(prompt, 0, dep.price)
+    cap = output_cap(ctx, dep) if per_completion is None else per_completion
+    each = cap + count_slack(cap) + predicted_tokens(ctx.body, dep.config.upstream_model)
+    return worst_case_cost(prompt, completion_count(ctx.body) * each, dep.price)
+
+
+class StreamMeter:
+    """Counts a relayed stream's output tokens; `over` once they reach what the hold allows.
+
+    Allowed output: what the hold leaves after the calls already charged (cascade tiers) and
+    this call's prompt at its bound. The stream ends at the event that reaches it, so a request
+    is charged at most its hold plus the rest of that one event (a token, for OpenAI-style
+    streams).
+    """
+
+    def __init__(self, allowed_tokens: int) -> None:
+        self.allowed = allowed_tokens
+        self.tokens = 0
+        self.open_choices: dict[int, None] = {}  # indices that started and have not finished
+
+    @classmethod
+    def for_call(cls, ctx: RequestContext, dep: Deployment) -> StreamMeter | None:
+        """A meter when a budget holds this request and its output costs money; else None."""
+        hold = ctx.reservation
+        if hold is None or not hold.budgets or not dep.price.output:
+            return None
+        left = hold.want_pusd * PICO_USD - ctx.cost - prompt_bound(ctx, dep) * dep.price.input
+        return cls(int(left / dep.price.output))
+
+    def feed(self, endpoint: Endpoint, data: dict[str, Any], model: str) -> None:
+        tokens = 0
+        for choice in data.get("choices") or ():
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            if choice.get("finish_reason"):
+                self.open_choices.pop(index, None)
+            else:
+                self.open_choices.setdefault(index)
+            output = choice.get("delta") if endpoint is Endpoint.CHAT else choice.get("text")
+            tokens += _tokens(output, model)
+        self.tokens += tokens
+
+    @property
+    def over(self) -> bool:
+        return self.tokens >= self.allowed
+
+    def closing_chunks(self, endpoint: Endpoint, last: dict[str, Any]) -> list[dict[str, Any]]:
+        """A `finish_reason: length` chunk for every choice still open (the SDKs' ending)."""
+        base = {k: last[k] for k in ("id", "object", "created", "model") if k in last}
+        ending: dict[str, Any] = {"delta": {}} if endpoint is Endpoint.CHAT else {"text": "", "logprobs": None}
+        return [{**base, "choices": [{"index": i, **ending, "finish_reason": "length"}]}
+                for i in (self.open_choices or {0: None})]
+
+
+def _tokens(value: Any, model: str) -> int:
+    """The tokens of every string in a delta but its role: content, refusal, reasoning, tool-call
+    arguments (plain loops: this runs for every event of a metered stream)."""
+    if isinstance(value, str):
+        return count_delta(value, model)
+    total = 0
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key != "role" and item is not None:
+                total += _tokens(item, model)
+    elif isinstance(value, list):
+        for item in value:
+            total += _tokens(item, model)
+    return total
