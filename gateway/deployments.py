@@ -51,13 +51,14 @@ def field_policy(config: ModelConfig) -> FieldPolicy:
     return for_provider(config.provider, config.extra_params, config.drop_params)
 
 
-def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None) -> Provider:
+def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None,
+                   data_dir: str = "./costgate-data") -> Provider:
     if config.replicas:  # several OpenAI-compatible servers of one model: admission + failover
         return replica_set(config, price_for(config)[1], transport)
     if config.provider == "local" and not config.api_base:  # the bundled engine: costgate runs vLLM itself
         from gateway.providers.local import local_provider
 
-        return local_provider(config)
+        return local_provider(config, data_dir)  # the default model and engine logs live in the data dir
     if config.provider == "litellm":
         return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
                                timeout_s=config.timeout_s, max_retries=config.max_retries,
@@ -69,12 +70,12 @@ def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | No
                           transport=transport)
 
 
-def build_deployments(models: list[ModelConfig],
-                      transport: httpx.AsyncBaseTransport | None = None) -> dict[str, Deployment]:
+def build_deployments(models: list[ModelConfig], transport: httpx.AsyncBaseTransport | None = None,
+                      data_dir: str = "./costgate-data") -> dict[str, Deployment]:
     deployments = {}
     for config in models:
         price, limit = price_for(config)
-        provider = build_provider(config, transport)
+        provider = build_provider(config, transport, data_dir)
         if config.provider == "local" and config.price is None and hasattr(provider, "price"):
             price = provider.price  # the local engine's measured price (engine/cost.py LivePrice)
         deployments[config.name] = Deployment(config, provider, price, limit, field_policy(config))

@@ -14,7 +14,8 @@ The tree (HTTP status, OpenAI `type`, `code`):
     ├── UpstreamError                502  upstream_error         bad_gateway
     │   ├── UpstreamTimeout          504  upstream_error         upstream_timeout
     │   ├── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
-    │   └── CircuitOpen              503  service_unavailable    circuit_open (+ retry-after)
+    │   ├── CircuitOpen              503  service_unavailable    circuit_open (+ retry-after)
+    │   └── EngineStarting           503  service_unavailable    engine_starting (+ retry-after)
     └── Unavailable                  503  service_unavailable    unavailable (+ retry-after)
 
 Stages raise these; `error_response` turns one into a response. Anything else that escapes is
@@ -93,6 +94,7 @@ class UpstreamError(GatewayError):
     status = 502
     type = "upstream_error"
     code = "bad_gateway"
+    deployment_fault = True  # counts against the deployment's circuit breaker
 
 
 class UpstreamTimeout(UpstreamError):
@@ -112,6 +114,16 @@ class CircuitOpen(UpstreamError):
     status = 503
     type = "service_unavailable"
     code = "circuit_open"
+
+
+class EngineStarting(UpstreamError):
+    """A local model's engine is starting (engine/cold_start.py): its fallbacks, or a cascade's
+    next tier, answer instead; alone, the client is told when to retry."""
+
+    status = 503
+    type = "service_unavailable"
+    code = "engine_starting"
+    deployment_fault = False  # a start is not a failure: the breaker must not open over it
 
 
 class Unavailable(GatewayError):

@@ -152,7 +152,8 @@ class DirectTarget:
                     response = Response(completion.raw, media_type="application/json")
             except UpstreamError as err:
                 self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-                self.breakers.record(dep.name, ok=False)
+                if err.deployment_fault:
+                    self.breakers.record(dep.name, ok=False)
                 error = err
                 continue
             self.breakers.record(dep.name, ok=True)

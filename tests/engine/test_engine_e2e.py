@@ -38,7 +38,7 @@ def engine_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
                    check=True, cwd=ROOT, capture_output=True)
     config = {"models": [{
         "name": MODEL, "provider": "local", "model": str(dst), "timeout_s": 120, "max_output_tokens": 256,
-        "engine": {"kv_cache_dtype": "int8_per_token_head", "max_model_len": 512, "kv_cache_gib": 1,
+        "engine": {"kv_cache_dtype": "int8_per_token_head", "kv_cache_gib": 1,  # no max_model_len: the model's own
                    "speculative": {"method": "ngram", "num_speculative_tokens": 4},
                    "gpu_hour_usd": "3.60", "health_interval_s": 0.5, "idle_shutdown_s": None,
                    "log_dir": str(work / "engine-logs")}}]}
@@ -82,6 +82,7 @@ def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(engine_gateway: 
     engine_gateway.client(engine_key, timeout=900).completions.create(model=MODEL, prompt="hello", max_tokens=4)
     status = _status(engine_gateway)
     assert status["state"] == "ready" and status["starts"] == 1 and status["speculation"] is True
+    assert status["max_model_len"] == 1024  # the tiny model's own (its config.json), not a forced 4096
     # vLLM's CPU attention has no int8_per_token_head: the launcher asks for fp8 (same byte per
     # element) — on a CPU with AVX-512 or AMX; without them there is no 8-bit KV kernel at all.
     kv = "fp8" if cpu_flags() & CPU_8BIT_KV_FLAGS else "auto"
@@ -136,3 +137,17 @@ def test_every_priority_class_is_sent_as_vllms_priority_field(engine_gateway: Ga
     completion = engine_gateway.client(engine_key, timeout=900).completions.create(
         model=MODEL, prompt="one two three", max_tokens=4, extra_headers={"x-costgate-priority": priority})
     assert completion.choices[0].text is not None
+
+
+def test_tools_reach_vllm_through_the_parser_the_template_calls_for(engine_gateway: GatewayProcess,
+                                                                  engine_key: str) -> None:
+    # The tiny model's template renders tools Hermes-style: vLLM runs with --tool-call-parser hermes
+    # and takes the request (without the flags it answers 400 about them). Its random weights make
+    # no call; the tool_calls a model does make come back in OpenAI's shape through the same path.
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    answer = engine_gateway.client(engine_key, timeout=900).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "weather in Oslo?"}], tools=tools, max_tokens=8,
+        temperature=0)
+    assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
+    assert _status(engine_gateway)["tool_parser"] == "hermes"

@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from engine.config import EngineSettings, cpu_flags
-from engine.launcher import EngineUnavailable, LaunchSpec, Replica, State, build_command, build_env, kv_dtype_for
+from engine.command import LaunchSpec, build_command, build_env, kv_dtype_for, last_error
+from engine.launcher import EngineUnavailable, Replica, State
 from tests.support import wait_until_async
 
 STAND_IN = "tests.engine.stand_in_vllm"
@@ -22,7 +23,8 @@ AVX512 = frozenset({"sse4_2", "avx2", "avx512f"})
 
 
 def _spec(**engine: object) -> LaunchSpec:
-    return LaunchSpec("m", "/models/m", EngineSettings.parse(engine))
+    settings = EngineSettings.parse(engine)  # a tool parser the provider would choose (tests: as configured)
+    return LaunchSpec("m", "/models/m", settings, settings.tool_parser)
 
 
 @pytest.mark.parametrize(("engine", "cpu", "speculate", "present", "absent"), [
@@ -39,6 +41,12 @@ def _spec(**engine: object) -> LaunchSpec:
     ({"max_num_seqs": 8, "enforce_eager": False, "extra_args": ["--seed", "1"]}, True, False,
      ["--max-num-seqs 8", "--seed 1"], ["--enforce-eager"]),
     ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
+    # the model's own context length unless configured (never a fixed 4096)
+    ({}, True, False, ["--max-model-len auto"], []),
+    ({"max_model_len": 512}, True, False, ["--max-model-len 512"], ["--max-model-len auto"]),
+    # tools: vLLM's parser only for a model that has a tool format
+    ({}, True, False, [], ["--enable-auto-tool-choice", "--tool-call-parser"]),
+    ({"tool_parser": "hermes"}, True, False, ["--enable-auto-tool-choice --tool-call-parser hermes"], []),
 ])
 def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
     spec = _spec(**engine)
@@ -69,6 +77,19 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     info.write_text("processor\t: 0\nmodel name\t: x\nflags\t\t: fpu sse4_2 avx2 avx512f\n\nprocessor\t: 1\n")
     assert cpu_flags(info) == {"fpu", "sse4_2", "avx2", "avx512f"}
     assert cpu_flags(tmp_path / "missing") == frozenset()
+
+
+@pytest.mark.parametrize(("log", "cause"), [
+    ("INFO starting\nValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
+     "(max_position_embeddings=1024 or model_max_length=None in model's config.json).\nINFO exiting\n",
+     "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
+     "(max_position_embeddings=1024 or model_max_length=None in model's config.json)."),
+    ("(EngineCore pid=1) RuntimeError: first\nx\n(EngineCore pid=1) RuntimeError: Engine core initialization "
+     "failed. See root cause above.\n", "RuntimeError: Engine core initialization failed. See root cause above."),
+    ("INFO all fine\n", None),
+])
+def test_last_error_names_why_an_engine_did_not_start(log: str, cause: str | None) -> None:
+    assert last_error(log) == cause
 
 
 def test_build_env_on_cpu() -> None:

@@ -11,7 +11,11 @@ CORPUS = [
     "Tokens cost money; cached answers cost nothing.",
     "user assistant system hello world count one two three four five six seven eight nine ten",
 ] * 20
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+# Hermes-style (Qwen 2.5's shape): tools rendered in a system turn, calls asked for in <tool_call>
+# blocks, so the launcher serves the tiny model with vLLM's hermes tool parser (engine/model_facts.py).
+CHAT_TEMPLATE = ("{% if tools %}<|im_start|>system\n<tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>\n"
+                 "Call a tool as <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call><|im_end|>\n{% endif %}"
+                 "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
                  "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 
 
