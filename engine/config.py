@@ -54,6 +54,18 @@ def on_cpu_build() -> bool:
     return True
 
 
+def known_values(cls: type, raw: dict[str, Any], what: str) -> dict[str, Any]:
+    """A config block's values for the dataclass `cls`: unknown keys refused, money as Decimal."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown}; known: {sorted(known)}")
+    values = dict(raw)
+    if "gpu_hour_usd" in values:
+        values["gpu_hour_usd"] = Decimal(str(values["gpu_hour_usd"]))
+    return values
+
+
 @dataclass(frozen=True, slots=True)
 class EngineSettings:
     kv_cache_dtype: str = "auto"
@@ -97,13 +109,7 @@ class EngineSettings:
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> EngineSettings:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ValueError(f"unknown engine settings {unknown}; known: {sorted(known)}")
-        values = dict(raw)
-        if "gpu_hour_usd" in values:
-            values["gpu_hour_usd"] = Decimal(str(values["gpu_hour_usd"]))
+        values = known_values(cls, raw, "engine settings")
         if "extra_args" in values:
             values["extra_args"] = tuple(str(a) for a in values["extra_args"])
         settings = cls(**values)

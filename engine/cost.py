@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Protocol
 
 from engine.throughput import RateEstimate, Smoothing, observe_rate
 from policies.pricing import Price, Usage
@@ -118,13 +119,19 @@ class ThroughputMeter:
         return carbon_grams(seconds, self.config.power_watts, self.config.grid_g_per_kwh)
 
 
+class Priced(Protocol):
+    """What a live price reads: the chat engine's meter, or the bundled embedder (engine/embeddings.py)."""
+
+    def price(self) -> Price: ...
+
+
 class LivePrice(Price):
     """A `Price` that reads the meter each time it is asked: the deployment's price stays one
     object, while its value follows the measured throughput."""
 
     __slots__ = ("_meter",)
 
-    def __init__(self, meter: ThroughputMeter) -> None:  # noqa: D107 - Price's fields are read-only views here
+    def __init__(self, meter: Priced) -> None:  # noqa: D107 - Price's fields are read-only views here
         object.__setattr__(self, "_meter", meter)
 
     @property  # type: ignore[override]

