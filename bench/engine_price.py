@@ -8,7 +8,8 @@ Starts vLLM on the model through the launcher (engine/launcher.py, as the gatewa
 random idle gaps of 0-4 s and a few bursts of three at once, and scrapes vLLM's counters every
 2 s, as the supervisor does. Then both estimators are fed the same scrapes, and each request is
 priced at the estimate in force when it ended: the spread is max/min of those prices (all
-requests, and those after the first measurement). `--model` defaults to the checkpoint
+requests, and those after the first measurement), per token, so answers of different lengths
+compare. `--model` defaults to the checkpoint
 `costgate serve` prepares; `gpu_hour_usd` is the default model's $0.10.
 """
 
@@ -99,7 +100,9 @@ async def run(args: argparse.Namespace) -> tuple[list[Counters], list[Done]]:
 
 
 def prices(meter_observe, rate, scrapes: list[Counters], done: list[Done]) -> tuple[list[Decimal], int]:
-    """Each request's output price at its end; and how many were priced at the prior."""
+    """The output price per token in force at each request's end (what its completion tokens are
+    charged at: the answers' lengths differ a little, the price should not); and how many were
+    priced at the prior."""
     out, prior_priced, i = [], 0, 0
     for request in sorted(done, key=lambda d: d.at):
         while i < len(scrapes) and scrapes[i].at <= request.at:
@@ -107,7 +110,7 @@ def prices(meter_observe, rate, scrapes: list[Counters], done: list[Done]) -> tu
             i += 1
         tps, measured = rate()
         prior_priced += not measured
-        out.append(price_per_token(GPU_HOUR, tps) * request.completion_tokens)
+        out.append(price_per_token(GPU_HOUR, tps))
     return out, prior_priced
 
 

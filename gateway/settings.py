@@ -255,7 +255,10 @@ def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
     if not default_available():
         return [embeddings]
     return [ModelConfig(name=DEFAULT_LOCAL_MODEL, provider="local", model=DEFAULT_LOCAL_MODEL,
-                        max_output_tokens=1024, engine={"max_model_len": 2048, "gpu_hour_usd": "0.10"}),
+                        max_output_tokens=1024,
+                        # the output-rate prior near what a small CPU machine measures (5-17 tok/s,
+                        # docs/benchmarks.md): until measured, the price errs high, not 5x low
+                        engine={"max_model_len": 2048, "gpu_hour_usd": "0.10", "tokens_per_second": 10}),
             embeddings]
 
 

@@ -41,6 +41,7 @@ def engine_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
         "engine": {"kv_cache_dtype": "int8_per_token_head", "kv_cache_gib": 1,  # no max_model_len: the model's own
                    "speculative": {"method": "ngram", "num_speculative_tokens": 4},
                    "gpu_hour_usd": "3.60", "health_interval_s": 0.5, "idle_shutdown_s": None,
+                   "start_wait_s": 900,  # the first request waits for the start (503 + retry-after otherwise)
                    "log_dir": str(work / "engine-logs")}}]}
     gw = GatewayProcess(config, work / "gw")
     yield gw
