@@ -7,15 +7,16 @@ import time
 from dataclasses import dataclass, field
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from engine.admission import Priority
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Usage, in_picos
 from policies.ratelimit import RateCheck
+
+if TYPE_CHECKING:
+    from policies.semantic_cache.store import QuestionVectors
 
 
 class Endpoint(enum.Enum):
@@ -73,7 +74,7 @@ class CacheDecision:
     policy: CachePolicy
     team_id: str
     team_name: str
-    vector: np.ndarray | None = None  # the question's embedding, once the semantic lookup made it
+    vector: QuestionVectors | None = None  # the question's vectors, once the semantic lookup made them
 
 
 @dataclass(slots=True)

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
 from gateway.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry
+from policies.semantic_cache.search import TwoStageSearch
+from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry, QuestionVectors
 from policies.semantic_cache.verifier import SHIPPED, Verifier
 
 log = logging.getLogger("costgate.cache")
@@ -65,7 +65,7 @@ class CacheMetrics:
         self.lookup_seconds = Histogram("costgate_cache_lookup_seconds",
                                         "Semantic lookup time: index search, entry fetch, verifier",
                                         buckets=LOOKUP_BUCKETS, registry=registry)
-        self.embed_seconds = Histogram("costgate_cache_embed_seconds", "Embedding one question (micro-batched)",
+        self.embed_seconds = Histogram("costgate_cache_embed_seconds", "Embedding one question (static vector)",
                                        buckets=LOOKUP_BUCKETS, registry=registry)
         self.stores = Counter("costgate_cache_stores", "Answers written to the cache", ["team"], registry=registry)
         self.entries = Gauge("costgate_cache_entries", "Entries in the cache (this replica's view)",
@@ -87,7 +87,8 @@ class ResponseCache:
     backend: Literal["embedded", "redis"] = "embedded"  # as resolved from the config and redis_url
     base: CachePolicy = field(init=False)
     teams: dict[str, CachePolicy] = field(init=False)
-    _embedder: object | None = field(default=None, init=False)
+    _search: TwoStageSearch | None = field(default=None, init=False)
+    _worker: object | None = field(default=None, init=False)  # embedder.EmbedWorker, once loaded
     _verifiers: dict[str, Verifier] = field(default_factory=dict, init=False)  # by file
     _parsed: dict[str, Parsed] = field(default_factory=dict, init=False)
 
@@ -101,7 +102,7 @@ class ResponseCache:
     async def start(self) -> None:
         await self.store.start()
         if self.semantic_anywhere:  # load the model and verifiers now, not on the first request
-            self._batcher()
+            self._searcher()
             for policy in (self.base, *self.teams.values()):
                 if policy.semantic:
                     self.verifier_for(policy)
@@ -109,18 +110,22 @@ class ResponseCache:
 
     async def stop(self) -> None:
         await self.store.stop()
+        if self._worker is not None:
+            self._worker.close()  # type: ignore[attr-defined]
 
     def policy_for(self, team_name: str) -> CachePolicy:
         return self.teams.get(team_name, self.base)
 
-    def _batcher(self):  # type: ignore[no-untyped-def]
-        if self._embedder is None:
-            from policies.semantic_cache.embedder import Embedder, MicroBatcher  # onnxruntime: only when used
-            self._embedder = MicroBatcher(Embedder())
-        return self._embedder
+    def _searcher(self) -> TwoStageSearch:
+        if self._search is None:
+            from policies.semantic_cache.embedder import Embedder, EmbedWorker  # onnxruntime: only when used
+            from policies.semantic_cache.static_embedder import StaticEmbedder
+            worker = self._worker = EmbedWorker(Embedder())
+            self._search = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
+        return self._search
 
-    async def embed(self, text: str) -> np.ndarray:
-        return await self._batcher().embed(text)
+    async def embed(self, text: str) -> QuestionVectors:
+        return self._searcher().vectors(text)
 
     async def lookup_exact(self, keys: RequestKeys) -> Entry | None:
         try:
@@ -129,11 +134,13 @@ class ResponseCache:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
 
-    async def lookup_semantic(self, keys: RequestKeys, vector: np.ndarray, policy: CachePolicy) -> SemanticHit | None:
+    async def lookup_semantic(self, keys: RequestKeys, vectors: QuestionVectors,
+                              policy: CachePolicy) -> SemanticHit | None:
         started = time.perf_counter()
         now = time.time()
         try:
-            candidates = await self.store.nearest(keys.namespace, vector, now, k=1)
+            nearest = await self._searcher().nearest(self.store, keys.namespace, keys.question, vectors, now)
+            candidates = [] if nearest is None else [(nearest.entry, nearest.cosine)]
         except BACKEND_ERRORS as err:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
@@ -171,7 +178,7 @@ class ResponseCache:
             log.warning("cache hit not recorded: %s", err)
 
     async def store_answer(self, keys: RequestKeys, team_id: str, team_name: str, answer: CachedAnswer,
-                           policy: CachePolicy, vector: np.ndarray | None) -> None:
+                           policy: CachePolicy, vector: QuestionVectors | None) -> None:
         now = time.time()
         if vector is None and policy.semantic and keys.question:
             vector = await self.embed(keys.question)

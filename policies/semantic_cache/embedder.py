@@ -1,15 +1,15 @@
 """Sentence embeddings: all-MiniLM-L6-v2 as an int8 ONNX graph on ONNX Runtime, one thread.
 
 The graph (built by `export_model`) takes token ids and returns the mean-pooled, L2-normalised
-384-d vector, so a cosine is a dot product. One short query takes ~1-2 ms on one core.
-`MicroBatcher` gathers the queries of concurrent requests that arrive within a short window
-and embeds them in one worker-thread call, so the event loop keeps serving under load.
+384-d vector, so a cosine is a dot product. One short query takes ~1.5-2 ms on one core, too
+much to pay on every miss: the cache runs it only for questions whose static vector
+(`static_embedder`) comes close to a stored one, on `EmbedWorker`'s thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -51,57 +51,49 @@ class Embedder:
         return out
 
 
-@dataclass
-class MicroBatcher:
-    """Coalesces concurrent `embed` calls: the first caller waits `window_s` for company, then
-    one `embed_many` runs (in a worker thread, so the event loop keeps serving) for all."""
+class EmbedWorker:
+    """Runs MiniLM passes on one worker thread, never on the event loop (onnxruntime releases
+    the GIL, so requests keep being served while a pass runs). Texts asked for while a pass
+    runs go together in the next one: no waiting window, so an idle gateway pays no delay.
+    Each text still runs through the graph alone (see `Embedder.embed_many`): gathering them
+    saves thread hops, never changes a vector."""
 
-    embedder: Embedder
-    window_s: float = 0.002
-    max_batch: int = 32
-    _pending: list[tuple[str, asyncio.Future[np.ndarray]]] = field(default_factory=list)
-    _flusher: asyncio.Task[None] | None = None
-    _running: set[asyncio.Task[None]] = field(default_factory=set)  # referenced until done
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="minilm")
+        self._pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
+        self._busy = False
 
-    async def embed(self, text: str) -> np.ndarray:
+    async def embed_many(self, texts: list[str]) -> np.ndarray:
         future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        self._pending.append((text, future))
-        if len(self._pending) >= self.max_batch:
-            self._flush_now()
-        elif self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush_later())
+        self._pending.append((texts, future))
+        if not self._busy:
+            self._next_pass()
         return await future
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(self.window_s)
-        self._flusher = None
-        await self._run(self._take())
-
-    def _flush_now(self) -> None:
-        if self._flusher is not None:
-            self._flusher.cancel()
-            self._flusher = None
-        task = asyncio.create_task(self._run(self._take()))
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
-
-    def _take(self) -> list[tuple[str, asyncio.Future[np.ndarray]]]:
+    def _next_pass(self) -> None:
         batch, self._pending = self._pending, []
-        return batch
+        self._busy = True
+        texts = [text for group, _ in batch for text in group]
+        running = asyncio.get_running_loop().run_in_executor(self._pool, self.embedder.embed_many, texts)
+        running.add_done_callback(lambda done: self._hand_out(batch, done))
 
-    async def _run(self, batch: list[tuple[str, asyncio.Future[np.ndarray]]]) -> None:
-        if not batch:
-            return
-        try:
-            if len(batch) == 1:  # the common, idle case: no thread hop
-                vectors = self.embedder.embed_many([batch[0][0]])
+    def _hand_out(self, batch: list[tuple[list[str], asyncio.Future[np.ndarray]]],
+                  done: asyncio.Future[np.ndarray]) -> None:
+        self._busy = False
+        error = done.exception()
+        row = 0
+        for group, future in batch:
+            if future.done():  # its request was cancelled meanwhile
+                row += len(group)
+                continue
+            if error is not None:  # every waiter gets the failure; none may hang
+                future.set_exception(error)
             else:
-                vectors = await asyncio.to_thread(self.embedder.embed_many, [t for t, _ in batch])
-        except Exception as err:  # hand the failure to every waiter; none may hang
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(err)
-            return
-        for (_, future), vector in zip(batch, vectors):
-            if not future.done():
-                future.set_result(vector)
+                future.set_result(done.result()[row:row + len(group)])
+            row += len(group)
+        if self._pending:
+            self._next_pass()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -3,11 +3,12 @@
 The Redis 7 here has no search module, so Redis cannot find a nearest vector itself. Design:
 Redis holds the truth — each entry as a hash (its JSON and its float32 vector) that expires
 with the entry's TTL, a per-team set (for purges) and a sorted set of keep scores (for the size
-limit) — and every change is appended to a stream. Each replica keeps only the vectors in a
-local `VectorIndex` (~1.5 KB an entry), filled from Redis at start and kept in step by tailing
-the stream; a lookup searches locally, then fetches the candidate entries from Redis in one
-round trip, so a replica never serves an entry that has expired or been purged, even if its
-index has not caught up. (With RediSearch available, its vector index would replace the mirror.)
+limit) — and every change is appended to a stream. Each replica keeps only the static vectors
+in a local `VectorIndex` (~0.5 KB an entry), filled from Redis at start and kept in step by
+tailing the stream; a lookup searches locally, then fetches the candidate entries and their
+MiniLM vectors (`vec`, written when a replica first computed one) from Redis in one round trip,
+so a replica never serves an entry that has expired or been purged, even if its index has not
+caught up. (With RediSearch available, its vector index would replace the mirror.)
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ import numpy as np
 import redis.asyncio as redis
 from redis.exceptions import RedisError
 
-from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.index import VectorIndex
-from policies.semantic_cache.store import EVICT_FRACTION, Entry, keep_score
+from policies.semantic_cache.static_embedder import StaticEmbedder
+from policies.semantic_cache.store import EVICT_FRACTION, Candidate, Entry, QuestionVectors, keep_score
 
 log = logging.getLogger("costgate.cache")
 STREAM_MAXLEN = 200_000
+# A MiniLM vector computed later is added only to an entry that still exists: a plain HSET on
+# an expired or purged entry would bring back a hash with no TTL.
+SET_IF_PRESENT = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('hset', KEYS[1], 'vec', ARGV[1]) end"
 
 
 class RedisStore:
@@ -38,6 +42,8 @@ class RedisStore:
         self.indexes: dict[str, VectorIndex] = {}
         self._cursor = "0-0"
         self._tail: asyncio.Task[None] | None = None
+        self._set_full = self.redis.register_script(SET_IF_PRESENT)
+        self._static: StaticEmbedder | None = None  # loaded only for entries written before `svec`
 
     def _k(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -64,13 +70,20 @@ class RedisStore:
     async def _index_keys(self, keys: list[str]) -> None:
         pipe = self.redis.pipeline(transaction=False)
         for key in keys:
-            pipe.hmget(self._k("e", key), "ns", "vec")
-        for key, (ns, vec) in zip(keys, await pipe.execute()):
-            if ns is not None and vec:
-                self._index_add(ns.decode(), key, np.frombuffer(vec, dtype=np.float32))
+            pipe.hmget(self._k("e", key), "ns", "svec", "vec", "entry")
+        for key, (ns, svec, vec, raw) in zip(keys, await pipe.execute()):
+            if ns is None or not vec and not svec:
+                continue  # gone, or stored while the semantic cache was off
+            if svec:
+                static = np.frombuffer(svec, dtype=np.float32)
+            else:  # written before static vectors existed: make it from the question
+                if self._static is None:
+                    self._static = StaticEmbedder.load()
+                static = self._static.embed(json.loads(raw)["question"])
+            self._index_add(ns.decode(), key, static)
 
     def _index_add(self, namespace: str, key: str, vector: np.ndarray) -> None:
-        self.indexes.setdefault(namespace, VectorIndex(DIM)).add(key, vector)
+        self.indexes.setdefault(namespace, VectorIndex(len(vector))).add(key, vector)
 
     def _index_remove(self, namespace: str, key: str) -> None:
         index = self.indexes.get(namespace)
@@ -102,27 +115,34 @@ class RedisStore:
         entry = None if raw is None else Entry.from_json(json.loads(raw))
         return entry if entry is not None and entry.expires_at > now else None
 
-    async def nearest(self, namespace: str, vector: np.ndarray, now: float, k: int = 1) -> list[tuple[Entry, float]]:
+    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
         index = self.indexes.get(namespace)
         if index is None:
             return []
-        found = index.search(vector, k)
+        found = index.search(static, k)
+        if not found:
+            return []
         pipe = self.redis.pipeline(transaction=False)
         for key, _ in found:
-            pipe.hget(self._k("e", key), "entry")
+            pipe.hmget(self._k("e", key), "entry", "vec")
         out = []
-        for (key, score), raw in zip(found, await pipe.execute()):
+        for (key, score), (raw, vec) in zip(found, await pipe.execute()):
             entry = None if raw is None else Entry.from_json(json.loads(raw))
             if entry is None or entry.expires_at <= now:
                 self._index_remove(namespace, key)  # expired in Redis: drop it here too
                 continue
-            out.append((entry, score))
+            out.append(Candidate(entry, score, np.frombuffer(vec, dtype=np.float32) if vec else None))
         return out
 
-    async def put(self, entry: Entry, vector: np.ndarray | None) -> None:
+    async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
+        await self._set_full(keys=[self._k("e", entry.key)], args=[np.asarray(full, dtype=np.float32).tobytes()])
+
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
         fields = {"entry": json.dumps(entry.to_json()), "ns": entry.namespace, "team": entry.team_id}
-        if vector is not None:
-            fields["vec"] = np.asarray(vector, dtype=np.float32).tobytes()
+        if vectors is not None:
+            fields["svec"] = np.asarray(vectors.static, dtype=np.float32).tobytes()
+            if vectors.full is not None:
+                fields["vec"] = np.asarray(vectors.full, dtype=np.float32).tobytes()
         pipe = self.redis.pipeline(transaction=True)
         pipe.hset(self._k("e", entry.key), mapping=fields)
         pipe.pexpireat(self._k("e", entry.key), int(entry.expires_at * 1000))
@@ -133,8 +153,8 @@ class RedisStore:
                   maxlen=STREAM_MAXLEN, approximate=True)
         pipe.zcard(self._k("keep"))
         size = (await pipe.execute())[-1]
-        if vector is not None:
-            self._index_add(entry.namespace, entry.key, np.asarray(vector, dtype=np.float32))
+        if vectors is not None:
+            self._index_add(entry.namespace, entry.key, np.asarray(vectors.static, dtype=np.float32))
         if size > self.max_entries:
             size -= await self._drop_expired(time.time())
         if size > self.max_entries:

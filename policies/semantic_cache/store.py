@@ -1,7 +1,9 @@
 """Where cached answers live: the entry, the backend protocol, and the embedded backend.
 
 Both caches share one store: an entry is found by its exact request key, or — semantically —
-by its question's vector within its namespace. TTL, the size limit and purges apply to both.
+by its question's vectors within its namespace: the static vector (`static_embedder`) finds
+candidates in an index, and the MiniLM vector, kept once some lookup computed it, re-ranks
+them. TTL, the size limit and purges apply to both.
 
 Eviction keeps the entries most worth keeping: the lowest `keep_score` goes first, which is
 the last use plus an hour for every doubling of its hits (so an answer hit a thousand times
@@ -20,8 +22,8 @@ from typing import Protocol
 import numpy as np
 
 from policies.exact_cache import CachedAnswer
-from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.index import VectorIndex
+from policies.semantic_cache.static_embedder import StaticEmbedder
 
 HIT_WEIGHT_S = 3600.0
 EVICT_FRACTION = 0.01  # evict in batches: a full cache stays full without sorting per insert
@@ -53,8 +55,24 @@ class Entry:
         return cls(**{**data, "answer": CachedAnswer(**data["answer"])})
 
 
+@dataclass(slots=True)
+class QuestionVectors:
+    """A question's vectors: the static one always, MiniLM's (`full`) once a lookup needed it
+    (then it is kept with the entry, so no question is run through MiniLM twice)."""
+
+    static: np.ndarray
+    full: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    entry: Entry
+    static_cosine: float
+    full: np.ndarray | None  # the stored question's MiniLM vector, when some lookup made it
+
+
 class CacheStore(Protocol):
-    """A backend. `vector` is None for entries stored while the semantic cache was off."""
+    """A backend. `vectors` is None for entries stored while the semantic cache was off."""
 
     async def start(self) -> None: ...
 
@@ -62,10 +80,15 @@ class CacheStore(Protocol):
 
     async def get(self, key: str, now: float) -> Entry | None: ...
 
-    async def nearest(self, namespace: str, vector: np.ndarray, now: float, k: int = 1) -> list[tuple[Entry, float]]:
+    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
+        """Up to k live entries of the namespace nearest by static cosine, best first."""
         ...
 
-    async def put(self, entry: Entry, vector: np.ndarray | None) -> None: ...
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None: ...
+
+    async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
+        """Keep a stored question's MiniLM vector, computed when it first became a candidate."""
+        ...
 
     async def record_hit(self, entry: Entry, now: float) -> None: ...
 
@@ -75,14 +98,16 @@ class CacheStore(Protocol):
 
 
 class EmbeddedStore:
-    """In-process: entries in a dict, one vector index per namespace, a snapshot on disk
-    (written on stop and by `save`; read on start)."""
+    """In-process: entries in a dict, one static-vector index per namespace, the MiniLM vectors
+    known so far in another dict, a snapshot on disk (written on stop and by `save`; read on
+    start)."""
 
     def __init__(self, max_entries: int, path: Path | None = None) -> None:
         self.max_entries = max_entries
         self.path = path
         self.entries: dict[str, Entry] = {}
         self.indexes: dict[str, VectorIndex] = {}
+        self.full: dict[str, np.ndarray] = {}
 
     async def start(self) -> None:
         if self.path is not None and (self.path / "entries.jsonl").exists():
@@ -99,24 +124,30 @@ class EmbeddedStore:
             return None
         return entry
 
-    async def nearest(self, namespace: str, vector: np.ndarray, now: float, k: int = 1) -> list[tuple[Entry, float]]:
+    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
         index = self.indexes.get(namespace)
         if index is None:
             return []
         found = []
-        for key, score in index.search(vector, k):
+        for key, score in index.search(static, k):
             entry = await self.get(key, now)
             if entry is not None:
-                found.append((entry, score))
+                found.append(Candidate(entry, score, self.full.get(key)))
         return found
 
-    async def put(self, entry: Entry, vector: np.ndarray | None) -> None:
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
         self._remove(entry.key)
         self.entries[entry.key] = entry
-        if vector is not None:
-            self.indexes.setdefault(entry.namespace, VectorIndex(DIM)).add(entry.key, vector)
+        if vectors is not None:
+            self.indexes.setdefault(entry.namespace, VectorIndex(len(vectors.static))).add(entry.key, vectors.static)
+            if vectors.full is not None:
+                self.full[entry.key] = vectors.full
         if len(self.entries) > self.max_entries:
             self._evict(max(1, len(self.entries) - self.max_entries, int(self.max_entries * EVICT_FRACTION)))
+
+    async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
+        if entry.key in self.entries:
+            self.full[entry.key] = full
 
     async def record_hit(self, entry: Entry, now: float) -> None:
         entry.hits += 1
@@ -135,6 +166,7 @@ class EmbeddedStore:
         entry = self.entries.pop(key, None)
         if entry is None:
             return
+        self.full.pop(key, None)
         index = self.indexes.get(entry.namespace)
         if index is not None:
             index.remove(key)
@@ -148,36 +180,56 @@ class EmbeddedStore:
             self._remove(keys[i])
 
     def save(self, path: Path) -> None:
-        """Atomically: entries as JSON lines, vectors as one .npy in the same order."""
+        """Atomically: entries as JSON lines; static vectors, and the MiniLM vectors known, as
+        matrices in the same order, with masks saying which entries have a row."""
         path.mkdir(parents=True, exist_ok=True)
-        vectors: dict[str, np.ndarray] = {}
+        static: dict[str, np.ndarray] = {}
         for index in self.indexes.values():
-            vectors.update(index.items())
+            static.update(index.items())
         keys = list(self.entries)
-        with_vector = np.array([k in vectors for k in keys], dtype=bool)
-        matrix = np.stack([vectors[k] for k in keys if k in vectors]) if vectors else np.zeros((0, DIM), np.float32)
         tmp_entries, tmp_vectors = path / "entries.jsonl.tmp", path / "vectors.npz.tmp"
         with open(tmp_entries, "w") as f:
             for key in keys:
                 f.write(json.dumps(self.entries[key].to_json()) + "\n")
         with open(tmp_vectors, "wb") as f:
-            np.savez(f, vectors=matrix.astype(np.float32), with_vector=with_vector)
+            np.savez(f, static=_rows(keys, static), with_static=np.array([k in static for k in keys], dtype=bool),
+                     full=_rows(keys, self.full), with_full=np.array([k in self.full for k in keys], dtype=bool))
         os.replace(tmp_vectors, path / "vectors.npz")
         os.replace(tmp_entries, path / "entries.jsonl")
 
     def load(self, path: Path) -> None:
-        with np.load(path / "vectors.npz") as data:
-            matrix, with_vector = data["vectors"], data["with_vector"]
-        rows: dict[str, tuple[list[str], list[int]]] = {}
-        row = 0
-        with open(path / "entries.jsonl") as f:
-            for i, line in enumerate(f):
-                entry = Entry.from_json(json.loads(line))
-                self.entries[entry.key] = entry
-                if i < len(with_vector) and with_vector[i]:
-                    keys, positions = rows.setdefault(entry.namespace, ([], []))
-                    keys.append(entry.key)
-                    positions.append(row)
-                    row += 1
-        for namespace, (keys, positions) in rows.items():
-            self.indexes.setdefault(namespace, VectorIndex(DIM)).add_many(keys, matrix[positions])
+        entries = [Entry.from_json(json.loads(line)) for line in open(path / "entries.jsonl")]
+        static, full = _load_vectors(path / "vectors.npz", entries)
+        by_namespace: dict[str, tuple[list[str], list[np.ndarray]]] = {}
+        for entry in entries:
+            self.entries[entry.key] = entry
+            if entry.key in full:
+                self.full[entry.key] = full[entry.key]
+            if entry.key in static:
+                keys, vectors = by_namespace.setdefault(entry.namespace, ([], []))
+                keys.append(entry.key)
+                vectors.append(static[entry.key])
+        for namespace, (keys, vectors) in by_namespace.items():
+            self.indexes.setdefault(namespace, VectorIndex(len(vectors[0]))).add_many(keys, np.stack(vectors))
+
+
+def _rows(keys: list[str], vectors: dict[str, np.ndarray]) -> np.ndarray:
+    rows = [vectors[k] for k in keys if k in vectors]
+    return np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), np.float32)
+
+
+def _load_vectors(path: Path, entries: list[Entry]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(static, full) by key. A snapshot from before the static stage holds MiniLM vectors
+    only (`vectors`, `with_vector`): their static vectors are made again from the questions."""
+    with np.load(path) as data:
+        if "static" not in data.files:
+            full = _by_key(entries, data["with_vector"], data["vectors"])
+            embedder = StaticEmbedder.load()
+            return {e.key: embedder.embed(e.question) for e in entries if e.key in full}, full
+        return (_by_key(entries, data["with_static"], data["static"]),
+                _by_key(entries, data["with_full"], data["full"]))
+
+
+def _by_key(entries: list[Entry], mask: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+    keys = [e.key for e, has in zip(entries, mask) if has]
+    return dict(zip(keys, rows))

@@ -3,6 +3,7 @@ gateway replicas sharing one cache. Each test uses its own key prefix and delete
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ import redis.asyncio as redis
 from policies.exact_cache import CachedAnswer
 from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.redis_store import RedisStore
-from policies.semantic_cache.store import Entry
+from policies.semantic_cache.store import Entry, QuestionVectors
 
 URL = "redis://127.0.0.1:6379/0"
 
@@ -43,24 +44,27 @@ def entry(key: str, team: str = "t1", ns: str = "ns", ttl: float = 3600.0, last_
 
 async def test_a_second_replica_sees_entries_and_purges(prefix: str) -> None:
     one, two = RedisStore(URL, prefix, 100), RedisStore(URL, prefix, 100)
-    await one.put(entry("before"), unit(0))  # stored before the second replica started
+    await one.put(entry("before"), QuestionVectors(unit(0)))  # stored before the second replica started
     await one.start()
     await two.start()
     try:
-        await one.put(entry("after"), unit(1))
-        await one.put(entry("other-team", team="t2", ns="ns2"), unit(2))
+        await one.put(entry("after"), QuestionVectors(unit(1)))
+        await one.put(entry("other-team", team="t2", ns="ns2"), QuestionVectors(unit(2)))
         await two.wait_synced()
         now = time.time()
-        (found, score), = await two.nearest("ns", unit(1), now)
-        assert found.key == "after" and found.answer.text == "a after" and score == pytest.approx(1, abs=1e-5)
-        assert (await two.nearest("ns", unit(0), now))[0][0].key == "before"
+        found, = await two.candidates("ns", unit(1), now, 1)
+        assert found.entry.key == "after" and found.entry.answer.text == "a after"
+        assert found.static_cosine == pytest.approx(1, abs=1e-5) and found.full is None
+        await one.remember_full(found.entry, unit(7))  # one replica made its MiniLM vector: all see it
+        assert np.array_equal((await two.candidates("ns", unit(1), now, 1))[0].full, unit(7))
+        assert (await two.candidates("ns", unit(0), now, 1))[0].entry.key == "before"
         assert (await two.get("before", now)).question == "q before"
-        assert await two.nearest("ns", unit(2), now) == [] or (await two.nearest("ns", unit(2), now))[0][0].key != "other-team"
+        assert await two.candidates("ns", unit(2), now, 1) == [] or (await two.candidates("ns", unit(2), now, 1))[0].entry.key != "other-team"
         assert await two.purge("t1") == 2
         assert await one.get("after", now) is None
         await one.wait_synced()
-        assert await one.nearest("ns", unit(1), now) == []
-        assert (await one.nearest("ns2", unit(2), now))[0][0].key == "other-team"
+        assert await one.candidates("ns", unit(1), now, 1) == []
+        assert (await one.candidates("ns2", unit(2), now, 1))[0].entry.key == "other-team"
         assert await one.count() == 1
     finally:
         await one.stop()
@@ -71,20 +75,51 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
     store = RedisStore(URL, prefix, max_entries=3)
     await store.start()
     try:
-        await store.put(entry("gone", ttl=-1), unit(9))  # already expired: Redis drops it at once
+        await store.put(entry("gone", ttl=-1), QuestionVectors(unit(9)))  # already expired: Redis drops it at once
         now = time.time()
         assert await store.get("gone", now) is None
-        assert await store.nearest("ns", unit(9), now) == []
+        assert await store.candidates("ns", unit(9), now, 1) == []
         for i, key in enumerate(("a", "b", "c")):
-            await store.put(entry(key, last_used=now - 1000 + i), unit(10 + i))
+            await store.put(entry(key, last_used=now - 1000 + i), QuestionVectors(unit(10 + i)))
         hot = await store.get("a", now)
         for _ in range(15):  # "a" is the oldest but hit often: worth keeping
             await store.record_hit(hot, now - 1000)
-        await store.put(entry("d"), unit(20))
+        await store.put(entry("d"), QuestionVectors(unit(20)))
         assert await store.count() == 3
         assert await store.get("b", now) is None  # least recently used, never hit: evicted
         assert await store.get("a", now) is not None and (await store.get("a", now)).hits == 15
-        assert await store.nearest("ns", unit(11), now) == [] or \
-            (await store.nearest("ns", unit(11), now))[0][0].key != "b"
+        assert await store.candidates("ns", unit(11), now, 1) == [] or \
+            (await store.candidates("ns", unit(11), now, 1))[0].entry.key != "b"
+    finally:
+        await store.stop()
+
+
+async def test_a_later_minilm_vector_never_revives_a_purged_entry(prefix: str) -> None:
+    store = RedisStore(URL, prefix, max_entries=10)
+    await store.start()
+    try:
+        await store.put(entry("x"), QuestionVectors(unit(1)))
+        stale = await store.get("x", time.time())
+        assert await store.purge("t1") == 1
+        await store.remember_full(stale, unit(2))  # a lookup that began before the purge ends after it
+        assert await store.redis.exists(prefix + "e:x") == 0
+    finally:
+        await store.stop()
+
+
+async def test_entries_written_before_static_vectors_are_indexed_from_their_question(prefix: str) -> None:
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    old = entry("legacy")
+    client = redis.Redis.from_url(URL)  # as the previous release wrote it: the MiniLM vector only
+    await client.hset(prefix + "e:legacy", mapping={"entry": json.dumps(old.to_json()), "ns": "ns", "team": "t1",
+                                                    "vec": unit(3).tobytes()})
+    await client.aclose()
+    store = RedisStore(URL, prefix, max_entries=10)
+    await store.start()
+    try:
+        found, = await store.candidates("ns", StaticEmbedder.load().embed(old.question), time.time(), 1)
+        assert found.entry.key == "legacy" and found.static_cosine == pytest.approx(1, abs=1e-5)
+        assert np.array_equal(found.full, unit(3))
     finally:
         await store.stop()

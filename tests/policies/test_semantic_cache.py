@@ -12,7 +12,7 @@ import pytest
 from policies.exact_cache import CachedAnswer
 from policies.semantic_cache.embedder import DIM, Embedder
 from policies.semantic_cache.index import VectorIndex
-from policies.semantic_cache.store import EmbeddedStore, Entry, keep_score
+from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors, keep_score
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +67,9 @@ def test_index_remove_keeps_the_rest_findable() -> None:
 
 
 def _entry(key: str, team: str = "t", ns: str = "ns", expires: float = 1e12, hits: int = 0,
-           last_used: float = 0.0) -> Entry:
+           last_used: float = 0.0, question: str | None = None) -> Entry:
     answer = CachedAnswer("answer " + key, "stop", "m", "small", 3, 4)
-    return Entry(key, team, ns, "question " + key, answer, 0.0, expires, hits, last_used)
+    return Entry(key, team, ns, question or "question " + key, answer, 0.0, expires, hits, last_used)
 
 
 @pytest.mark.parametrize("a, b, a_outlives_b", [
@@ -85,25 +85,28 @@ def test_keep_score(a, b, a_outlives_b: bool) -> None:
 async def test_store_ttl_eviction_purge_and_snapshot(tmp_path: Path) -> None:
     store = EmbeddedStore(max_entries=10, path=tmp_path)
     vectors = _clustered(12)
-    await store.put(_entry("old", expires=50.0), vectors[0])
+    await store.put(_entry("old", expires=50.0), QuestionVectors(vectors[0]))
     assert await store.get("old", now=10.0) is not None
     assert await store.get("old", now=60.0) is None  # expired: gone, from the index too
-    assert await store.nearest("ns", vectors[0], now=60.0) == []
+    assert await store.candidates("ns", vectors[0], now=60.0, k=1) == []
     for i in range(10):
-        await store.put(_entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), vectors[i + 1])
-    await store.put(_entry("new", last_used=2000.0), vectors[11])
+        await store.put(_entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), QuestionVectors(vectors[i + 1]))
+    await store.put(_entry("new", last_used=2000.0), QuestionVectors(vectors[11]))
     assert await store.count() == 10
     assert await store.get("e1", now=0) is None  # least recent, rarely hit: evicted first
     assert await store.get("e0", now=0) is not None  # oldest, but hit often: kept
-    await store.put(_entry("other", team="u", ns="ns2", last_used=3000.0), vectors[1])
+    await store.put(_entry("other", team="u", ns="ns2", last_used=3000.0), QuestionVectors(vectors[1]))
+    await store.remember_full(store.entries["new"], vectors[5])  # a lookup made its MiniLM vector
     await store.stop()  # writes the snapshot
     again = EmbeddedStore(max_entries=10, path=tmp_path)
     await again.start()
     assert await again.count() == 10
-    (entry, score), = await again.nearest("ns", vectors[11], now=0)
-    assert entry.key == "new" and score == pytest.approx(1.0, abs=1e-5)
+    found, = await again.candidates("ns", vectors[11], now=0, k=1)
+    assert found.entry.key == "new" and found.static_cosine == pytest.approx(1.0, abs=1e-5)
+    assert found.full is not None and np.array_equal(found.full, vectors[5])
+    assert (await again.candidates("ns", vectors[2], now=0, k=1))[0].full is None  # none made yet
     assert await again.purge("u") == 1
-    assert await again.nearest("ns2", vectors[1], now=0) == []
+    assert await again.candidates("ns2", vectors[1], now=0, k=1) == []
     assert math.isclose((await again.get("e0", now=0)).answer.completion_tokens, 4)
 
 
@@ -118,21 +121,75 @@ def test_bulk_load_matches_one_by_one() -> None:
         assert bulk.search(vectors[i], 1)[0][0] == single.search(vectors[i], 1)[0][0] == str(i)
 
 
-async def test_micro_batcher_coalesces_concurrent_queries(embedder) -> None:
+async def test_embed_worker_gathers_concurrent_texts_off_the_event_loop(embedder) -> None:
     import asyncio
+    import threading
 
-    from policies.semantic_cache.embedder import MicroBatcher
+    from policies.semantic_cache.embedder import EmbedWorker
 
     calls: list[int] = []
+    release = threading.Event()
 
-    class Counting:
+    class Gated:
         def embed_many(self, texts: list[str]) -> np.ndarray:
             calls.append(len(texts))
+            if not release.wait(timeout=30):  # the event loop sets it: it must stay free meanwhile
+                raise TimeoutError("the event loop was blocked while MiniLM ran")
             return embedder.embed_many(texts)
 
-    batcher = MicroBatcher(Counting(), window_s=0.01)  # type: ignore[arg-type]
+    worker = EmbedWorker(Gated())  # type: ignore[arg-type]
     texts = [f"question number {i} about tea" for i in range(12)]
-    vectors = await asyncio.gather(*(batcher.embed(t) for t in texts))
-    assert sum(calls) == 12 and len(calls) < 12
+    first = asyncio.ensure_future(worker.embed_many(texts[:1]))
+    rest = [asyncio.ensure_future(worker.embed_many([t])) for t in texts[1:]]
+    await asyncio.sleep(0)
+    release.set()  # runs only because the loop is not waiting on the pass
+    vectors = [v[0] for v in await asyncio.gather(first, *rest)]
+    worker.close()
+    assert calls == [1, 11]  # the texts asked for during the first pass went in one second pass
     for text, vector in zip(texts, vectors):
-        assert np.allclose(vector, embedder.embed(text), atol=1e-6)  # the same as asked alone
+        assert np.array_equal(vector, embedder.embed(text))  # the same as asked alone, bit for bit
+
+
+def test_static_vectors_do_not_depend_on_their_company() -> None:
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    static = StaticEmbedder.load()
+    texts = ["short", "a somewhat longer question about the weather in Paris in spring", ""]
+    many = static.embed_many(texts)
+    for text, vector in zip(texts, many):
+        assert np.array_equal(vector, static.embed(text))
+    assert np.linalg.norm(many[0]) == pytest.approx(1, abs=1e-5) and not many[2].any()
+    assert static.embed("How do I learn Python?") @ static.embed("How can I learn python") > \
+        static.embed("How do I learn Python?") @ static.embed("What is the capital of Peru?")
+
+
+async def test_two_stage_search_runs_minilm_only_near_a_stored_question(embedder) -> None:
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    passes: list[list[str]] = []
+
+    async def full(texts: list[str]) -> np.ndarray:
+        passes.append(texts)
+        return embedder.embed_many(texts)
+
+    search = TwoStageSearch(StaticEmbedder.load(), full)
+    store = EmbeddedStore(max_entries=100)
+    stored = ["How do I learn Python quickly?", "What is the best way to cook rice?", "Why is the sky blue?"]
+    for i, question in enumerate(stored):
+        await store.put(_entry(str(i), question=question), search.vectors(question))
+    far = search.vectors("Which telescope should an amateur astronomer buy first?")
+    assert await search.nearest(store, "ns", "Which telescope ...", far, now=0) is None
+    assert passes == [] and far.full is None  # a new question: no MiniLM pass at all
+
+    asked = "How can I learn Python fast?"
+    vectors = search.vectors(asked)
+    nearest = await search.nearest(store, "ns", asked, vectors, now=0)
+    assert nearest is not None and nearest.entry.question == stored[0]
+    assert nearest.cosine == pytest.approx(float(embedder.embed(asked) @ embedder.embed(stored[0])), abs=1e-6)
+    assert passes[0][0] == asked and stored[0] in passes[0]  # the query and its candidates, in one pass
+    assert np.array_equal(vectors.full, embedder.embed(asked))  # kept for storing this question
+    passes.clear()
+    again = search.vectors(asked)
+    await search.nearest(store, "ns", asked, again, now=0)
+    assert passes == [[asked]]  # the stored question's MiniLM vector was kept from the first time
