@@ -22,7 +22,7 @@ from gateway.settings import CacheConfig
 from gateway.stages.cache import ExactCache, SemanticCache, cache_stages
 from policies.pricing import Usage
 from policies.semantic_cache.embedder import DIM
-from policies.semantic_cache.store import EmbeddedStore, Entry
+from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors
 from tests.gateway.fakes import TEAM_A, chat_answer, deployment, request
 
 TEAM_B = Principal(team_id="team_b1", team_name="team-b", key_id="key_b1")
@@ -33,22 +33,23 @@ SAVED = Decimal("0.002")  # USAGE at small's price: 1000 x $1/M + 500 x $2/M
 
 @dataclass
 class TableEmbedded(ResponseCache):
-    """The response cache with its embedding model faked: a question's vector comes from
-    `topics` (questions of one topic share a vector), else from a hash of its text."""
+    """The response cache with its embedding models faked: a question's vectors (static and
+    MiniLM alike) come from `topics` (questions of one topic share a vector), else from a hash
+    of its text."""
 
     topics: dict[str, int] = field(default_factory=dict)
     embedded: list[str] = field(default_factory=list)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)  # the one `metrics` is on
 
-    async def embed(self, text: str) -> np.ndarray:
+    async def embed(self, text: str) -> QuestionVectors:
         self.embedded.append(text)
         vector = np.zeros(DIM, dtype=np.float32)
         vector[self.topics.get(text, zlib.crc32(text.encode()) % DIM)] = 1.0
-        return vector
+        return QuestionVectors(vector, vector)  # with its MiniLM vector: the search never runs MiniLM
 
 
 class BrokenStore(EmbeddedStore):
-    async def put(self, entry: Entry, vector: np.ndarray | None) -> None:
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
         raise OSError("disk full")
 
 
