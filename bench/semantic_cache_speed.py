@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.overhead import Processes, WrkResult, base_env, cpu_ms, free_port, wait_http  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
-from policies.semantic_cache.calibration import Pair  # noqa: E402
+from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -282,9 +282,9 @@ def recall(qqp: Path, fill: int) -> None:
     from policies.semantic_cache.static_embedder import StaticEmbedder
 
     rows = [json.loads(line) for line in qqp.read_text().splitlines()]
-    pairs = [Pair(r["a"], r["b"], r["duplicate"]) for r in rows]
+    pairs = [Pair(r["a"], r["b"]) for r in rows]
     static, full = StaticEmbedder.load(), Embedder()
-    heldout = [p for p in pairs if p.part == "heldout"]
+    heldout = [p for p in pairs if p.held_out]
     extra = fillers(questions(qqp), fill, seed=99)
     extra_static, extra_full = static.embed_many(extra), full.embed_many(extra)
     print(f"\nRecall of the static stage (gate {static.gate:.3f}, {static.candidates} candidates), "
