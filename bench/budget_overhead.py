@@ -50,7 +50,7 @@ from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
 from gateway.storage.db import create_engine, create_tables, to_pico
 from gateway.storage.ledger import LedgerWriter
-from gateway.upstream import DirectTarget
+from gateway.routing.direct import DirectTarget
 from policies.breaker import Breakers
 from policies.budgets import Budget, Period, Scope
 from policies.pricing import Usage

@@ -1,7 +1,7 @@
 """Cascade benchmark: the two configurations issue 13 names, through a running gateway.
 
 Sends each problem of data/gsm8k_dev.jsonl (or the JSONL given) once, in order, through a
-FRESH gateway per configuration, in front of a fake upstream (gateway/testing/fake_recorded.py)
+FRESH gateway per configuration, in front of a fake upstream (tests/fakes/fake_recorded.py)
 that returns the recorded answers of a weak model (Mixtral-8x7B, $0.60/M tokens in and out)
 and a strong one (GPT-4-1106, $10/M in, $30/M out):
 
@@ -164,7 +164,7 @@ def main() -> int:
             WEAK: r["weak_response"], STRONG: r["strong_response"]}}) + "\n" for r in rows))
         port = free_port()
         with open(work / "fake.log", "wb") as log:
-            fake = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_recorded", "--answers",
+            fake = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_recorded", "--answers",
                                      str(answers), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                                     env=_env(), cwd=ROOT)
             try:

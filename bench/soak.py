@@ -1,6 +1,6 @@
 """Soak: the gateway under a steady streaming load for a long time (issue 8).
 
-Starts the fake upstream (gateway.testing.fake_openai) and `costgate serve` as real
+Starts the fake upstream (tests.fakes.fake_openai) and `costgate serve` as real
 processes, makes a key, then sends chat requests at a fixed rate (most of them streamed,
 every fifth one whole) for `--duration` seconds (default 20 minutes). Every `--sample`
 seconds it reads the gateway's RSS (/proc/PID/status) and open file descriptors
@@ -229,7 +229,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="costgate-soak-") as tmp:
         work = Path(tmp)
         up_port, gw_port = free_port(), free_port()
-        upstream = subprocess.Popen([sys.executable, "-m", "gateway.testing.fake_openai", "--port", str(up_port)],
+        upstream = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_openai", "--port", str(up_port)],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
         config = {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{work}/costgate.db",
                   "data_dir": str(work / "data"),

@@ -1,13 +1,11 @@
-"""`create_app(settings)`: builds every stateful object once and hangs it on the app."""
+"""`create_app(settings)`: the HTTP app over one `Gateway` (gateway/service.py): its routes, the
+guard in front of them, health, metrics and the error handlers."""
 
 from __future__ import annotations
 
 import logging
-import os
-import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import httpx
 from fastapi import FastAPI, Request
@@ -17,125 +15,22 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
-from gateway.batch.runner import BatchRunner
-from gateway.context import Endpoint, Principal, RequestContext
 from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.dashboard.router import install as install_dashboard
-from gateway.deployments import Deployment, build_deployments
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
-from gateway.inflight import StreamJournal, recover_streams
-from gateway.metrics import Metrics
-from gateway.pipeline import Pipeline, StageParts, build_stages
-from gateway.providers.replicas import ReplicaCollector
-from gateway.response_cache import build_cache
 from gateway.routes import admin, admin_budgets, cache_admin, openai
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
 from gateway.routes import engine as engine_routes
-from gateway.routing.build import RoutingPolicies
-from gateway.routing.target import RouteTarget
+from gateway.service import Gateway, build_gateway
 from gateway.settings import Settings
-from gateway.spend_control import SpendControl
-from gateway.stages.record import Record
-from gateway.storage.db import create_engine, create_tables
-from gateway.storage.journal import Journal
-from gateway.storage.keys import KeyStore
-from gateway.storage.ledger import LedgerWriter
-from gateway.storage.private import private_dir
-from gateway.upstream import DirectTarget
-from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")
 
 
-def admin_key_for(settings: Settings) -> str:
-    """The configured admin key, or one generated on first start and kept in the data dir."""
-    if settings.admin_key:
-        return settings.admin_key
-    path = Path(settings.data_dir) / "admin_key"
-    if path.exists():
-        return path.read_text().strip()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = "sk-cg-admin-" + secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(key + "\n")
-    log.warning("no admin key configured: generated one and wrote it to %s", path)
-    return key
-
-
-class Gateway:
-    """Everything a request needs, built once per app. Tests build their own."""
-
-    def __init__(self, settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> None:
-        self.settings = settings
-        private_dir(settings.data_dir)  # 0700: everything below is the gateway's alone
-        self.admin_key = admin_key_for(settings)
-        self.engine = create_engine(settings.database_url)
-        self.keys = KeyStore(self.engine, settings.key_cache_ttl_s)
-        self.ledger = LedgerWriter(self.engine, Journal(Path(settings.data_dir) / "journal"),
-                                   settings.ledger_flush_interval_s, settings.ledger_batch_size)
-        self.metrics = Metrics()
-        self.deployments: dict[str, Deployment] = build_deployments(settings.models, transport, settings.data_dir)
-        self.breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
-        self.targets: dict[str, RouteTarget] = {
-            name: DirectTarget(dep, self.deployments, self.metrics, self.breakers)
-            for name, dep in self.deployments.items()}
-        # cascades and the cost router join self.targets
-        self.routing = RoutingPolicies(settings, self.deployments, self.targets, self.breakers, self.engine,
-                                       self.ledger, self.metrics, self.metrics.registry)
-        self.metrics.label_models(self.targets)  # other names a client sends are labelled `unknown`
-        self.spend = SpendControl(settings, self.engine, self.ledger, self.metrics.registry)
-        self.cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, self.metrics.registry)
-        b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
-        self.streams = StreamJournal(Path(settings.data_dir) / "journal", self.deployments,
-                                     b.journal_every_chunks, b.journal_every_s)
-        self.pipeline = Pipeline(build_stages(StageParts(
-            self.keys, self.targets, self.deployments, self.spend, self.cache, self.ledger, self.metrics,
-            settings.compression, self.routing.metrics)), on_refusal=self.spend.refusal, streams=self.streams)
-        # /v1/files and /v1/batches: the batch lane's worker
-        self.batch_lane = BatchRunner(settings.batch, self.engine, settings.data_dir, self.keys, self.pipeline.handle,
-                                      self.metrics.registry)
-        self.metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in self.deployments.values()]))
-
-    async def start(self) -> None:
-        await create_tables(self.engine)
-        await self.routing.start()
-        await self.ledger.recover()
-        await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
-        self.ledger.start()
-        self.batch_lane.start()  # picks up the batches a previous run left unfinished
-        await self.spend.start()
-        await self.cache.start()
-
-    async def stop(self) -> None:
-        await self.batch_lane.stop()  # first: its lines still write ledger rows
-        await self.spend.stop()
-        await self.cache.stop()  # the embedded backend writes its snapshot
-        await self.routing.stop()  # shadow calls in flight still write ledger rows
-        await self.ledger.close()
-        self.streams.close()
-        for dep in self.deployments.values():
-            await dep.provider.aclose()
-        await self.engine.dispose()
-
-    async def record_rejected(self, request_id: str, endpoint: Endpoint, err: GatewayError,
-                              principal: Principal) -> GatewayError:
-        """A request refused before the pipeline (unreadable body) still gets its ledger row and
-        counts against its key's request rate; returns the error to answer with (a 429 once
-        the key is over that rate)."""
-        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=None, headers={},
-                             principal=principal)
-        err = await self.spend.refusal(ctx, err)  # counted against the key's request rate
-        ctx.status_code, ctx.error = err.status, err.message
-        ctx.finish()
-        await Record(self.ledger, self.metrics).settle(ctx)  # the row and metrics the pipeline's would write
-        return err
-
-
 def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> FastAPI:
-    gateway = Gateway(settings, transport)
+    gateway = build_gateway(settings, transport)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -175,7 +70,7 @@ def _add_health_routes(app: FastAPI, gateway: Gateway) -> None:
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> Response:
         try:
-            async with gateway.engine.connect() as conn:
+            async with gateway.db.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except Exception as err:  # any database failure means "not ready"; report it, keep serving
             return JSONResponse({"status": "unavailable", "database": type(err).__name__}, status_code=503)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.admission import Priority
 from policies.budgets import Hold
@@ -77,6 +77,19 @@ class CacheDecision:
     vector: QuestionVectors | None = None  # the question's vectors, once the semantic lookup made them
 
 
+BodyReader = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class SideCall(Protocol):
+    """Calls made on a request's behalf after it was answered (a cascade's shadow sample). They
+    run through a pipeline of their own (record, budget, then `run`), so they are held against and
+    charged to the same budgets, and recorded, like any request."""
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal: ...
+
+    async def run(self, ctx: RequestContext) -> None: ...
+
+
 @dataclass(slots=True)
 class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
@@ -124,6 +137,8 @@ class RequestContext:
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
+    read_body: BodyReader | None = None  # the client's body, read and parsed by the pipeline (stages/read_body.py)
+    side_call: SideCall | None = None  # what a side request runs (gateway/routing/cascade.py's shadow samples)
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -30,13 +30,14 @@ from gateway.routing.target import RouteTarget
 from gateway.settings import CompressionConfig
 from gateway.spend_control import SpendControl
 from gateway.sse import StreamEnd
-from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, record, route, tag
+from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, read_body, record, route, tag
+from gateway.stages.side_call import RunSideCall
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
 from policies.pricing import format_usd
 
-
 log = logging.getLogger("costgate.pipeline")
+
 
 class Stage(Protocol):
     async def __call__(self, ctx: RequestContext) -> Response | None: ...
@@ -68,6 +69,7 @@ def build_stages(parts: StageParts) -> list[Stage]:
     p = parts
     return [
         record.Record(p.ledger, p.metrics),  # first in, so its settle runs last
+        read_body.ReadBody(),  # a bad body is refused and recorded like any other refusal
         authenticate.Authenticate(p.keys, p.targets),
         tag.Tag(),
         ratelimit.RateLimit(p.spend, p.deployments),  # names the limits; counted below
@@ -77,6 +79,12 @@ def build_stages(parts: StageParts) -> list[Stage]:
         compress.Compress(p.compression, p.deployments, p.policy_metrics),  # keep last before route
         route.Route(p.targets),
     ]
+
+
+def build_side_stages(ledger: LedgerWriter, metrics: Metrics, spend: SpendControl) -> list[Stage]:
+    """The side pipeline: calls made on a request's behalf after its answer (a cascade's shadow
+    sample) are recorded and held against the same budgets as the request, then run."""
+    return [record.Record(ledger, metrics), budget.ReserveBudget(spend, {}), RunSideCall()]
 
 
 OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]

@@ -79,7 +79,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 class FakeUpstream:
     """A fake upstream module (`python -m MODULE --port P ARGS…`) in its own process."""
 
-    def __init__(self, log_dir: Path, module: str = "gateway.testing.fake_openai", args: tuple[str, ...] = ()) -> None:
+    def __init__(self, log_dir: Path, module: str = "tests.fakes.fake_openai", args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._log = open(log_dir / f"{module.rsplit('.', 1)[-1]}-{self.port}.log", "wb")

@@ -38,13 +38,13 @@ class Dashboard:
     def __init__(self, app: FastAPI) -> None:
         gateway = app.state.gateway
         self.gateway = gateway
-        self.sessions = SessionStore(gateway.engine)
+        self.sessions = SessionStore(gateway.db)
         self.pages = Pages()
         self.admin = AdminClient(app, gateway.admin_key)
-        self.views = Views(self.admin, DashboardQueries(gateway.engine), self.pages, gateway)
+        self.views = Views(self.admin, DashboardQueries(gateway.db), self.pages, gateway)
         c = gateway.settings.dashboard
         self.login_limit = LoginLimiter(c.login_attempts_per_address, c.login_attempts_overall, c.login_window_s)
-        # The sign-in page says where a generated admin key is (app.py `admin_key_for`), so a
+        # The sign-in page says where a generated admin key is (service.py `admin_key_for`), so a
         # newcomer who set none can find it.
         settings = gateway.settings
         self.pages.env.globals["admin_key_file"] = (None if settings.admin_key

@@ -105,9 +105,9 @@ async def get_spend(request: Request,
                     end: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}")) -> dict:
     gateway = request.app.state.gateway
     await gateway.ledger.flush()
-    rows = await spend(gateway.engine, group_by, start, end)
+    rows = await spend(gateway.db, group_by, start, end)
     total = sum((r.cost_usd for r in rows), Decimal(0)) if group_by != "tag" else \
-        sum((r.cost_usd for r in await spend(gateway.engine, "team", start, end)), Decimal(0))
+        sum((r.cost_usd for r in await spend(gateway.db, "team", start, end)), Decimal(0))
     return {"rows": [{"group": r.group, "requests": r.requests, "prompt_tokens": r.prompt_tokens,
                       "completion_tokens": r.completion_tokens, "cost_usd": format_usd(r.cost_usd),
                       "saved_usd": format_usd(r.saved_usd)} for r in rows],

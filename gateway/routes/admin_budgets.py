@@ -117,7 +117,7 @@ async def delete_budget(budget_id: str, request: Request) -> dict[str, object]:
 async def get_trace(trace_id: str, request: Request) -> dict[str, object]:
     gateway = request.app.state.gateway
     await gateway.ledger.flush()
-    calls = await trace(gateway.engine, trace_id)
+    calls = await trace(gateway.db, trace_id)
     if not calls:
         raise NotFound(f"no calls recorded for trace {trace_id!r}", code="trace_not_found")
     total = sum((c.cost_usd for c in calls), ZERO)
@@ -130,7 +130,7 @@ async def get_trace(trace_id: str, request: Request) -> dict[str, object]:
 async def get_chargeback(request: Request, month: str = Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")) -> Response:
     gateway = request.app.state.gateway
     await gateway.ledger.flush()
-    body = await chargeback_csv(gateway.engine, month)
+    body = await chargeback_csv(gateway.db, month)
     return Response(body, media_type="text/csv",
                     headers={"content-disposition": f'attachment; filename="chargeback-{month}.csv"'})
 

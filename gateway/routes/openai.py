@@ -3,20 +3,23 @@ the pipeline; no route wires a policy of its own."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 import orjson
 from fastapi import APIRouter, Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.context import Endpoint, RequestContext
-from gateway.errors import BodyTooLarge, GatewayError, error_response
+from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, error_response
 from gateway.guard import bearer_token
 from gateway.json_body import parse_json_body
-from gateway.wire import REQUEST_MODELS, validate_body
+from gateway.wire import REQUEST_MODELS
 
 router = APIRouter()
+log = logging.getLogger("costgate")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -49,15 +52,21 @@ async def handle(request: Request, endpoint: Endpoint) -> Response:
     except GatewayError as err:
         gateway.metrics.unauthenticated.labels("v1").inc()
         return error_response(err, headers)
-    try:
-        raw = await read_body(request, gateway.settings.max_body_bytes)
-        body = parse_json_body(raw)
-        validate_body(endpoint, body)
-    except GatewayError as err:
-        err = await gateway.record_rejected(request_id, endpoint, err, principal)
-        return error_response(err, headers)
-    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=api_key,
-                         headers=request.headers, stream=bool(body.get("stream")), principal=principal)
+
+    async def body() -> dict:
+        try:
+            raw = await read_body(request, gateway.settings.max_body_bytes)
+        except ClientDisconnect:  # nothing to fix and nobody to answer: a refusal, not a traceback
+            log.info("client disconnected before its request body ended: POST %s", request.url.path)
+            raise InvalidRequest("the client disconnected before its request body ended",
+                                 code="client_disconnected") from None
+        parsed = parse_json_body(raw)
+        if not isinstance(parsed, dict):
+            raise InvalidRequest("the request body must be a JSON object")
+        return parsed
+
+    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=api_key,
+                         headers=request.headers, principal=principal, read_body=body)
     return await gateway.pipeline.handle(ctx)
 
 

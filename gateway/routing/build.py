@@ -6,19 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.deployments import Deployment
 from gateway.metrics import Metrics
-from gateway.routing.cascade import CascadeTarget, Confidence, PureConfidence, Services, build_cascade
+from gateway.routing.cascade import CascadeTarget, Confidence, PureConfidence, Services, SideLane, build_cascade
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.router import CostRouterTarget
 from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.storage.cascade_samples import SampleStore
-from gateway.storage.ledger import LedgerWriter
 from policies.breaker import Breakers
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
@@ -48,11 +46,11 @@ class RoutingPolicies:
 
     def __init__(self, settings: Settings, deployments: Mapping[str, Deployment],
                  targets: MutableMapping[str, RouteTarget], breakers: Breakers, db: AsyncEngine,
-                 ledger: LedgerWriter, metrics: Metrics, registry: CollectorRegistry) -> None:
-        self.metrics = PolicyMetrics(registry)
+                 side_lane: SideLane, metrics: Metrics) -> None:
+        self.metrics = PolicyMetrics(metrics.registry)
         self.store = SampleStore(db)
         self.breakers = breakers
-        services = Services(breakers, ledger, metrics, self.metrics, self.store, settings.log_prompts)
+        services = Services(breakers, side_lane, metrics, self.metrics, self.store, settings.log_prompts)
         self.cascades: dict[str, CascadeTarget] = {}
         for config in settings.cascades:
             if config.name in targets or config.name in self.cascades:

@@ -38,18 +38,16 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
+from gateway.calls import call, complete, open_relay, upstream_body
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.errors import GatewayError, InvalidRequest, UpstreamError
+from gateway.errors import InvalidRequest, UpstreamError
 from gateway.metrics import Metrics
-from gateway.routing.calls import complete
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import circuit_open
 from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.storage.cascade_samples import SampleRecord, SampleStore
-from gateway.storage.ledger import LedgerRow, LedgerWriter
-from gateway.upstream import call, open_relay, upstream_body
 from gateway.worst_case import worst_case
 from policies.agreement import answers_agree
 from policies.breaker import Breakers
@@ -110,12 +108,19 @@ def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:
                   has_tool_calls=bool(message.get("tool_calls")) if message else False)
 
 
+class SideLane(Protocol):
+    """The side pipeline (gateway/pipeline.py `build_side_stages`): records a side request and
+    holds its worst case against the budgets it hits, then runs its `side_call`."""
+
+    async def handle(self, ctx: RequestContext) -> Response: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     """What every cascade shares with the rest of the gateway."""
 
     breakers: Breakers
-    ledger: LedgerWriter
+    side_lane: SideLane
     metrics: Metrics
     policy_metrics: PolicyMetrics
     store: SampleStore
@@ -156,9 +161,7 @@ class CascadeTarget:
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         cost = sum((worst_case(ctx, dep) for dep in self.tiers), Decimal(0))
         cost += sum((self.scorer.worst_case_cost(ctx) for _ in self.tiers[:-1]), Decimal(0))
-        if self.config.shadow_rate > 0:
-            cost += worst_case(ctx, self.tiers[-1])
-        return cost
+        return cost  # a shadow sample is a side request with a hold of its own (ShadowSample)
 
     async def answer(self, ctx: RequestContext) -> Response:
         if ctx.endpoint is Endpoint.EMBEDDINGS:
@@ -280,26 +283,22 @@ class CascadeTarget:
             self._spawn(self._record(ctx.request_id, tried, "".join(ctx.completion_text), weight))
 
     async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer], weight: float) -> None:
-        """After an accepted cheaper answer: ask the tiers it skipped, as their own ledger row."""
+        """After an accepted cheaper answer: ask the tiers it skipped, as a side request of its own
+        (its own ledger row and budget hold, the same team, user, tags and trace)."""
         body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
         shadow = RequestContext(request_id=f"{ctx.request_id}-shadow", endpoint=ctx.endpoint, body=body,
                                 api_key=None, headers={}, principal=ctx.principal, user=ctx.user,
                                 tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))), trace_id=ctx.trace_id,
-                                requested_model=ctx.requested_model)
-        status = "ok"
-        try:
-            for tier in range(len(tried), len(self.tiers) - 1):
-                tried.append(await self._ask(shadow, tier, self.tiers[tier]))
-            completion = await call(shadow, self.tiers[-1])
-            await self._record(ctx.request_id, tried, answer_text(completion.body), weight)
-        except GatewayError as err:
-            status = "error"
-            shadow.status_code, shadow.error = err.status, err.message
-        finally:
-            shadow.finish()
-            self.services.ledger.record(LedgerRow.from_context(shadow))
-            self.services.metrics.observe(shadow)
-            self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
+                                requested_model=ctx.requested_model,
+                                side_call=ShadowSample(self, ctx.request_id, tried, weight))
+        await self.services.side_lane.handle(shadow)
+        status = "ok" if shadow.error is None else "error"
+        self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
+
+    def shadow_worst_case(self, ctx: RequestContext, reached: int) -> Decimal:
+        """The most a shadow sample that starts at tier `reached` can cost."""
+        cost = sum((worst_case(ctx, dep) for dep in self.tiers[reached:]), Decimal(0))
+        return cost + sum((self.scorer.worst_case_cost(ctx) for _ in self.tiers[reached:-1]), Decimal(0))
 
     async def _record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
         sample = Sample(tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text)
@@ -332,6 +331,26 @@ class CascadeTarget:
         """Let in-flight shadow work finish (at shutdown), so its calls reach the ledger."""
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=30)
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowSample:
+    """The side call of a shadow sample: the tiers an accepted answer skipped, then the last."""
+
+    cascade: CascadeTarget
+    request_id: str  # the request the sample belongs to
+    tried: list[TierAnswer]
+    weight: float
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        return self.cascade.shadow_worst_case(ctx, len(self.tried))
+
+    async def run(self, ctx: RequestContext) -> None:
+        c, tried = self.cascade, list(self.tried)
+        for tier in range(len(tried), len(c.tiers) - 1):
+            tried.append(await c._ask(ctx, tier, c.tiers[tier]))
+        completion = await call(ctx, c.tiers[-1])
+        await c._record(self.request_id, tried, answer_text(completion.body), self.weight)
 
 
 def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityController:

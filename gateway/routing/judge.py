@@ -12,7 +12,7 @@ from typing import Any
 from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.routing.calls import complete
+from gateway.calls import complete
 from gateway.worst_case import worst_case
 from policies.scorers import Scored
 

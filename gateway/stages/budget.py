@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from decimal import Decimal
 
 from starlette.responses import Response
 
@@ -40,7 +41,7 @@ class ReserveBudget:
         budgets = distinct_by_counter(await self.control.budgets_for(principal, ctx.user, ctx.tags), now)
         if not budgets and not ctx.rate_checks:
             return None
-        want = to_pico(self.targets[ctx.requested_model].worst_case_cost(ctx)) if budgets else 0
+        want = to_pico(self.worst_case(ctx)) if budgets else 0
         hold = Hold("h" + secrets.token_hex(10), now, tuple(budgets), want)
         admission = Admission(hold.id, now, now + self.control.config.reservation_timeout_s, want,
                               ctx.rate_checks, budget_checks(budgets, now), self.control.leases.lease(now))
@@ -64,6 +65,13 @@ class ReserveBudget:
                                  f"${format_usd(from_pico(want))})")
         ctx.reservation = hold
         return None
+
+    def worst_case(self, ctx: RequestContext) -> Decimal:
+        """What the request's calls can cost at most: its route target's worst case, or, for a
+        side request (a cascade's shadow sample), the worst case of the calls it carries."""
+        if ctx.side_call is not None:
+            return ctx.side_call.worst_case_cost(ctx)
+        return self.targets[ctx.requested_model].worst_case_cost(ctx)
 
     async def settle(self, ctx: RequestContext) -> None:
         hold = ctx.reservation

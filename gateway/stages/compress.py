@@ -17,7 +17,7 @@ from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
-from gateway.routing.calls import complete
+from gateway.calls import complete
 from gateway.routing.metrics import PolicyMetrics
 from gateway.settings import CompressionConfig
 from gateway.tokens import count_messages, count_text

@@ -32,6 +32,7 @@ STREAM_MAXLEN = 200_000
 # A MiniLM vector computed later is added only to an entry that still exists: a plain HSET on
 # an expired or purged entry would bring back a hash with no TTL.
 SET_IF_PRESENT = "if redis.call('exists', KEYS[1]) == 1 then return redis.call('hset', KEYS[1], 'vec', ARGV[1]) end"
+FOLLOW_BLOCK_MS = 250  # how long the event follower blocks per read; stop() waits about this long
 
 
 class RedisStore:
@@ -42,6 +43,7 @@ class RedisStore:
         self.indexes: dict[str, VectorIndex] = {}
         self._cursor = "0-0"
         self._tail: asyncio.Task[None] | None = None
+        self._stopping = False
         self._set_full = self.redis.register_script(SET_IF_PRESENT)
         self._static: StaticEmbedder | None = None  # loaded only for entries written before `svec`
 
@@ -61,10 +63,16 @@ class RedisStore:
         self._tail = asyncio.create_task(self._follow())
 
     async def stop(self) -> None:
+        # The follower ends itself between two blocking reads: cancelling redis-py while it waits
+        # in XREAD BLOCK now and then left the connection, and then stop(), hanging for good.
+        self._stopping = True
         if self._tail is not None:
-            self._tail.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._tail
+            try:
+                await asyncio.wait_for(asyncio.shield(self._tail), FOLLOW_BLOCK_MS / 1000 * 4)
+            except TimeoutError:
+                self._tail.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._tail
         await self.redis.aclose()
 
     async def _index_keys(self, keys: list[str]) -> None:
@@ -91,9 +99,10 @@ class RedisStore:
             del self.indexes[namespace]
 
     async def _follow(self) -> None:
-        while True:
+        while not self._stopping:
             try:
-                replies = await self.redis.xread({self._k("events"): self._cursor}, block=1000, count=1000)
+                replies = await self.redis.xread({self._k("events"): self._cursor}, block=FOLLOW_BLOCK_MS,
+                                                 count=1000)
             except RedisError as err:
                 log.warning("cache event stream: %s; retrying", err)
                 await asyncio.sleep(1)

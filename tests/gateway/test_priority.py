@@ -12,7 +12,8 @@ import openai
 import orjson
 import pytest
 
-from gateway.app import Gateway, create_app
+from gateway.app import create_app
+from gateway.service import Gateway
 from gateway.settings import Settings
 
 ANSWER = {"id": "x", "object": "chat.completion", "model": "m", "created": 0,
@@ -32,6 +33,7 @@ async def app_and_calls(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
     settings = Settings.model_validate({
         "admin_key": "sk-cg-admin-priority-test", "database_url": f"sqlite:///{work}/db.sqlite",
         "data_dir": str(work / "data"),
+        "cache": {"exact": {"enabled": False}},  # each test asks "hi" again and must reach the upstream
         "models": [{"name": "m", "provider": "openai", "api_base": "http://r0.test/v1",
                     "replicas": ["http://r1.test/v1"], "admission": {"forward_priority": True},  # vLLM servers
                     "price": {"input_per_mtok": "0.1", "output_per_mtok": "0.5"}}]})  # cheap: free keys may use it

@@ -50,12 +50,12 @@ RECORDS += [
 
 
 class RecordedFake(FakeUpstream):
-    """gateway/testing/fake_recorded.py serving RECORDS."""
+    """tests/fakes/fake_recorded.py serving RECORDS."""
 
     def __init__(self, workdir: Path) -> None:
         path = workdir / "answers.jsonl"
         path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-        super().__init__(workdir, "gateway.testing.fake_recorded", ("--answers", str(path)))
+        super().__init__(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
 
 
 def config(base: str) -> dict:

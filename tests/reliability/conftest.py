@@ -11,7 +11,7 @@ from tests.reliability.services import FaultyUpstreamProcess
 
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultyUpstreamProcess]:
-    """gateway/testing/faulty_upstream.py, one per test module: its model names pick the fault."""
+    """tests/fakes/faulty_upstream.py, one per test module: its model names pick the fault."""
     up = FaultyUpstreamProcess(tmp_path_factory.mktemp("faulty"))
     yield up
     up.stop()

@@ -17,10 +17,10 @@ from tests.support import FakeUpstream, free_port
 
 
 class FaultyUpstreamProcess(FakeUpstream):
-    """gateway/testing/faulty_upstream.py in its own process."""
+    """tests/fakes/faulty_upstream.py in its own process."""
 
     def __init__(self, log_dir: Path) -> None:
-        super().__init__(log_dir, "gateway.testing.faulty_upstream")
+        super().__init__(log_dir, "tests.fakes.faulty_upstream")
 
 
 class OwnPostgres:

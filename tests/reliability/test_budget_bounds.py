@@ -1,7 +1,7 @@
 """Issue 16, item 2: a budget bounds what one request can cost.
 
 Through the running gateway, in front of a fake upstream that bills the way OpenAI does
-(gateway/testing/fake_openai.py, `bill-*`: the whole request body as prompt tokens, images by the tile
+(tests/fakes/fake_openai.py, `bill-*`: the whole request body as prompt tokens, images by the tile
 rule, n x best_of completions of max_tokens tokens for every prompt of a list), each team gets
 a $0.05 budget and attacks it the ways the issue found: a legacy completion with a list of 100
 prompts, 800 KB of tools, best_of 20, images, an upstream that ignores max_tokens, all of it

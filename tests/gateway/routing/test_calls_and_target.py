@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from gateway.context import Endpoint
 from gateway.errors import CircuitOpen
-from gateway.routing.calls import complete
+from gateway.calls import complete
 from gateway.routing.target import circuit_open
 from gateway.tokens import count_prompt, count_text
 from policies.breaker import BreakerConfig, Breakers

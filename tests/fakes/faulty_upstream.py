@@ -1,6 +1,6 @@
 """A fault-injecting OpenAI-compatible upstream: a raw asyncio server, so it can do what a
 well-behaved HTTP framework will not (reset a socket mid-response, stall after the headers,
-cut a stream). Tests only; the well-behaved fake is gateway/testing/fake_openai.py.
+cut a stream). Tests only; the well-behaved fake is tests/fakes/fake_openai.py.
 
 The behaviour is chosen by the request's model name:
 
@@ -23,7 +23,7 @@ The behaviour is chosen by the request's model name:
     echo-auth-stream    a stream whose chunks quote the authorization header
 
 `GET /_stats` returns how many calls each model got; `POST /_reset` clears them.
-Run: `python -m gateway.testing.faulty_upstream --port 9001`.
+Run: `python -m tests.fakes.faulty_upstream --port 9001`.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ benchmarks: the same question gets the answer a real model once gave.
                  | {"content": "text", "logprobs": [-0.1, ...], "finish_reason": "stop"}}}
 
 A request is matched by its model and its last user message. Without a recorded answer the
-model echoes (`echo: <text>`), like gateway/testing/fake_openai.py. Usage is counted with
+model echoes (`echo: <text>`), like tests/fakes/fake_openai.py. Usage is counted with
 tiktoken (cl100k), so costs match what a real upstream of that size would bill. Logprobs are
 returned only when the request asks for them and the record has them. A model named
 `fail-500` always answers 500. `GET /_stats` counts calls per model; `POST /_reset` clears them.
 
-Run: `python -m gateway.testing.fake_recorded --answers FILE --port 9100`.
+Run: `python -m tests.fakes.fake_recorded --answers FILE --port 9100`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.testing.fake_openai import last_user_text
+from tests.fakes.fake_openai import last_user_text
 from gateway.tokens import count_prompt, count_text
 
 

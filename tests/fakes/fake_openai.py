@@ -22,7 +22,7 @@ It answers deterministically and misbehaves on request, chosen by the model name
 `GET /_stats` returns how many calls each model got; `POST /_reset` clears it. Also serves
 `POST /v1/messages` in Anthropic's shape, so litellm's Anthropic provider can be tested offline.
 
-Run: `python -m gateway.testing.fake_openai --port 9000`.
+Run: `python -m tests.fakes.fake_openai --port 9000`.
 """
 
 from __future__ import annotations

@@ -2,32 +2,30 @@
 
 `call` answers whole; `open_relay` starts a stream and hands back the relay that forwards it
 event by event. Both charge `ctx` with the exact cost of the call: from the upstream's usage,
-or, when an upstream sends none (or a stream is cut), from tiktoken counts.
-`DirectTarget` is the plain route: one deployment, then its fallbacks.
+or, when an upstream sends none (or a stream is cut), from tiktoken counts. `complete` is a
+call a routing policy makes with a body of its own (a tier asked for logprobs, a judge's
+grading prompt, a summary): charged to `ctx` too, but it leaves `ctx.served_model` alone, since
+only the call whose answer the client receives names the served model. The route targets that
+use these live in gateway/routing/.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
-from decimal import Decimal
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-from starlette.responses import Response, StreamingResponse
 
 from gateway.bodies import answer_text
-from gateway.context import RequestContext
+from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.errors import GatewayError, UpstreamError, error_body
-from gateway.metrics import Metrics
+from gateway.errors import GatewayError, error_body
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
-from gateway.routing.target import circuit_open
-from gateway.sse import SSE_HEADERS, chunk_text, stream_tail
+from gateway.sse import chunk_text, stream_tail
 from gateway.sse import event as sse_event
 from gateway.tokens import count_prompt, count_text
-from gateway.worst_case import StreamMeter, worst_case
-from policies.breaker import Breakers
+from gateway.worst_case import StreamMeter
 from policies.pricing import PICO_USD, Usage, cost_of, format_usd
 
 
@@ -123,40 +121,14 @@ def _cut_tail(ctx: RequestContext, meter: StreamMeter, last: dict[str, Any]) -> 
             b": costgate: " + ctx.error.encode() + b"\n\n"]
 
 
-class DirectTarget:
-    """A deployment, then each of its fallbacks in order, until one answers."""
-
-    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics,
-                 breakers: Breakers) -> None:
-        self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
-        self.metrics = metrics
-        self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped
-
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        # Failed calls are not charged, so only the one deployment that answers costs money.
-        return max(worst_case(ctx, dep) for dep in self.chain)
-
-    async def answer(self, ctx: RequestContext) -> Response:
-        error: UpstreamError | None = None
-        for dep in self.chain:
-            if not self.breakers.allow(dep.name):
-                error = error or circuit_open(self.breakers, dep.name)
-                continue
-            try:
-                if ctx.stream:
-                    response: Response = StreamingResponse(await open_relay(ctx, dep),
-                                                           media_type="text/event-stream", headers=SSE_HEADERS)
-                else:
-                    completion = await call(ctx, dep)
-                    ctx.response_body = completion.body
-                    response = Response(completion.raw, media_type="application/json")
-            except UpstreamError as err:
-                self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-                if err.deployment_fault:
-                    self.breakers.record(dep.name, ok=False)
-                error = err
-                continue
-            self.breakers.record(dep.name, ok=True)
-            return response
-        assert error is not None
-        raise error
+async def complete(ctx: RequestContext, dep: Deployment, body: dict[str, Any],
+                   endpoint: Endpoint | None = None) -> Completion:
+    endpoint = endpoint or ctx.endpoint
+    body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
+    completion = await dep.provider.complete(UpstreamCall(endpoint, body))
+    usage = completion.usage
+    if usage is None:  # count this call's own body, not the client's
+        model = dep.config.upstream_model
+        usage = Usage(count_prompt(body, model), count_text(answer_text(completion.body), model))
+    charge(ctx, dep, usage)
+    return completion

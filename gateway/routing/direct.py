@@ -1,0 +1,57 @@
+"""The plain route target: a deployment, then each of its fallbacks in order, until one answers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+
+from starlette.responses import Response, StreamingResponse
+
+from gateway.calls import call, open_relay
+from gateway.context import RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import UpstreamError
+from gateway.metrics import Metrics
+from gateway.routing.target import circuit_open
+from gateway.sse import SSE_HEADERS
+from gateway.worst_case import worst_case
+from policies.breaker import Breakers
+
+
+class DirectTarget:
+    """A deployment, then each of its fallbacks in order, until one answers."""
+
+    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics,
+                 breakers: Breakers) -> None:
+        self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
+        self.metrics = metrics
+        self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        # Failed calls are not charged, so only the one deployment that answers costs money.
+        return max(worst_case(ctx, dep) for dep in self.chain)
+
+    async def answer(self, ctx: RequestContext) -> Response:
+        error: UpstreamError | None = None
+        for dep in self.chain:
+            if not self.breakers.allow(dep.name):
+                error = error or circuit_open(self.breakers, dep.name)
+                continue
+            try:
+                if ctx.stream:
+                    response: Response = StreamingResponse(await open_relay(ctx, dep),
+                                                           media_type="text/event-stream", headers=SSE_HEADERS)
+                else:
+                    completion = await call(ctx, dep)
+                    ctx.response_body = completion.body
+                    response = Response(completion.raw, media_type="application/json")
+            except UpstreamError as err:
+                self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
+                if err.deployment_fault:
+                    self.breakers.record(dep.name, ok=False)
+                error = err
+                continue
+            self.breakers.record(dep.name, ok=True)
+            return response
+        assert error is not None
+        raise error

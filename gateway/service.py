@@ -1,0 +1,121 @@
+"""The gateway's parts, built once: `build_gateway(settings)` makes every stateful object and
+wires them explicitly; the `Gateway` it returns is a plain value the app hangs on `app.state`
+and the routes read. Nothing below the app imports this module."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.batch.runner import BatchRunner
+from gateway.deployments import Deployment, build_deployments
+from gateway.inflight import StreamJournal, recover_streams
+from gateway.metrics import Metrics
+from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
+from gateway.providers.replicas import ReplicaCollector
+from gateway.response_cache import ResponseCache, build_cache
+from gateway.routing.build import RoutingPolicies
+from gateway.routing.direct import DirectTarget
+from gateway.routing.target import RouteTarget
+from gateway.settings import Settings
+from gateway.spend_control import SpendControl
+from gateway.storage.db import create_engine, create_tables
+from gateway.storage.journal import Journal
+from gateway.storage.keys import KeyStore
+from gateway.storage.ledger import LedgerWriter
+from gateway.storage.private import private_dir
+from policies.breaker import Breakers
+
+log = logging.getLogger("costgate")
+
+
+def admin_key_for(settings: Settings) -> str:
+    """The configured admin key, or one generated on first start and kept in the data dir."""
+    if settings.admin_key:
+        return settings.admin_key
+    path = Path(settings.data_dir) / "admin_key"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = "sk-cg-admin-" + secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    log.warning("no admin key configured: generated one and wrote it to %s", path)
+    return key
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """Everything a request needs. Tests build their own with `build_gateway`."""
+
+    settings: Settings
+    admin_key: str
+    db: AsyncEngine  # the SQL database (ledger, keys, budgets); not the local model engine
+    keys: KeyStore
+    ledger: LedgerWriter
+    metrics: Metrics
+    deployments: dict[str, Deployment]
+    breakers: Breakers
+    targets: dict[str, RouteTarget]  # every model name a client may ask for
+    routing: RoutingPolicies
+    spend: SpendControl
+    cache: ResponseCache
+    streams: StreamJournal
+    pipeline: Pipeline
+    batch_lane: BatchRunner
+
+    async def start(self) -> None:
+        await create_tables(self.db)
+        await self.routing.start()
+        await self.ledger.recover()
+        await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
+        self.ledger.start()
+        self.batch_lane.start()  # picks up the batches a previous run left unfinished
+        await self.spend.start()
+        await self.cache.start()
+
+    async def stop(self) -> None:
+        await self.batch_lane.stop()  # first: its lines still write ledger rows
+        await self.routing.stop()  # shadow samples in flight still hold budgets and write rows
+        await self.spend.stop()
+        await self.cache.stop()  # the embedded backend writes its snapshot
+        await self.ledger.close()
+        self.streams.close()
+        for dep in self.deployments.values():
+            await dep.provider.aclose()
+        await self.db.dispose()
+
+
+def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Gateway:
+    private_dir(settings.data_dir)  # 0700: everything below is the gateway's alone
+    db = create_engine(settings.database_url)
+    keys = KeyStore(db, settings.key_cache_ttl_s)
+    ledger = LedgerWriter(db, Journal(Path(settings.data_dir) / "journal"), settings.ledger_flush_interval_s,
+                          settings.ledger_batch_size)
+    metrics = Metrics()
+    deployments = build_deployments(settings.models, transport, settings.data_dir)
+    breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
+    targets: dict[str, RouteTarget] = {name: DirectTarget(dep, deployments, metrics, breakers)
+                                       for name, dep in deployments.items()}
+    spend = SpendControl(settings, db, ledger, metrics.registry)
+    side_lane = Pipeline(build_side_stages(ledger, metrics, spend))  # shadow samples: held and recorded
+    routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics)  # joins targets
+    metrics.label_models(targets)  # other names a client sends are labelled `unknown`
+    cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry)
+    b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
+    streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks,
+                            b.journal_every_s)
+    stages = build_stages(StageParts(keys, targets, deployments, spend, cache, ledger, metrics,
+                                     settings.compression, routing.metrics))
+    pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
+    batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
+    metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in deployments.values()]))
+    return Gateway(settings, admin_key_for(settings), db, keys, ledger, metrics, deployments, breakers, targets,
+                   routing, spend, cache, streams, pipeline, batch_lane)
