@@ -95,9 +95,11 @@ class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
 
     Invariant: `cost` is only ever the sum of real upstream calls made for this request
-    (cascade tiers and shadow calls included); a cache hit leaves it at zero and records the
-    avoided cost in `saved`. In the batch lane each call is charged at `price_factor` of its
-    list price, and the rest is recorded in `saved` too.
+    (every cascade tier asked, a judge's grading calls); a cache hit leaves it at zero and
+    records the avoided cost in `saved`. A cascade's shadow sample is not one of them: it is a
+    side request with a context, a budget hold and a ledger row of its own (`SideCall`).
+    In the batch lane each call is charged at `price_factor` of its list price, and the rest
+    is recorded in `saved` too.
     """
 
     request_id: str
@@ -139,6 +141,9 @@ class RequestContext:
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
     read_body: BodyReader | None = None  # the client's body, read and parsed by the pipeline (stages/read_body.py)
     side_call: SideCall | None = None  # what a side request runs (gateway/routing/cascade.py's shadow samples)
+    # Run by the pipeline once this request has settled (its hold released, its row written): a
+    # shadow sample starts there, so its own hold never meets the request's.
+    after_settle: list[Callable[[], None]] = field(default_factory=list)
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -159,6 +159,11 @@ class Pipeline:
                 await settle(ctx)
             except Exception as err:  # one stage's failure must not skip the others' settles
                 log.exception("settle of %s failed", type(stage).__name__, exc_info=err)
+        for hook in ctx.after_settle:
+            try:
+                hook()
+            except Exception as err:  # a side request that cannot start must not fail the answer
+                log.exception("after-settle hook failed", exc_info=err)
 
 
 def with_headers(response: Response, ctx: RequestContext) -> Response:

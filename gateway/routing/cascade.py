@@ -12,9 +12,12 @@ the last tier, that tier is streamed live, token by token, since nothing judges 
 
 Quality target: every request that reached the last tier is a sample at no extra cost; an
 accepted answer becomes one with the probability the quality controller sets
-(policies/quality_controller.py): after the answer is returned, a background task calls the
-tiers the request did not reach (the last one always), as real calls charged to a ledger row
-of their own (request id `<id>-shadow`, the same trace id, tag `cascade-shadow`). Each sample
+(policies/quality_controller.py): once the request has settled, a background task calls the
+tiers the request did not reach (the last one always) as a side request (gateway/pipeline.py
+`build_side_stages`): its worst case held against every budget the request hit, its real cost
+charged to them and to a ledger row of its own (request id `<id>-shadow`, the same user, trace
+id and tags plus `cascade-shadow`); a budget that cannot hold it refuses it, and no sample is
+taken. Each sample
 weighs 1 / the probability it was drawn. The controller turns them, with the scorer's
 calibration, into the cheapest threshold whose quality bound holds the target, or tells the
 cascade to escalate everything, or to skip the cheap tiers its scorer cannot judge.
@@ -238,7 +241,10 @@ class CascadeTarget:
         shadow = self.controller.shadow_probability()
         if complete and sample_from and shadow > 0 and self.rng.random() < shadow:
             ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
-            self._spawn(self._shadow(ctx, list(sample_from), 1.0 / shadow))
+            tried, weight = list(sample_from), 1.0 / shadow
+            # Once the request settled: its hold is released and its row written before the
+            # shadow's own hold is taken, so the two never compete for one budget.
+            ctx.after_settle.append(lambda: self._spawn(self._shadow(ctx, tried, weight)))
         if ctx.stream:
             return StreamingResponse(self._replay(ctx, answer.body), media_type="text/event-stream",
                                      headers=SSE_HEADERS)
