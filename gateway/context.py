@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +16,9 @@ from policies.pricing import ZERO, Usage, in_picos
 from policies.ratelimit import RateCheck
 
 if TYPE_CHECKING:
+    from starlette.responses import Response
+
+    from gateway.errors import GatewayError
     from policies.semantic_cache.store import QuestionVectors
 
 
@@ -23,6 +26,14 @@ class Endpoint(enum.Enum):
     CHAT = "chat.completions"
     COMPLETIONS = "completions"
     EMBEDDINGS = "embeddings"
+
+
+class Api(enum.Enum):
+    """An API a client may speak other than its endpoint's own: the pipeline works on its
+    Chat Completions translation (gateway/apis), and the answer goes back in this API."""
+
+    RESPONSES = "responses"
+    MESSAGES = "messages"
 
 
 class CacheStatus(enum.Enum):
@@ -78,6 +89,32 @@ class CacheDecision:
 
 
 BodyReader = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class AnswerShape(Protocol):
+    """How a translated request's answers leave (gateway/compat): the pipeline answers in Chat
+    Completions' shapes, and the shape turns each answer, stream and refusal back into the
+    client's API. A stream's `[DONE]` reaches `stream` only once the request is settled, so
+    the translated stream's last event leaves after settlement too."""
+
+    api: Api
+
+    async def whole(self, ctx: RequestContext, response: Response) -> Response: ...
+
+    def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]: ...
+
+    def refusal(self, err: GatewayError, request_id: str) -> Response: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRequest:
+    """The client's own body, for deployments that speak its API natively (config `apis`):
+    they are sent it (allow-listed) instead of the chat translation, which every policy still
+    reads (worst case, cache keys, limits, tags)."""
+
+    api: Api
+    body: dict[str, Any]  # as the client sent it
+    history: tuple[dict[str, Any], ...] | None = None  # the stored conversation costgate resolved, if any
 
 
 class SideCall(Protocol):
@@ -144,6 +181,9 @@ class RequestContext:
     # Run by the pipeline once this request has settled (its hold released, its row written): a
     # shadow sample starts there, so its own hold never meets the request's.
     after_settle: list[Callable[[], None]] = field(default_factory=list)
+    shape: AnswerShape | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
+    native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
+    native_answer: bool = False  # the answer came from such an upstream, already in the client's API
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

@@ -107,6 +107,8 @@ class Pipeline:
                     break
             else:
                 raise RuntimeError("the pipeline's last stage must answer")
+            if ctx.shape is not None and not isinstance(response, StreamingResponse):
+                response = await ctx.shape.whole(ctx, response)  # a failed translation is refused, and settled
         except GatewayError as err:
             return await self._refuse(err, entered, ctx)
         except Exception as err:  # a bug in a stage: still settle, so no hold or ledger row is lost
@@ -114,6 +116,8 @@ class Pipeline:
             return await self._refuse(GatewayError("internal error in the gateway"), entered, ctx)
         if isinstance(response, StreamingResponse):
             response.body_iterator = self._settle_after(response.body_iterator, entered, ctx)
+            if ctx.shape is not None:  # outside the settling: its last event follows the held [DONE]
+                response.body_iterator = ctx.shape.stream(ctx, response.body_iterator)
             return with_headers(response, ctx)
         await self._settle(entered, ctx)
         return with_headers(response, ctx)
@@ -123,7 +127,8 @@ class Pipeline:
             err = await self.on_refusal(ctx, err)
         ctx.status_code, ctx.error = err.status, err.message
         await self._settle(entered, ctx)
-        return with_headers(error_response(err), ctx)
+        response = error_response(err) if ctx.shape is None else ctx.shape.refusal(err, ctx.request_id)
+        return with_headers(response, ctx)
 
     async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
                             ctx: RequestContext) -> AsyncIterator[bytes | str]:

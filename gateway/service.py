@@ -29,6 +29,7 @@ from gateway.storage.db import create_engine, create_tables
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
+from gateway.storage.responses import ResponseStore
 from gateway.storage.private import private_dir
 from policies.breaker import Breakers
 
@@ -70,6 +71,7 @@ class Gateway:
     streams: StreamJournal
     pipeline: Pipeline
     batch_lane: BatchRunner
+    responses: ResponseStore  # the Responses API's stored responses, per team
 
     async def start(self) -> None:
         await create_tables(self.db)
@@ -118,4 +120,4 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
     metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in deployments.values()]))
     return Gateway(settings, admin_key_for(settings), db, keys, ledger, metrics, deployments, breakers, targets,
-                   routing, spend, cache, streams, pipeline, batch_lane)
+                   routing, spend, cache, streams, pipeline, batch_lane, ResponseStore(db, settings.responses))

@@ -168,6 +168,14 @@ class BatchConfig(_Strict):
     poll_interval_s: float = Field(default=1.0, gt=0)
 
 
+class ResponsesConfig(_Strict):
+    """Stored responses of the Responses API (`previous_response_id`, GET and DELETE
+    /v1/responses/{id}): kept per team in the gateway's database (gateway/storage/responses.py)."""
+
+    ttl_s: float = Field(default=30 * 86400.0, gt=0)  # OpenAI keeps them 30 days too
+    max_team_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)  # past it, a team's oldest go first
+
+
 class DashboardConfig(_Strict):
     """The dashboard's sign-in (gateway/dashboard/login_limit.py): wrong keys allowed per window."""
 
@@ -201,6 +209,7 @@ class Settings(_Strict):
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     batch: BatchConfig = Field(default_factory=BatchConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
+    responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
 
     @field_validator("models")
     @classmethod

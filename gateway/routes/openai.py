@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Protocol
 
 import orjson
 from fastapi import APIRouter, Request
@@ -12,7 +15,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.context import Endpoint, RequestContext
+from gateway.context import AnswerShape, Endpoint, RequestContext
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, error_response
 from gateway.guard import bearer_token
 from gateway.json_body import parse_json_body
@@ -20,6 +23,12 @@ from gateway.wire import REQUEST_MODELS
 
 router = APIRouter()
 log = logging.getLogger("costgate")
+
+
+class Shape(AnswerShape, Protocol):
+    """An answer shape that also reads its API's body into the pipeline's chat body."""
+
+    async def read(self, ctx: RequestContext, read_json: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]: ...
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -41,17 +50,26 @@ def bearer(request: Request) -> str | None:
 
 
 async def handle(request: Request, endpoint: Endpoint) -> Response:
+    return await serve(request, endpoint, bearer(request))
+
+
+async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape: Shape | None = None) -> Response:
     """The key is checked before the body is read: a request without a valid one costs a key
-    lookup and a counter, never a body read, a parse or a ledger row."""
+    lookup and a counter, never a body read, a parse or a ledger row. With a `shape`, the
+    client speaks another API (gateway/compat): its reader translates the body inside the
+    pipeline, and the shape answers in the client's API."""
     gateway = request.app.state.gateway
     request_id = "req_" + secrets.token_hex(12)
     headers = {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0", "x-costgate-cache": "miss"}
-    api_key = bearer(request)
     try:
         principal = await gateway.keys.authenticate(api_key)
     except GatewayError as err:
         gateway.metrics.unauthenticated.labels("v1").inc()
-        return error_response(err, headers)
+        if shape is None:
+            return error_response(err, headers)
+        response = shape.refusal(err, request_id)
+        response.headers.update(headers)
+        return response
 
     async def body() -> dict:
         try:
@@ -66,7 +84,9 @@ async def handle(request: Request, endpoint: Endpoint) -> Response:
         return parsed
 
     ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=api_key,
-                         headers=request.headers, principal=principal, read_body=body)
+                         headers=request.headers, principal=principal, read_body=body, shape=shape)
+    if shape is not None:
+        ctx.read_body = partial(shape.read, ctx, body)
     return await gateway.pipeline.handle(ctx)
 
 

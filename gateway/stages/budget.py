@@ -24,7 +24,7 @@ from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
 from gateway.storage.db import from_pico, to_pico
-from policies.budgets import Hold, Scope, distinct_by_counter
+from policies.budgets import Budget, Hold, Scope, distinct_by_counter
 from policies.pricing import format_usd
 from policies.ratelimit import Limit
 
@@ -59,12 +59,23 @@ class ReserveBudget:
         if verdict.outcome is Outcome.OVER_BUDGET:
             b = budgets[verdict.failed or 0]
             self.control.metrics.refused.labels("budget", b.scope.value).inc()
-            who = principal.team_name if b.scope is Scope.TEAM else b.subject
-            raise BudgetExceeded(f"the {b.period.value} budget of ${format_usd(from_pico(b.amount_pusd))} for "
-                                 f"{b.scope.value} {who!r} cannot cover this request (worst case "
-                                 f"${format_usd(from_pico(want))})")
+            raise await self.over_budget(b, principal.team_name, want, now)
         ctx.reservation = hold
         return None
+
+    async def over_budget(self, b: Budget, team_name: str, want: int, now: float) -> BudgetExceeded:
+        """The refusal, saying what was spent, the limit, and what the request needed."""
+        who = team_name if b.scope is Scope.TEAM else b.subject
+        try:
+            [state] = await self.control.store.read([b.counter(now)])
+            spent = f"spent ${format_usd(from_pico(state.spent_pusd))}"
+            if state.reserved_pusd:
+                spent += f" (and ${format_usd(from_pico(state.reserved_pusd))} held for requests in flight)"
+        except StoreUnavailable:  # the refusal stands; only its figure is unknown
+            spent = "spent an unknown amount (the budget store did not answer)"
+        return BudgetExceeded(f"the {b.period.value} budget of {b.scope.value} {who!r} has {spent} of its "
+                              f"limit ${format_usd(from_pico(b.amount_pusd))}; this request needs up to its worst case "
+                              f"${format_usd(from_pico(want))}, which does not fit")
 
     def worst_case(self, ctx: RequestContext) -> Decimal:
         """What the request's calls can cost at most: its route target's worst case, or, for a

@@ -65,7 +65,7 @@ class LedgerRow:
             day=utc_day(ctx.created_at),
             team_id=p.team_id if p else None, key_id=p.key_id if p else None, user=ctx.user,
             tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None, trace_id=ctx.trace_id,
-            endpoint=ctx.endpoint.value, requested_model=ctx.requested_model or None,
+            endpoint=ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value, requested_model=ctx.requested_model or None,
             served_model=ctx.served_model, provider=ctx.provider,
             prompt_tokens=ctx.usage.prompt_tokens, completion_tokens=ctx.usage.completion_tokens,
             cached_tokens=ctx.usage.cached_tokens, cost_pusd=to_pico(ctx.cost), saved_pusd=to_pico(ctx.saved),

@@ -41,6 +41,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.images import data_url_size, rule_for
+from tests.fakes.fake_tools import sse, tool_chunks, tool_completion, tool_message, wanted_tool
 from gateway.tokens import count_text
 
 
@@ -60,7 +61,11 @@ def prompt_text(body: dict[str, Any]) -> str:
 
 
 def last_user_text(body: dict[str, Any]) -> str:
-    for m in reversed(body.get("messages") or []):
+    messages = body.get("messages") or []
+    if messages and messages[-1].get("role") == "tool":  # a tool's answer: echo what it said
+        content = messages[-1].get("content")
+        return "tool said " + (content if isinstance(content, str) else prompt_text({"messages": messages[-1:]}))
+    for m in reversed(messages):
         if m.get("role") == "user" and isinstance(m.get("content"), str):
             return m["content"]
     return prompt_text(body)
@@ -190,6 +195,14 @@ class FakeUpstream:
             answer = " ".join(answer.split()[:max_tokens])
         usage = {"prompt_tokens": words(prompt_text(body)), "completion_tokens": words(answer),
                  "total_tokens": words(prompt_text(body)) + words(answer)}
+        tool = wanted_tool(body) if chat else None
+        if tool is not None:
+            message = tool_message(tool, last_user_text(body))
+            if body.get("stream"):
+                with_usage = (body.get("stream_options") or {}).get("include_usage")
+                return StreamingResponse(sse(tool_chunks(model, message, usage if with_usage else None)),
+                                         media_type="text/event-stream")
+            return _json(tool_completion(model, message, usage))
         if body.get("stream"):
             return StreamingResponse(self._stream(body, model, answer, usage, chat), media_type="text/event-stream")
         choice = ({"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}

@@ -112,7 +112,9 @@ async def test_a_worst_case_that_does_not_fit_is_refused_before_the_call(tmp_pat
             await ReserveBudget(control, TARGETS)(ctx)
         err = refused.value
         assert (err.status, err.code) == (402, "budget_exceeded")
-        assert "monthly budget of $0.005 for team 'team-a'" in err.message and "$0.004" in err.message
+        assert err.message == ("the monthly budget of team 'team-a' has spent $0 (and $0.004 held for requests in "
+                               "flight) of its limit $0.005; this request needs up to its worst case $0.004, "
+                               "which does not fit")
         assert ctx.reservation is None and refusals(control, "budget", "team") == 1
         # the first request settles for less: its release makes room again
         await ReserveBudget(control, TARGETS).settle(answered(first, "0.0005"))
@@ -126,7 +128,8 @@ async def test_a_free_keys_dollar_cap_is_a_budget_of_its_own(tmp_path: Path) -> 
         await RateLimit(control, DEPLOYMENTS)(ctx)
         with pytest.raises(BudgetExceeded) as refused:
             await ReserveBudget(control, TARGETS)(ctx)
-        assert "total budget of $0.003 for key 'key_a1'" in refused.value.message
+        assert refused.value.message == ("the total budget of key 'key_a1' has spent $0 of its limit $0.003; this "
+                                         "request needs up to its worst case $0.004, which does not fit")
 
 
 async def test_a_failed_request_releases_its_whole_hold(tmp_path: Path) -> None:
