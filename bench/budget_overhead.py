@@ -48,7 +48,8 @@ from gateway.settings import ModelConfig, Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
-from gateway.storage.db import create_engine, create_tables, to_pico
+from gateway.storage.db import create_engine, create_tables
+from policies.pricing import to_pico
 from gateway.storage.ledger import LedgerWriter
 from gateway.routing.direct import DirectTarget
 from policies.breaker import Breakers

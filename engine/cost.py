@@ -130,19 +130,20 @@ class LivePrice(Price):
     object, while its value follows the measured throughput."""
 
     __slots__ = ("_meter",)
+    _meter: Priced
 
     def __init__(self, meter: Priced) -> None:  # noqa: D107 - Price's fields are read-only views here
         object.__setattr__(self, "_meter", meter)
 
-    @property  # type: ignore[override]
+    @property
     def input(self) -> Decimal:
         return self._meter.price().input
 
-    @property  # type: ignore[override]
+    @property
     def output(self) -> Decimal:
         return self._meter.price().output
 
-    @property  # type: ignore[override]
+    @property
     def cached_input(self) -> Decimal | None:
         return None
 

@@ -54,7 +54,8 @@ def tool_format(template: str | None) -> str | None:
 
 def context_length(config: dict[str, Any], tokenizer_limit: int | None = None) -> int | None:
     """The model's own length from its config.json, as vLLM derives it."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else config
     lengths = [v for k in LENGTH_KEYS if isinstance(v := text.get(k), int) and v > 0]
     if not lengths:
         return None

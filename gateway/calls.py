@@ -59,8 +59,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
     stream = await dep.provider.open_stream(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True,
                                                               priority=ctx.priority))
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
-    options = ctx.body.get("stream_options") or {}
-    ctx.wants_usage_chunk = bool(options.get("include_usage"))
+    ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
 
 

@@ -104,7 +104,7 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_commands(commands: argparse._SubParsersAction) -> None:
     cascade = commands.add_parser("cascade", help="cascade tools")
     sub = cascade.add_subparsers(dest="cascade_command", required=True)
     train = sub.add_parser("train", help="fit and calibrate the learned scorer")

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.admission import Priority
+from gateway.request_view import RequestView
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Usage, in_picos
@@ -184,6 +185,19 @@ class RequestContext:
     shape: AnswerShape | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
     native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
     native_answer: bool = False  # the answer came from such an upstream, already in the client's API
+    _view: RequestView | None = field(default=None, repr=False)
+
+    def set_body(self, body: dict[str, Any]) -> None:
+        """The body, read (stages/read_body.py): its view is read again from it."""
+        self.body, self._view = body, None
+
+    @property
+    def view(self) -> RequestView:
+        """What the gateway reads in the body (output cap, completions, usage chunk, question),
+        read once. Compression may shorten the messages later; none of these change with it."""
+        if self._view is None:
+            self._view = RequestView.of(self.body)
+        return self._view
 
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""

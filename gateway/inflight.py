@@ -34,7 +34,7 @@ from typing import Any
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.spend_control import SpendControl
-from gateway.storage.db import to_pico
+from policies.pricing import to_pico
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.tokens import count_prompt, count_text

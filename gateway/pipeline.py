@@ -11,7 +11,7 @@ written and the ledger row recorded, and why nothing leaks when a request fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -130,8 +130,8 @@ class Pipeline:
         response = error_response(err) if ctx.shape is None else ctx.shape.refusal(err, ctx.request_id)
         return with_headers(response, ctx)
 
-    async def _settle_after(self, body: AsyncIterator[bytes | str], entered: list[Stage],
-                            ctx: RequestContext) -> AsyncIterator[bytes | str]:
+    async def _settle_after(self, body: AsyncIterable[bytes | str | memoryview], entered: list[Stage],
+                            ctx: RequestContext) -> AsyncIterator[bytes | str | memoryview]:
         done = None
         watch = self.streams.watch(ctx) if self.streams is not None else None
         try:

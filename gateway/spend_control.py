@@ -32,7 +32,7 @@ from gateway.settings import Settings
 from gateway.storage.budgets import BudgetTable, ledger_spend
 from gateway.storage.counters import (Admission, BudgetCheck, BudgetStore, CounterState, InProcessStore,
                                       Outcome, RateAdjustment, Settlement, StoreUnavailable, Verdict)
-from gateway.storage.db import from_pico, to_pico
+from policies.pricing import from_pico, to_pico
 from gateway.storage.ledger import LedgerWriter
 from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
@@ -306,12 +306,12 @@ class SpendControl:
         return [BudgetView(b, window(b.period, now), s, await self.store.alert_state(c))
                 for b, c, s in zip(budgets, counters, states)]
 
-    async def rate_view(self, subjects: Sequence[str]) -> list[dict[str, object]]:
+    async def rate_view(self, subjects: Sequence[str]) -> list[dict[str, str | float | None]]:
         """The current hour's spend and spend-rate alert for each subject (`all`, `team:<id>`)."""
         now = self.clock()
         hour = hour_key(now)
         states = await self.store.read([f"spend:{s}:{hour}" for s in subjects])
-        out = []
+        out: list[dict[str, str | float | None]] = []
         for subject, state in zip(subjects, states):
             limit = (self.alert_config.total_spend_rate_per_hour_usd if subject == "all"
                      else self.alert_config.spend_rate_per_hour_usd)

@@ -138,17 +138,6 @@ def _image_tokens(image: Any, rule: TileRule) -> int:
     return rule.tokens(size, detail if isinstance(detail, str) else None)
 
 
-def completion_count(body: dict[str, Any]) -> int:
-    """How many completions a provider generates and bills: one per prompt of a list (legacy
-    completions), times `n`, times `best_of` (its candidates are billed though not returned)."""
-    n, best_of = body.get("n"), body.get("best_of")
-    count = (n if isinstance(n, int) and n > 0 else 1) * (best_of if isinstance(best_of, int) and best_of > 0 else 1)
-    prompt = body.get("prompt")
-    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int):
-        count *= len(prompt)  # a list of strings or of token arrays: one completion each
-    return count
-
-
 def predicted_tokens(body: dict[str, Any], model: str = "") -> int:
     """A chat request's predicted output: what a provider rejects of it is billed as output."""
     prediction = body.get("prediction")

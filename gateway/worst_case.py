@@ -25,7 +25,7 @@ from typing import Any
 
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.tokens import billed_prompt_tokens, completion_count, count_delta, predicted_tokens
+from gateway.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from policies.pricing import PICO_USD, worst_case_cost
 
 
@@ -40,8 +40,8 @@ def output_cap(ctx: RequestContext, dep: Deployment) -> int:
     """The most tokens one completion may produce: the client's limit, else the model's."""
     if ctx.endpoint is Endpoint.EMBEDDINGS:
         return 0
-    asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
-    return min(asked, dep.max_output_tokens) if isinstance(asked, int) and asked > 0 else dep.max_output_tokens
+    asked = ctx.view.max_output_tokens
+    return dep.max_output_tokens if asked is None else min(asked, dep.max_output_tokens)
 
 
 def prompt_bound(ctx: RequestContext, dep: Deployment) -> int:
@@ -63,7 +63,7 @@ def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None 
         return worst_case_cost(prompt, 0, dep.price)
     cap = output_cap(ctx, dep) if per_completion is None else per_completion
     each = cap + count_slack(cap) + predicted_tokens(ctx.body, dep.config.upstream_model)
-    return worst_case_cost(prompt, completion_count(ctx.body) * each, dep.price)
+    return worst_case_cost(prompt, ctx.view.completions * each, dep.price)
 
 
 class StreamMeter:
@@ -109,7 +109,7 @@ class StreamMeter:
 
     def closing_chunks(self, endpoint: Endpoint, last: dict[str, Any]) -> list[dict[str, Any]]:
         """A `finish_reason: length` chunk for every choice still open (the SDKs' ending)."""
-        base = {k: last[k] for k in ("id", "object", "created", "model") if k in last}
+        base: dict[str, Any] = {k: last[k] for k in ("id", "object", "created", "model") if k in last}
         ending: dict[str, Any] = {"delta": {}} if endpoint is Endpoint.CHAT else {"text": "", "logprobs": None}
         return [{**base, "choices": [{"index": i, **ending, "finish_reason": "length"}]}
                 for i in (self.open_choices or {0: None})]

@@ -24,7 +24,9 @@ MAX_WORDS_PER_TURN = 40
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Split:
+    """A conversation cut in three: what stays at the head, what is summarized, what stays last."""
+
     head: list[Message]  # leading system/developer messages, kept
     older: list[Message]  # replaced by a summary
     recent: list[Message]  # kept verbatim
@@ -39,22 +41,22 @@ def text_of(message: Message) -> str:
     return ""
 
 
-def plan(messages: Sequence[Message], budget_tokens: int, keep_recent: int,
-         count: Callable[[Sequence[Message]], int]) -> Plan | None:
+def split(messages: Sequence[Message], budget_tokens: int, keep_recent: int,
+          count: Callable[[Sequence[Message]], int]) -> Split | None:
     """What to keep and what to summarize; None when the prompt fits or nothing can go."""
     if count(messages) <= budget_tokens:
         return None
-    split = 0
-    while split < len(messages) and messages[split].get("role") in HEAD_ROLES:
-        split += 1
-    head, rest = list(messages[:split]), list(messages[split:])
+    cut = 0
+    while cut < len(messages) and messages[cut].get("role") in HEAD_ROLES:
+        cut += 1
+    head, rest = list(messages[:cut]), list(messages[cut:])
     start = max(0, len(rest) - keep_recent)
     # A tool result must stay with the assistant message that called the tool.
     while start > 0 and rest[start].get("role") == "tool":
         start -= 1
     if start == 0:
         return None
-    return Plan(head, rest[:start], rest[start:])
+    return Split(head, rest[:start], rest[start:])
 
 
 def extractive_summary(older: Sequence[Message], max_tokens: int, count_text: Callable[[str], int]) -> str:
@@ -84,5 +86,5 @@ def summary_request(older: Sequence[Message], max_tokens: int) -> list[Message]:
             {"role": "user", "content": transcript}]
 
 
-def compressed(p: Plan, summary: str) -> list[Message]:
+def compressed(p: Split, summary: str) -> list[Message]:
     return [*p.head, {"role": "system", "content": SUMMARY_PREFIX + summary}, *p.recent]

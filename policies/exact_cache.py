@@ -90,6 +90,7 @@ def _hash(*parts: Any) -> str:
 
 def request_keys(team_id: str, endpoint: str, body: dict[str, Any]) -> RequestKeys:
     settings = _canonical(body)
+    context: list[Any]
     if "messages" in body:
         messages = [{k: v for k, v in sorted(m.items()) if v is not None} for m in body["messages"]]
         last = messages[-1]

@@ -24,6 +24,15 @@ def in_picos(amount: Decimal) -> Decimal:
     return amount.quantize(PICO_USD)
 
 
+def to_pico(amount: Decimal) -> int:
+    """Dollars as the integer count of pico-dollars counters and the ledger store."""
+    return int((amount / PICO_USD).to_integral_value())
+
+
+def from_pico(value: int | None) -> Decimal:
+    return Decimal(value or 0) * PICO_USD
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
     """Dollars per token. `cached_input` applies to prompt tokens the upstream served from its cache."""

@@ -188,7 +188,9 @@ def pooled(prior: ArrayLike, prior_n: float, traffic: ArrayLike, traffic_n: floa
 def ratio_bound(lam: tuple[ArrayLike, ArrayLike], disagree: tuple[ArrayLike, ArrayLike], last: LastTierQuality,
                 z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ratio, lower, upper) for ratio = 1 - λ D / A, SE by the delta method. Elementwise."""
-    (l, var_l), (d, var_d), a = (np.asarray(lam[0]), lam[1]), (np.asarray(disagree[0]), disagree[1]), last.value
+    l, var_l = np.asarray(lam[0], dtype=float), np.asarray(lam[1], dtype=float)
+    d, var_d = np.asarray(disagree[0], dtype=float), np.asarray(disagree[1], dtype=float)
+    a = last.value
     loss = l * d / a
     variance = (d / a) ** 2 * var_l + (l / a) ** 2 * var_d + (l * d / a ** 2) ** 2 * last.variance
     se = np.sqrt(variance)

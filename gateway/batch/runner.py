@@ -33,7 +33,7 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError, error_body
 from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
-from gateway.storage.db import to_pico
+from policies.pricing import to_pico
 from gateway.storage.files import FileStore
 from gateway.storage.keys import KeyStore
 
@@ -67,7 +67,7 @@ def retry_delay_s(tries: int) -> float:
 
 async def _body_of(response: Response) -> bytes:
     if isinstance(response, StreamingResponse):
-        return b"".join([c if isinstance(c, bytes) else c.encode() async for c in response.body_iterator])
+        return b"".join([c.encode() if isinstance(c, str) else bytes(c) async for c in response.body_iterator])
     return bytes(response.body)
 
 
@@ -238,8 +238,8 @@ class BatchJob:
             response = await self.runner.handle(ctx)
         except Exception:  # noqa: BLE001 — a bug in a stage: this line fails, the batch goes on
             log.exception("batch %s line %d: the pipeline raised", self.batch.id, line.line)
-            err = GatewayError("internal error in the gateway")
-            return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())
+            bug = GatewayError("internal error in the gateway")
+            return ResultRow(line.line, line.custom_id, request_id, bug.status, error_body(bug).decode())
         raw = await _body_of(response)
         u = ctx.usage
         return ResultRow(line.line, line.custom_id, request_id, response.status_code, raw.decode(),

@@ -90,7 +90,7 @@ def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str,
     label_every = max(1, len(labels) // 10)
     for i, label in enumerate(labels):
         x = pad_left + slot * i + (slot - bar_w) / 2
-        base = pad_top + plot_h
+        base = float(pad_top + plot_h)
         for k, s in enumerate(series):
             h = plot_h * float(s.values[i] / top) if top else 0.0
             if h > 0:

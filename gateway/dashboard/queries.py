@@ -14,7 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.dashboard.charts import Series
 from gateway.dashboard.rollup import Rollup, Window, summed
-from gateway.storage.db import from_pico, ledger
+from gateway.storage.db import ledger
+from policies.pricing import from_pico
 from policies.pricing import Price
 
 ZERO = Decimal(0)
@@ -115,7 +116,7 @@ class Summary:
                       sum((x.saved for x in f), ZERO))
 
     def top_spenders(self, names: Mapping[str, str], limit: int = 10) -> list[Spender]:
-        by_team: dict[str, list] = {}  # type: ignore[type-arg]
+        by_team: dict[str, list] = {}
         for x in self.facts:
             acc = by_team.setdefault(x.team_id, [0, 0, ZERO, ZERO])
             acc[0] += x.requests
@@ -161,7 +162,7 @@ class DashboardQueries:
         self._engine = engine
         self.rollup = Rollup(engine)
 
-    async def _rows(self, window: Window, *group: str) -> list:  # type: ignore[type-arg]
+    async def _rows(self, window: Window, *group: str) -> list:
         query = summed(self.rollup.facts(window), *group)
         async with self._engine.connect() as conn:
             return list(await conn.execute(query))

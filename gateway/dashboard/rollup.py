@@ -99,7 +99,7 @@ class Window:
         return [(self.today - timedelta(days=self.days - 1 - i)).isoformat() for i in range(self.days)]
 
 
-def _grouped(*conditions) -> Select:  # type: ignore[no-untyped-def, type-arg]
+def _grouped(*conditions) -> Select:
     """Ledger rows matching `conditions`, summed to roll-up shape."""
     keys = (ledger.c.day, func.coalesce(ledger.c.team_id, ""), func.coalesce(ledger.c.requested_model, ""),
             func.coalesce(ledger.c.served_model, ""), ledger.c.cache_status)
@@ -153,7 +153,7 @@ class Rollup:
             return False
         return True
 
-    def facts(self, window: Window) -> Select:  # type: ignore[type-arg]
+    def facts(self, window: Window) -> Select:
         """Roll-up-shaped rows for the window: ledger_daily, plus the rows since the watermark
         summed live. The watermark is read inside the same statement, so the two parts come
         from one snapshot even while another replica advances it. Callers group this subquery
@@ -168,7 +168,7 @@ class Rollup:
         return union_all(rolled, live).subquery("facts")  # type: ignore[return-value]
 
 
-def summed(facts, *group: str) -> Select:  # type: ignore[no-untyped-def, type-arg]
+def summed(facts, *group: str) -> Select:
     """SELECT group..., sum(measure)... FROM facts GROUP BY group."""
     columns = [facts.c[g] for g in group]
     return select(*columns, *(func.coalesce(func.sum(facts.c[m]), literal(0)).label(m) for m in MEASURES)

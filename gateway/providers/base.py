@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from engine.admission import Priority
 from gateway.context import Endpoint
+from gateway.request_view import asked_output_tokens, completion_count
+from gateway.tokens import count_prompt
 from policies.pricing import Usage
 
 
@@ -77,3 +79,13 @@ def redact(raw: bytes, secret: bytes) -> bytes:
     """An upstream (or a proxy before it) that echoes the provider key, in an error message or
     an answer, must not hand it on to the client."""
     return raw.replace(secret, b"[redacted]") if secret and secret in raw else raw
+
+
+def call_weight(call: UpstreamCall, default_max_output: int) -> int:
+    """What a call may occupy on a model server: its prompt plus the output it may produce (the
+    client's cap, else `default_max_output`) for every completion it makes. What replica admission
+    balances and the local engine counts as outstanding."""
+    body = call.body
+    asked = asked_output_tokens(body)
+    output = default_max_output if asked is None else asked
+    return count_prompt(body, str(body.get("model", ""))) + output * completion_count(body)

@@ -31,24 +31,14 @@ from engine.launcher import EngineUnavailable, Replica
 from engine.model_facts import ModelFacts, check_max_model_len
 from gateway.context import Endpoint
 from gateway.errors import EngineStarting, InvalidRequest, Unavailable
-from gateway.providers.base import Completion, StreamEvent, UpstreamCall, usage_from
+from gateway.providers.base import Completion, StreamEvent, UpstreamCall, call_weight, usage_from
 from gateway.providers.local_embeddings import LocalEmbeddingProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.settings import ModelConfig
-from gateway.tokens import count_prompt
 from policies.pricing import Usage
 
 T = TypeVar("T")
 DEFAULT_OUTPUT_WEIGHT = 256  # outstanding-token weight of a call that names no max_tokens
-
-
-def call_tokens(call: UpstreamCall) -> int:
-    """What a call may occupy on the engine: its prompt plus the output it may produce, times n."""
-    body = call.body
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    output = asked if isinstance(asked, int) and asked > 0 else DEFAULT_OUTPUT_WEIGHT
-    n = body.get("n")
-    return count_prompt(body, str(body.get("model", ""))) + output * (n if isinstance(n, int) and n > 0 else 1)
 
 
 def with_priority(call: UpstreamCall) -> UpstreamCall:
@@ -156,7 +146,7 @@ class LocalProvider:
     async def complete(self, call: UpstreamCall) -> Completion:
         call = with_priority(call)
         upstream = await self._ready_upstream(call)
-        tokens = call_tokens(call)
+        tokens = call_weight(call, DEFAULT_OUTPUT_WEIGHT)
         self.replica.begin(tokens)
         try:
             completion = await upstream.complete(call)
@@ -171,7 +161,7 @@ class LocalProvider:
     async def open_stream(self, call: UpstreamCall) -> CountedStream:
         call = with_priority(call)
         upstream = await self._ready_upstream(call)
-        tokens = call_tokens(call)
+        tokens = call_weight(call, DEFAULT_OUTPUT_WEIGHT)
         self.replica.begin(tokens)
         try:
             stream = await upstream.open_stream(call)

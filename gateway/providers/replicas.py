@@ -26,10 +26,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from engine.admission import AdmissionPolicy, LoadBook, Priority, Ticket
 from gateway.errors import Unavailable, UpstreamError, UpstreamTimeout
-from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCall, UpstreamStream
+from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCall, UpstreamStream, call_weight
 from gateway.providers.openai import OpenAIProvider
 from gateway.settings import ModelConfig
-from gateway.tokens import count_prompt
 
 T = TypeVar("T")
 
@@ -38,15 +37,6 @@ def replica_is_down(err: UpstreamError) -> bool:
     """A failure that says the replica itself is gone, not that this one call went wrong."""
     return err.code == "upstream_unreachable" or err.message.startswith(("upstream connection failed",
                                                                          "cannot connect"))
-
-
-def call_weight(call: UpstreamCall, default_max_output: int) -> int:
-    """Prompt tokens plus the most output tokens the call may produce, times `n`."""
-    body = call.body
-    asked = body.get("max_completion_tokens") or body.get("max_tokens")
-    output = asked if isinstance(asked, int) and asked > 0 else default_max_output
-    n = body.get("n")
-    return count_prompt(body, str(body.get("model", ""))) + output * (n if isinstance(n, int) and n > 0 else 1)
 
 
 class ReplicaSet:

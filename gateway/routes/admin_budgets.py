@@ -17,7 +17,7 @@ from gateway.routes.admin import require_admin
 from gateway.spend_control import BudgetView
 from gateway.storage.chargeback import chargeback_csv, trace
 from gateway.storage.counters import StoreUnavailable
-from gateway.storage.db import from_pico, to_pico
+from policies.pricing import from_pico, to_pico
 from policies.budgets import DEFAULT_ALERT_AT, Budget, Period, Scope, remaining
 from policies.pricing import ZERO, format_usd
 

@@ -71,8 +71,13 @@ class Confidence(Protocol):
     """How the cascade rates a tier's answer: a pure scorer (policies/scorers), or one that makes
     a charged call of its own (the judge)."""
 
-    needs_logprobs: bool
-    calibration: Calibration | None  # what its thresholds did on labelled data (the learned scorer's file)
+    @property
+    def needs_logprobs(self) -> bool: ...
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """What its thresholds did on labelled data (the learned scorer's file), if known."""
+        ...
 
     async def score(self, ctx: RequestContext, item: Scored) -> float: ...
 
@@ -253,7 +258,7 @@ class CascadeTarget:
     @staticmethod
     def _replay(ctx: RequestContext, body: dict[str, Any]) -> AsyncIterator[bytes]:
         """An accepted tier's whole answer, streamed; the request's text as the relay would collect it."""
-        ctx.wants_usage_chunk = bool((ctx.body.get("stream_options") or {}).get("include_usage"))
+        ctx.wants_usage_chunk = ctx.view.include_usage
         ctx.first_token_at = time.perf_counter()
         ctx.completion_text = [answer_text(body)]
         return replay(ctx.endpoint, body, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)

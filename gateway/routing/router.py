@@ -36,12 +36,12 @@ class CostRouterTarget:
 
     def candidates(self, ctx: RequestContext) -> list[Candidate]:
         """Each model's estimate: the worst case, with `expected_output_tokens` for an unset max_tokens."""
-        asked = ctx.body.get("max_completion_tokens") or ctx.body.get("max_tokens")
+        asked = ctx.view.max_output_tokens
         out = []
         for dep in self.models:
             if self.breakers[dep.name].view().state is State.OPEN:
                 continue
-            expected = None if isinstance(asked, int) else min(self.config.expected_output_tokens,
+            expected = None if asked is not None else min(self.config.expected_output_tokens,
                                                                  dep.max_output_tokens)
             out.append(Candidate(dep.name, dep.config.quality, worst_case(ctx, dep, expected)))
         return out
@@ -52,7 +52,7 @@ class CostRouterTarget:
         if chosen is None:
             cheapest = min((c.estimated_cost for c in candidates), default=None)
             detail = f"; the cheapest model's estimate is ${format_usd(cheapest)}" if cheapest is not None else ""
-            raise CostLimitExceeded(f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or 0)}{detail}",
+            raise CostLimitExceeded(f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or Decimal(0))}{detail}",
                                     param="x-costgate-max-cost-usd")
         return chosen.name
 

@@ -23,8 +23,8 @@ from gateway.errors import BudgetExceeded, Unavailable
 from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
-from gateway.storage.db import from_pico, to_pico
 from policies.budgets import Budget, Hold, Scope, distinct_by_counter
+from policies.pricing import from_pico, to_pico
 from policies.pricing import format_usd
 from policies.ratelimit import Limit
 

@@ -55,7 +55,7 @@ def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: M
     ctx.first_token_at = time.perf_counter()
     body = completion_body(ctx.endpoint, entry.answer)
     if ctx.stream:
-        ctx.wants_usage_chunk = bool((ctx.body.get("stream_options") or {}).get("include_usage"))
+        ctx.wants_usage_chunk = ctx.view.include_usage
         usage = Usage(entry.answer.prompt_tokens, entry.answer.completion_tokens)
         events = replay(ctx.endpoint, body, usage, ZERO_COST, ctx.wants_usage_chunk, WORDS_PER_CHUNK)
         return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)

@@ -46,7 +46,7 @@ class Compress:
             return None
         messages = ctx.body["messages"]
         count = self._count
-        p = compress.plan(messages, self.config.budget_tokens, self.config.keep_recent, count)
+        p = compress.split(messages, self.config.budget_tokens, self.config.keep_recent, count)
         if p is None:
             return None
         summary = await self._summary(ctx, p.older)

@@ -19,7 +19,7 @@ class ReadBody:
     async def __call__(self, ctx: RequestContext) -> Response | None:
         if ctx.read_body is not None:
             reader, ctx.read_body = ctx.read_body, None
-            ctx.body = await reader()
+            ctx.set_body(await reader())
         validate_body(ctx.endpoint, ctx.body)
         ctx.stream = bool(ctx.body.get("stream"))
         return None

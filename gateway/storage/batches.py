@@ -10,6 +10,8 @@ Invariants:
 
 from __future__ import annotations
 
+import builtins  # the store has a `list` method; its other annotations mean the builtin
+
 import json
 import secrets
 import time
@@ -22,7 +24,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.errors import NotFound
-from gateway.storage.db import from_pico, metadata
+from gateway.storage.db import metadata
+from policies.pricing import from_pico
 
 batches = Table(
     "batches", metadata,
@@ -187,7 +190,7 @@ class BatchStore:
             result = await conn.execute(query.values(status=status, **values))
         return result.rowcount > 0
 
-    async def claim(self, owner: str, lease_s: float, exclude: set[str]) -> list[str]:
+    async def claim(self, owner: str, lease_s: float, exclude: set[str]) -> builtins.list[str]:
         """Take the lease of every unfinished batch nobody holds (or whose holder stopped renewing)."""
         now = time.time()
         async with self._engine.connect() as conn:
@@ -234,7 +237,7 @@ class BatchStore:
             return {r.line for r in await conn.execute(
                 select(batch_results.c.line).where(batch_results.c.batch_id == batch_id))}
 
-    async def results(self, batch_id: str) -> list[ResultRow]:
+    async def results(self, batch_id: str) -> builtins.list[ResultRow]:
         async with self._engine.connect() as conn:
             rows = await conn.execute(select(batch_results).where(batch_results.c.batch_id == batch_id)
                                       .order_by(batch_results.c.line))
@@ -256,7 +259,7 @@ class BatchStore:
                         from_pico(int(row.cost)))
 
 
-def _record(row) -> BatchRecord:  # type: ignore[no-untyped-def]
+def _record(row) -> BatchRecord:
     return BatchRecord(
         id=row.id, team_id=row.team_id, key_id=row.key_id, endpoint=row.endpoint,
         input_file_id=row.input_file_id, completion_window=row.completion_window, status=row.status,

@@ -37,7 +37,7 @@ budgets = Table(
 ix_ledger_key_day = Index("ix_ledger_key_day", ledger.c.key_id, ledger.c.day)
 
 
-def _budget(row) -> Budget:  # type: ignore[no-untyped-def]
+def _budget(row) -> Budget:
     return Budget(Scope(row.scope), row.subject, Period(row.period), int(row.amount_pusd),
                   tuple(json.loads(row.alert_at)), row.id)
 

@@ -16,7 +16,8 @@ from decimal import Decimal
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.storage.db import from_pico, ledger, teams
+from gateway.storage.db import ledger, teams
+from policies.pricing import from_pico
 from policies.pricing import format_usd
 
 MODEL = func.coalesce(ledger.c.served_model, ledger.c.requested_model)

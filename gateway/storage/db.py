@@ -7,7 +7,6 @@ exact decimal type), fine enough for per-token prices, and summed exactly by SQL
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from decimal import Decimal
 from pathlib import Path
 
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text,
@@ -18,7 +17,6 @@ from sqlalchemy.schema import CreateIndex
 
 from gateway.storage.private import private_file
 
-PICO = Decimal(10) ** 12
 
 metadata = MetaData()
 
@@ -80,14 +78,6 @@ def utc_day(ts: float) -> str:
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
 
 
-def to_pico(amount: Decimal) -> int:
-    return int((amount * PICO).to_integral_value())
-
-
-def from_pico(value: int | None) -> Decimal:
-    return Decimal(value or 0) / PICO
-
-
 def async_url(url: str) -> str:
     """`sqlite:///x.db` and `postgresql://…` as the async drivers' URLs."""
     parsed = make_url(url)
@@ -105,7 +95,7 @@ def create_engine(url: str) -> AsyncEngine:
         engine = create_async_engine(target)
 
         @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        def _pragmas(dbapi_conn, _record):
             cursor = dbapi_conn.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
             cursor.execute("PRAGMA synchronous=NORMAL")

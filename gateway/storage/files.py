@@ -133,6 +133,6 @@ class FileStore:
                 yield chunk
 
 
-def _record(row) -> FileRecord:  # type: ignore[no-untyped-def]
+def _record(row) -> FileRecord:
     return FileRecord(row.id, row.team_id, row.filename, row.purpose, int(row.bytes), row.created_at,
                       row.expires_at)

@@ -200,14 +200,14 @@ class KeyStore:
         return cached
 
 
-def _principal(row) -> Principal:  # type: ignore[no-untyped-def]
+def _principal(row) -> Principal:
     models = json.loads(row.models) if row.models else None
     return Principal(team_id=row.team_id, team_name=row.team_name, key_id=row.id, plan=row.plan,
                      allowed_models=None if models is None else frozenset(models),
                      tags=tuple(json.loads(row.tags or "[]")))
 
 
-def _record(row) -> KeyRecord:  # type: ignore[no-untyped-def]
+def _record(row) -> KeyRecord:
     return KeyRecord(row.id, row.team_id, row.name, row.key_prefix,
                      json.loads(row.models) if row.models else None, row.plan,
                      json.loads(row.tags or "[]"), row.expires_at, row.revoked_at, row.created_at)

@@ -25,7 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import RequestContext
-from gateway.storage.db import from_pico, ledger, to_pico, utc_day
+from gateway.storage.db import ledger, utc_day
+from policies.pricing import from_pico, to_pico
 from gateway.storage.journal import Journal
 
 log = logging.getLogger("costgate.ledger")
@@ -214,7 +215,7 @@ class SpendRow:
     saved_usd: Decimal
 
 
-def _day_bounds(start: str | None, end: str | None) -> list:  # type: ignore[type-arg]
+def _day_bounds(start: str | None, end: str | None) -> list:
     conditions = []
     if start:
         conditions.append(ledger.c.day >= start[:10])

@@ -95,7 +95,7 @@ class RedisStore:
                            len(s.rates)]
         args += [ttl for _, ttl in s.spend_counters] + [str(r.delta) for r in s.rates]
         reply = await self._run(self._fast.run(self._settle, keys, args))
-        return [int(v) for v in reply]  # type: ignore[union-attr]
+        return [int(v) for v in reply]
 
     async def initialize(self, seeds: Mapping[str, tuple[int, int | None]]) -> None:
         if not seeds:

@@ -91,7 +91,7 @@ class ScriptChannel:
         async with self._lock:
             if self._protocol is None or self._protocol.closed:
                 loop = asyncio.get_running_loop()
-                _transport, protocol = await asyncio.wait_for(
+                _transport, fresh = await asyncio.wait_for(
                     loop.create_connection(_Protocol, self.host, self.port), self.timeout_s)
                 setup: list[tuple[Arg, ...]] = []
                 if self.password is not None:
@@ -99,11 +99,12 @@ class ScriptChannel:
                 if self.db:
                     setup.append(("SELECT", self.db))
                 for command in setup:
-                    reply = await self._send(protocol, command)
+                    reply = await self._send(fresh, command)
                     if isinstance(reply, ResponseError):
-                        protocol.fail(ConnectionError(f"redis refused {command[0]}: {reply}"))
+                        fresh.fail(ConnectionError(f"redis refused {command[0]!r}: {reply}"))
                         raise reply
-                self._protocol = protocol
+                self._protocol = fresh
+            assert self._protocol is not None
             return self._protocol
 
     async def _send(self, protocol: _Protocol, args: tuple[Arg, ...]) -> object:

@@ -36,8 +36,15 @@ class Scored:
 
 
 class Scorer(Protocol):
-    needs_logprobs: bool  # the cascade asks the tier for logprobs when set
-    calibration: Calibration | None  # what its thresholds did on labelled data (the learned scorer's file)
+    @property
+    def needs_logprobs(self) -> bool:
+        """The cascade asks the tier for logprobs when set."""
+        ...
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """What its thresholds did on labelled data (the learned scorer's file), if known."""
+        ...
 
     def score(self, item: Scored) -> float:
         """Confidence in [0, 1] that `item.answer` is good enough."""

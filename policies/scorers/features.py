@@ -70,9 +70,9 @@ def arithmetic_checks(answer: str) -> tuple[int, int]:
         ok = _close(value, m.group(4))
         right, wrong = right + ok, wrong + (not ok)
     for m in ANNOTATION.finditer(answer):
-        value = _safe_eval(m.group(1))
-        if value is not None and _number(m.group(2)) is not None:
-            ok = _close(value, m.group(2))
+        evaluated = _safe_eval(m.group(1))
+        if evaluated is not None and _number(m.group(2)) is not None:
+            ok = _close(evaluated, m.group(2))
             right, wrong = right + ok, wrong + (not ok)
     return right, wrong
 

@@ -74,7 +74,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_cache_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_cache_commands(commands: argparse._SubParsersAction) -> None:
     cache = commands.add_parser("cache", help="response cache tools")
     sub = cache.add_subparsers(dest="cache_command", required=True)
     cal = sub.add_parser("calibrate", help=f"re-fit the semantic cache's verifier on labelled pairs (JSON lines: "

@@ -106,7 +106,7 @@ def fit(table: np.ndarray, token_ids: list[list[int]], full: np.ndarray, epochs:
     return rows.detach().numpy()
 
 
-def _pairs(full: np.ndarray, static: np.ndarray, rng: np.random.Generator):  # type: ignore[no-untyped-def]
+def _pairs(full: np.ndarray, static: np.ndarray, rng: np.random.Generator):
     import torch
     left, right = [], []
     for start in range(0, len(full), 2048):

@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 import time
+from typing import Any
 
 import numpy as np
 import redis.asyncio as redis
@@ -37,7 +38,9 @@ FOLLOW_BLOCK_MS = 250  # how long the event follower blocks per read; stop() wai
 
 class RedisStore:
     def __init__(self, url: str, prefix: str, max_entries: int) -> None:
-        self.redis = redis.Redis.from_url(url)
+        # Any: redis-py types every reply as the union of all reply shapes; replies here are bytes
+        # (decode_responses is off), and each read decodes what it takes.
+        self.redis: Any = redis.Redis.from_url(url)
         self.prefix = prefix
         self.max_entries = max_entries
         self.indexes: dict[str, VectorIndex] = {}
@@ -147,7 +150,8 @@ class RedisStore:
         await self._set_full(keys=[self._k("e", entry.key)], args=[np.asarray(full, dtype=np.float32).tobytes()])
 
     async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
-        fields = {"entry": json.dumps(entry.to_json()), "ns": entry.namespace, "team": entry.team_id}
+        fields: dict[str, str | bytes] = {"entry": json.dumps(entry.to_json()), "ns": entry.namespace,
+                                          "team": entry.team_id}
         if vectors is not None:
             fields["svec"] = np.asarray(vectors.static, dtype=np.float32).tobytes()
             if vectors.full is not None:

@@ -16,12 +16,13 @@ from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.images import GPT_4O, data_url_size, rule_for, tile_count
 from gateway.providers.openai import OpenAIProvider
+from gateway.request_view import completion_count
 from gateway.settings import ModelConfig
-from tests.fakes.fake_openai import body_tokens
-from gateway.tokens import billed_prompt_tokens, completion_count, count_prompt
+from gateway.tokens import billed_prompt_tokens, count_prompt
 from gateway.worst_case import StreamMeter, count_slack, worst_case
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import Price
+from tests.fakes.fake_openai import body_tokens
 
 
 @pytest.mark.parametrize(("size", "detail", "tokens"), [

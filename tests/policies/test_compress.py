@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.compress import SUMMARY_PREFIX, compressed, extractive_summary, plan
+from policies.compress import SUMMARY_PREFIX, compressed, extractive_summary, split
 
 
 def count(messages) -> int:
@@ -25,7 +25,7 @@ def conv(*roles: str) -> list[dict]:
     (conv("system", "user", "assistant", "tool", "user"), 5, 2, (1, 1, 3)),  # a tool result keeps its call
 ])
 def test_plan(messages, budget, keep, expected) -> None:
-    p = plan(messages, budget, keep, count)
+    p = split(messages, budget, keep, count)
     assert (None if p is None else (len(p.head), len(p.older), len(p.recent))) == expected
 
 
@@ -42,7 +42,7 @@ def test_extractive_summary_keeps_newest_first_sentences_within_budget() -> None
 
 def test_compressed_keeps_head_and_recent() -> None:
     messages = conv("system", "user", "assistant", "user")
-    p = plan(messages, 5, 2, count)
+    p = split(messages, 5, 2, count)
     out = compressed(p, "sum")
     assert out[0] == messages[0] and out[-2:] == messages[-2:]
     assert out[1]["role"] == "system" and out[1]["content"] == SUMMARY_PREFIX + "sum"

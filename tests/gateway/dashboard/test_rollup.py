@@ -16,7 +16,8 @@ from sqlalchemy import func, insert, select
 
 from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import GRACE_S, STEP_S, Rollup, Window, ledger_daily
-from gateway.storage.db import create_engine, create_tables, from_pico, ledger
+from gateway.storage.db import create_engine, create_tables, ledger
+from policies.pricing import from_pico
 from gateway.storage.ledger import LedgerRow
 from policies.pricing import Price
 

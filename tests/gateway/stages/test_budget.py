@@ -19,7 +19,7 @@ from gateway.errors import BudgetExceeded, RateLimited, Unavailable
 from gateway.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
-from gateway.storage.db import to_pico
+from policies.pricing import to_pico
 from policies.budgets import Budget, Period, Scope
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, deployment, request
