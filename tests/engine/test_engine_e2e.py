@@ -161,7 +161,8 @@ def test_every_priority_class_is_sent_as_vllms_priority_field(engine_gateway: Ga
     trace = f"engine-priority-{priority}"
     completion = engine_gateway.client(engine_key, timeout=900).completions.create(
         model=MODEL, prompt="one two three", max_tokens=4,
-        extra_headers={"x-costgate-priority": priority, "x-costgate-trace-id": trace})
+        # no-cache: the same prompt in each class must reach vLLM, not the exact cache
+        extra_headers={"x-costgate-priority": priority, "x-costgate-trace-id": trace, "x-costgate-cache": "no-cache"})
     assert isinstance(completion.choices[0].text, str) and 0 < completion.usage.completion_tokens <= 4
     call = _recorded(engine_gateway, trace)
     assert (call["model"], call["status"]) == (MODEL, 200) and Decimal(call["cost_usd"]) > 0
