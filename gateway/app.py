@@ -19,7 +19,7 @@ from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.dashboard.router import install as install_dashboard
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
-from gateway.routes import admin, admin_budgets, cache_admin, openai, responses
+from gateway.routes import admin, admin_budgets, cache_admin, messages, openai, responses
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
 from gateway.routes import engine as engine_routes
@@ -44,7 +44,8 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app = FastAPI(title="costgate", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.gateway = gateway
     app.include_router(openai.router)
-    app.router.routes[:0] = openai.hot_routes() + responses.routes()  # matched before the FastAPI routes (see there)
+    pipeline_routes = openai.hot_routes() + responses.routes() + messages.routes()
+    app.router.routes[:0] = pipeline_routes  # matched before the FastAPI routes (see there)
     app.include_router(admin.router)
     app.include_router(cache_admin.router)
     app.include_router(cascade_routes.router)
@@ -58,8 +59,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     limits = BodyLimits(settings.admin_max_body_bytes, MAX_FORM_BYTES,
                         settings.batch.max_file_bytes + MULTIPART_SLACK, settings.max_body_bytes)
     app.add_middleware(RequestGuard, admin_key=gateway.admin_key, limits=limits, metrics=gateway.metrics,
-                       self_capped=frozenset(r.path for r in openai.hot_routes() + responses.routes()
-                                             if r.methods and "POST" in r.methods))
+                       self_capped=frozenset(r.path for r in pipeline_routes if r.methods and "POST" in r.methods))
     return app
 
 

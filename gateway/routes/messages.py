@@ -1,0 +1,56 @@
+"""Anthropic's Messages API: `POST /v1/messages` through the pipeline (gateway/compat/messages.py),
+and `POST /v1/messages/count_tokens`, counted by costgate without an upstream call. The key may
+come as `x-api-key` or a bearer token; errors are in Anthropic's shape."""
+
+from __future__ import annotations
+
+import secrets
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.apis.anthropic.errors import anthropic_error_response
+from gateway.apis.anthropic.headers import api_key, api_version
+from gateway.apis.anthropic.request import parse_count_tokens
+from gateway.apis.anthropic.to_chat import conversation_body
+from gateway.compat.messages import MessagesShape
+from gateway.context import Endpoint
+from gateway.errors import GatewayError, NotFound, PermissionDenied
+from gateway.json_body import parse_json_body
+from gateway.routes.openai import read_body, serve
+from gateway.tokens import count_messages, count_text
+
+
+async def create(request: Request) -> Response:
+    return await serve(request, Endpoint.CHAT, api_key(request.headers), MessagesShape())
+
+
+async def count_tokens(request: Request) -> Response:
+    """`{"input_tokens": n}`: tiktoken on the translated conversation and its tools (an estimate
+    for models with another tokenizer, as costgate's own budget checks are)."""
+    gateway = request.app.state.gateway
+    request_id = "req_" + secrets.token_hex(12)
+    try:
+        principal = await gateway.keys.authenticate(api_key(request.headers))
+        version = api_version(request.headers)
+        body = parse_json_body(await read_body(request, gateway.settings.max_body_bytes))
+        chat = conversation_body(parse_count_tokens(body, version))
+        model = chat["model"]
+        if model not in gateway.targets:
+            raise NotFound(f"the model {model!r} does not exist", code="model_not_found", param="model")
+        if not principal.may_use(model):
+            raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
+    except GatewayError as err:
+        return anthropic_error_response(err, request_id=request_id)
+    tokens = count_messages(chat["messages"], model)
+    if chat.get("tools"):
+        tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
+    return Response(orjson.dumps({"input_tokens": tokens}), media_type="application/json",
+                    headers={"request-id": request_id})
+
+
+def routes() -> list[Route]:
+    return [Route("/v1/messages", create, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"])]
