@@ -27,6 +27,10 @@ class Endpoint(enum.Enum):
     CHAT = "chat.completions"
     COMPLETIONS = "completions"
     EMBEDDINGS = "embeddings"
+    # Only as an upstream call's endpoint, to a deployment that serves the API itself (config
+    # `apis`); a request's own endpoint is one of the three above (gateway/compat).
+    RESPONSES = "responses"
+    MESSAGES = "messages"
 
 
 class Api(enum.Enum):

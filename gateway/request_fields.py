@@ -8,7 +8,8 @@ client's choosing). No block-list of such names can be complete, so only these g
 for every provider:
 
 - the fields OpenAI's API reference defines for the endpoint (openai-python's
-  `chat/completion_create_params`, `completion_create_params`, `embedding_create_params`),
+  `chat/completion_create_params`, `completion_create_params`, `embedding_create_params`; for a
+  deployment that serves the Responses or Messages API itself, those APIs' fields),
   except those that buy something a model's token price does not cover (`PRICED_APART`);
 - vendor fields a model's config lists (`extra_params`: vLLM's `top_k`, say); config
   validation refuses any name that could choose a host, a key, models or a callback;
@@ -43,10 +44,25 @@ COMPLETION_FIELDS = frozenset({
     "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
 })
 EMBEDDING_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
+# The native APIs' fields (gateway/apis: openai-python's `response_create_params`, anthropic's
+# `message_create_params`) that costgate also translates: what it refuses (background, prompt
+# templates, server-side tools, thinking, containers…) is refused before any upstream call, for
+# a native upstream too, and `stream_options` (obfuscation padding) is not sent.
+RESPONSES_FIELDS = frozenset({
+    "model", "input", "instructions", "previous_response_id", "tools", "tool_choice", "parallel_tool_calls",
+    "max_tool_calls", "text", "reasoning", "max_output_tokens", "temperature", "top_p", "user", "metadata", "store",
+    "stream", "truncation", "include", "prompt_cache_key", "prompt_cache_retention", "safety_identifier",
+    "service_tier",
+})
+MESSAGES_FIELDS = frozenset({
+    "model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "metadata",
+    "stream", "tools", "tool_choice", "thinking", "output_config", "cache_control", "service_tier",
+})
 # Keyed by `gateway.context.Endpoint`'s values (this module sits below the request context: the
 # settings validate against it).
 OPENAI_FIELDS: Mapping[str, frozenset[str]] = {
     "chat.completions": CHAT_FIELDS, "completions": COMPLETION_FIELDS, "embeddings": EMBEDDING_FIELDS,
+    "responses": RESPONSES_FIELDS, "messages": MESSAGES_FIELDS,
 }
 # OpenAI fields that buy what a model's token price does not cover — another service tier, web
 # searches, audio tokens, a moderation pass, longer prompt-cache retention — so a budget could

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
 from gateway.request_fields import FIELD_NAME, MANAGED, refusal
@@ -61,6 +61,18 @@ class ModelConfig(_Strict):
     # named in the answer's x-costgate-dropped-params header.
     extra_params: list[str] | None = None
     drop_params: list[str] = Field(default_factory=list)
+    # The APIs the upstream serves itself (issue 14): a Responses or Messages request to this
+    # model is sent there as the client wrote it (allow-listed, gateway/request_fields.py) and
+    # its answer relayed as it came; otherwise it is translated to Chat Completions.
+    apis: list[Literal["chat", "responses", "messages"]] = Field(default_factory=lambda: ["chat"])
+
+    @model_validator(mode="after")
+    def _native_apis_over_http(self) -> ModelConfig:
+        native = [a for a in self.apis if a != "chat"]
+        if native and (self.provider != "openai" or not self.api_base or self.replicas):
+            raise ValueError(f"model {self.name!r}: apis {native} need provider openai with one api_base "
+                             "(the upstream's own HTTP API)")
+        return self
 
     @property
     def upstream_model(self) -> str:

@@ -150,6 +150,14 @@ class GatewayProcess:
         assert response.status_code == 200, response.text
         return response.json()["key"]
 
+    def key_with_budget(self, team: str, amount_usd: str, period: str = "daily") -> str:
+        """A new key of `team`, whose team budget is `amount_usd` a `period`."""
+        key = self.new_key(team)
+        budget = self.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": amount_usd,
+                                                            "period": period})
+        assert budget.status_code == 200, budget.text
+        return key
+
     def client(self, key: str, **kwargs: Any) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.url + "/v1", api_key=key, max_retries=0, **kwargs)
 

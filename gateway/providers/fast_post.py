@@ -77,10 +77,12 @@ class FastPost:
             self._loop = loop
         return self._session
 
-    async def post(self, path: str, content: bytes) -> tuple[int, Mapping[str, str], bytes]:
-        """POST `content` as JSON; the status, headers and whole body of the answer."""
+    async def post(self, path: str, content: bytes,
+                   extra: Mapping[str, str] | None = None) -> tuple[int, Mapping[str, str], bytes]:
+        """POST `content` as JSON (with `extra` headers); the status, headers and whole body of the answer."""
+        headers = self._headers if not extra else {**self._headers, **extra}
         try:
-            async with self._session_here().post(self._url(path), data=content, headers=self._headers,
+            async with self._session_here().post(self._url(path), data=content, headers=headers,
                                                  allow_redirects=False) as response:
                 return response.status, response.headers, await response.read()
         except aiohttp.ClientError as err:

@@ -20,7 +20,23 @@ PATHS = {
     Endpoint.CHAT: "/chat/completions",
     Endpoint.COMPLETIONS: "/completions",
     Endpoint.EMBEDDINGS: "/embeddings",
+    Endpoint.RESPONSES: "/responses",
+    Endpoint.MESSAGES: "/messages",
 }
+# A Messages upstream (Anthropic's API) reads the key from x-api-key and wants a version; every
+# body costgate sends is valid in 2023-06-01 (gateway/apis/anthropic/headers.py).
+ANTHROPIC_VERSION = "2023-06-01"
+# Where a stream without [DONE] ends: the Responses API's terminal events, Anthropic's message_stop.
+RESPONSES_LAST = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+
+
+def last_event(endpoint: Endpoint) -> Callable[[dict[str, Any]], bool] | None:
+    """How a stream of `endpoint` ends when it sends no [DONE]; None for OpenAI's [DONE]."""
+    if endpoint is Endpoint.RESPONSES:
+        return lambda data: data.get("type") in RESPONSES_LAST
+    if endpoint is Endpoint.MESSAGES:
+        return lambda data: data.get("type") == "message_stop"
+    return None
 # Upstream statuses that mean the request itself is wrong: the client sees them as 400.
 CLIENT_FAULT = frozenset({400, 404, 409, 413, 422})
 
@@ -64,9 +80,10 @@ class OpenAIStream:
     """Server-sent events from an open httpx response; closes it when done or abandoned."""
 
     def __init__(self, response: httpx.Response, redact: Callable[[bytes], bytes] = bytes,
-                 deadline_s: float | None = None) -> None:
+                 deadline_s: float | None = None, last: Callable[[dict[str, Any]], bool] | None = None) -> None:
         self._response = response
         self._redact = redact
+        self._last = last  # the event after which the stream is over (an API without [DONE])
         # httpx times each read; an upstream dripping lines just in time must still end.
         self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
 
@@ -92,6 +109,8 @@ class OpenAIStream:
                 if "error" in data and "choices" not in data:
                     raise UpstreamError(f"upstream stream failed: {_upstream_message(raw)}")
                 yield StreamEvent(raw, data)
+                if self._last is not None and self._last(data):
+                    return
             raise UpstreamError("upstream stream ended without [DONE]", code="truncated_stream")
         except httpx.TimeoutException:
             raise UpstreamTimeout("upstream stream timed out") from None
@@ -115,6 +134,7 @@ class OpenAIProvider:
         self.timeout_s = timeout_s
         self._secret = api_key.encode() if api_key else b""
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+        self._anthropic = {"x-api-key": api_key or "", "anthropic-version": ANTHROPIC_VERSION}
         self._client = httpx.AsyncClient(
             base_url=api_base.rstrip("/"), headers=headers, transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
@@ -131,10 +151,12 @@ class OpenAIProvider:
             # httpx times each read; an upstream dripping bytes just in time must still end.
             async with asyncio.timeout(self.timeout_s):
                 if self._fast is not None:
-                    status, headers, raw = await self._fast.post(PATHS[call.endpoint], orjson.dumps(call.body))
+                    status, headers, raw = await self._fast.post(PATHS[call.endpoint], orjson.dumps(call.body),
+                                                                 self._headers(call.endpoint))
                 else:
                     response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                                        headers={"content-type": "application/json"})
+                                                        headers={"content-type": "application/json",
+                                                                 **self._headers(call.endpoint)})
                     status, headers, raw = response.status_code, response.headers, response.content
         except httpx.ConnectError as err:
             raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
@@ -152,7 +174,8 @@ class OpenAIProvider:
 
     async def _open_stream_once(self, call: UpstreamCall) -> OpenAIStream:
         request = self._client.build_request("POST", PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                             headers={"content-type": "application/json"})
+                                             headers={"content-type": "application/json",
+                                                      **self._headers(call.endpoint)})
         try:
             response = await self._client.send(request, stream=True)
         except httpx.ConnectError as err:
@@ -169,7 +192,10 @@ class OpenAIProvider:
             await response.aclose()
             raise UpstreamError("upstream answered a stream request without server-sent events",
                                 code="bad_upstream_body")
-        return OpenAIStream(response, self.redact, self.timeout_s)
+        return OpenAIStream(response, self.redact, self.timeout_s, last_event(call.endpoint))
+
+    def _headers(self, endpoint: Endpoint) -> dict[str, str]:
+        return self._anthropic if endpoint is Endpoint.MESSAGES else {}
 
     def redact(self, raw: bytes) -> bytes:
         return redact(raw, self._secret)

@@ -1,4 +1,6 @@
-"""The plain route target: a deployment, then each of its fallbacks in order, until one answers."""
+"""The plain route target: a deployment, then each of its fallbacks in order, until one answers.
+A deployment that serves the client's API itself (config `apis`) is sent the client's own body
+(gateway/native_calls.py); any other gets the Chat Completions translation."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
 from gateway.metrics import Metrics
+from gateway.native_calls import call_native, open_native_relay, serves_natively
 from gateway.routing.target import circuit_open
 from gateway.sse import SSE_HEADERS
 from gateway.worst_case import worst_case
@@ -38,13 +41,7 @@ class DirectTarget:
                 error = error or circuit_open(self.breakers, dep.name)
                 continue
             try:
-                if ctx.stream:
-                    response: Response = StreamingResponse(await open_relay(ctx, dep),
-                                                           media_type="text/event-stream", headers=SSE_HEADERS)
-                else:
-                    completion = await call(ctx, dep)
-                    ctx.response_body = completion.body
-                    response = Response(completion.raw, media_type="application/json")
+                response = await self._call(ctx, dep)
             except UpstreamError as err:
                 self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
                 if err.deployment_fault:
@@ -55,3 +52,17 @@ class DirectTarget:
             return response
         assert error is not None
         raise error
+
+    @staticmethod
+    async def _call(ctx: RequestContext, dep: Deployment) -> Response:
+        """One deployment's answer: in the client's own API when it serves it (native_calls.py)."""
+        native = serves_natively(ctx, dep)
+        if ctx.stream:
+            relay = await (open_native_relay(ctx, dep) if native else open_relay(ctx, dep))
+            return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)
+        if native:
+            completion = await call_native(ctx, dep)
+        else:
+            completion = await call(ctx, dep)
+            ctx.response_body = completion.body
+        return Response(completion.raw, media_type="application/json")

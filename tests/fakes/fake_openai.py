@@ -20,7 +20,8 @@ It answers deterministically and misbehaves on request, chosen by the model name
                         max_tokens long
 
 `GET /_stats` returns how many calls each model got; `POST /_reset` clears it. Also serves
-`POST /v1/messages` in Anthropic's shape, so litellm's Anthropic provider can be tested offline.
+`POST /v1/responses` and `POST /v1/messages` natively (tests/fakes/fake_native.py), whole and
+streamed, so native passthrough and litellm's Anthropic provider can be tested offline.
 
 Run: `python -m tests.fakes.fake_openai --port 9000`.
 """
@@ -41,6 +42,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.images import data_url_size, rule_for
+from tests.fakes.fake_native import NativeEndpoints, chat_completion
 from tests.fakes.fake_tools import sse, tool_chunks, tool_completion, tool_message, wanted_tool
 from gateway.tokens import count_text
 
@@ -246,15 +248,6 @@ class FakeUpstream:
         return _json({"object": "list", "data": data, "model": body.get("model"),
                       "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-    async def anthropic_messages(self, request: Request) -> Response:
-        body = orjson.loads(await request.body())
-        self.calls[body.get("model", "")] += 1
-        answer = "echo: " + last_user_text(body)
-        return _json({"id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model"),
-                      "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn",
-                      "stop_sequence": None,
-                      "usage": {"input_tokens": words(prompt_text(body)), "output_tokens": words(answer)}})
-
     async def stats(self, _request: Request) -> Response:
         return _json(dict(self.calls))
 
@@ -265,11 +258,14 @@ class FakeUpstream:
 
 def create_fake_app() -> Starlette:
     fake = FakeUpstream()
+    native = NativeEndpoints(fake.calls, lambda chat, model: chat_completion(chat, model, last_user_text, words,
+                                                                              prompt_text))
     return Starlette(routes=[
         Route("/v1/chat/completions", fake.chat, methods=["POST"]),
         Route("/v1/completions", fake.chat, methods=["POST"]),
         Route("/v1/embeddings", fake.embeddings, methods=["POST"]),
-        Route("/v1/messages", fake.anthropic_messages, methods=["POST"]),
+        Route("/v1/responses", native.responses, methods=["POST"]),
+        Route("/v1/messages", native.messages, methods=["POST"]),
         Route("/_stats", fake.stats),
         Route("/_reset", fake.reset, methods=["POST"]),
     ])

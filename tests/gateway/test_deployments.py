@@ -96,3 +96,10 @@ def test_fallbacks_must_name_configured_models() -> None:
     assert list(ok) == ["a", "b"] and ok["a"].config.fallbacks == ["b"]
     with pytest.raises(ValueError, match=r"model 'a': unknown fallbacks \['c'\]"):
         build_deployments([config(name="a", fallbacks=["b", "c"], **priced), config(name="b", **priced)])
+
+
+@pytest.mark.parametrize("fields", [{"provider": "litellm", "model": "anthropic/claude-haiku-4-5"},
+                                    {"replicas": ["http://127.0.0.1:9/v1"]}])
+def test_a_native_api_needs_one_http_upstream(fields: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="need provider openai with one api_base"):
+        ModelConfig(**{"name": "m", "api_base": "http://127.0.0.1:9/v1", **fields, "apis": ["chat", "messages"]})

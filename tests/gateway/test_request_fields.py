@@ -86,7 +86,8 @@ def test_every_default_vllm_extra_passes_config_validation() -> None:
 def test_extras_never_name_what_steers_a_call() -> None:
     """Every keyword argument litellm reads is refused as an extra, unless it is an OpenAI field
     or was reviewed as harmless above."""
-    openai_fields = set().union(*OPENAI_FIELDS.values())
+    # the endpoints litellm serves (a native Responses or Messages body goes to an HTTP upstream only)
+    openai_fields = set().union(*(OPENAI_FIELDS[e] for e in ("chat.completions", "completions", "embeddings")))
     let_through = {n for n in litellm_kwargs() if refusal(n) is None and n not in openai_fields}
     assert let_through == REVIEWED_HARMLESS
     for name in ("api_base", "base_url", "api_key", "fallbacks", "model_list", "callbacks", "success_callback",
@@ -126,3 +127,15 @@ def test_litellm_gets_no_keyword_argument_a_client_chose(endpoint: Endpoint) -> 
     assert client_chosen <= OPENAI_FIELDS[endpoint.value] - PRICED_APART - LITELLM_READS
     assert (kwargs["model"], kwargs["api_key"], kwargs["api_base"], kwargs["num_retries"]) == (
         "openai/x", "sk-config", "http://config.example/v1", 0)
+
+
+def test_a_native_apis_body_goes_through_its_own_allow_list() -> None:
+    from gateway.request_fields import FieldPolicy
+
+    body = {"model": "m", "input": "hi", "store": True, "service_tier": "priority", "api_base": "http://evil",
+            "stream_options": {"include_obfuscation": False}}
+    sent, dropped = FieldPolicy().split("responses", body)
+    assert sent == {"model": "m", "input": "hi", "store": True}
+    assert dropped == ("api_base", "service_tier", "stream_options")
+    sent, dropped = FieldPolicy().split("messages", {"model": "m", "messages": [], "max_tokens": 5, "fallbacks": []})
+    assert sent == {"model": "m", "messages": [], "max_tokens": 5} and dropped == ("fallbacks",)

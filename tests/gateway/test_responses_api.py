@@ -17,7 +17,7 @@ import pytest
 from tests.support import FakeUpstream, GatewayProcess, model
 
 PRICE_IN, PRICE_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
-MODELS = ["small"]
+MODELS = ["small", "native"]
 WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",
            "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
 
@@ -25,7 +25,7 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
     models = [model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
-              ]
+              model("native", "echo-native", fake_upstream.url, "0.15", "0.6", apis=["chat", "responses"])]
     gateway = GatewayProcess({"models": models}, tmp_path_factory.mktemp("responses"))
     yield gateway
     gateway.stop()
@@ -149,11 +149,7 @@ def test_a_repeat_is_a_cache_hit_at_no_cost(client: openai.OpenAI, name: str, st
 @pytest.mark.parametrize("name", MODELS)
 def test_a_budget_too_small_is_refused_before_any_upstream_call(gw: GatewayProcess, fake_upstream: FakeUpstream,
                                                                  name: str) -> None:
-    team = f"poor-{name}"
-    key = gw.new_key(team)
-    budget = gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": "0.000001",
-                                                      "period": "daily"})
-    assert budget.status_code == 200, budget.text
+    key = gw.key_with_budget(f"poor-{name}", "0.000001")
     calls = sum(fake_upstream.stats().values())
     with pytest.raises(openai.APIStatusError) as refused:
         gw.client(key).responses.create(model=name, input="an expensive question", max_output_tokens=1000)
@@ -177,3 +173,11 @@ def test_a_wrong_key_never_reaches_the_pipeline(gw: GatewayProcess) -> None:
     response = httpx.post(gw.url + "/v1/responses", json={"model": "small", "input": "hi"},
                           headers={"authorization": "Bearer sk-cg-wrong"})
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_what_is_priced_apart_is_dropped_and_named(client: openai.OpenAI, name: str) -> None:
+    """service_tier buys what a token price does not cover: neither path sends it upstream."""
+    raw = client.responses.with_raw_response.create(model=name, input="tier", service_tier="priority")
+    assert raw.parse().output_text == "echo: tier"
+    assert raw.headers["x-costgate-dropped-params"] == "service_tier"

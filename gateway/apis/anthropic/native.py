@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from policies.pricing import Usage
@@ -71,3 +72,57 @@ class StreamUsage:
     @property
     def usage(self) -> Usage | None:
         return _usage(self.seen)
+
+
+# A relayed stream: which events carry generated text, which are held until the request is
+# settled (message_delta carries the final usage, where the cost is added; message_stop ends
+# the stream), and the event a stream cut at its budget hold ends with.
+HELD_EVENTS = frozenset({"message_delta", "message_stop"})
+FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+          "refusal": "content_filter"}
+
+
+def event_text(event: dict[str, Any]) -> tuple[str, str]:
+    """(answer text, other generated text such as a tool's input) of one stream event."""
+    delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+    if not isinstance(delta, dict):
+        return "", ""
+    if delta.get("type") == "text_delta" and isinstance(delta.get("text"), str):
+        return delta["text"], ""
+    other = delta.get("partial_json") or delta.get("thinking")
+    return "", other if isinstance(other, str) else ""
+
+
+def held(event: dict[str, Any]) -> bool:
+    return event.get("type") in HELD_EVENTS
+
+
+def priced(event: dict[str, Any], cost: str) -> dict[str, Any]:
+    """message_delta with the request's cost as `usage.cost_usd` (other events as they are)."""
+    if event.get("type") == "message_delta" and isinstance(event.get("usage"), dict):
+        event["usage"]["cost_usd"] = cost
+    return event
+
+
+def error_event(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def chat_answer(message: Any) -> dict[str, Any]:
+    """A Message as the Chat Completions answer it stands for (text, tool calls, finish and usage):
+    what the response cache keeps, to replay in any API."""
+    body = message if isinstance(message, dict) else {}
+    blocks = [b for b in body.get("content") or () if isinstance(b, dict)]
+    text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+    calls = [{"id": b.get("id"), "type": "function",
+              "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input") or {}).decode()}}
+             for b in blocks if b.get("type") == "tool_use"]
+    out: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        out["tool_calls"] = calls
+    usage = usage_of_message(body)
+    return {"id": body.get("id", ""), "object": "chat.completion", "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": out,
+                         "finish_reason": FINISH.get(str(body.get("stop_reason")), "stop")}],
+            "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
+                                                 "completion_tokens": usage.completion_tokens}}

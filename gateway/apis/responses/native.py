@@ -79,3 +79,84 @@ def usage_of_event(event: Any) -> Usage | None:
     if not isinstance(event, dict) or event.get("type") not in TERMINAL_EVENTS:
         return None
     return usage_of_response(event.get("response"))
+
+
+# A relayed stream: which events carry generated text, which are held until the request is
+# settled (the terminal one, where the cost is added), and the event a stream cut at its
+# budget hold ends with.
+TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
+OTHER_DELTAS = frozenset({"response.function_call_arguments.delta"})
+
+
+def event_text(event: dict[str, Any]) -> tuple[str, str]:
+    """(answer text, other generated text such as tool arguments) of one stream event."""
+    kind, delta = event.get("type"), event.get("delta")
+    if not isinstance(delta, str):
+        return "", ""
+    return (delta, "") if kind in TEXT_DELTAS else ("", delta) if kind in OTHER_DELTAS else ("", "")
+
+
+def held(event: dict[str, Any]) -> bool:
+    return event.get("type") in TERMINAL_EVENTS
+
+
+def priced(event: dict[str, Any], cost: str) -> dict[str, Any]:
+    """The terminal event with the request's cost as `response.usage.cost_usd`."""
+    usage = (event.get("response") or {}).get("usage")
+    if isinstance(usage, dict):
+        usage["cost_usd"] = cost
+    return event
+
+
+def error_event(code: str, message: str) -> dict[str, Any]:
+    """The stream's `error` event (the SDKs raise it as an APIError)."""
+    return {"type": "error", "code": code, "message": message, "param": None, "sequence_number": 0}
+
+
+def chat_answer(response: Any) -> dict[str, Any]:
+    """A Response as the Chat Completions answer it stands for (text, tool calls, finish and usage):
+    what the response cache keeps, to replay in any API."""
+    texts: list[str] = []
+    calls: list[dict[str, Any]] = []
+    body = response if isinstance(response, dict) else {}
+    for item in body.get("output") or ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "message":
+            texts += [p["text"] for p in item.get("content") or () if isinstance(p, dict)
+                      and p.get("type") == "output_text" and isinstance(p.get("text"), str)]
+        elif item.get("type") == "function_call":
+            calls.append({"id": item.get("call_id"), "type": "function",
+                          "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
+    reason = (body.get("incomplete_details") or {}).get("reason")
+    finish = "tool_calls" if calls else "length" if reason == "max_output_tokens" else "stop"
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+    if calls:
+        message["tool_calls"] = calls
+    usage = usage_of_response(body)
+    return {"id": body.get("id", ""), "object": "chat.completion", "model": body.get("model", ""),
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
+                                                 "completion_tokens": usage.completion_tokens}}
+
+
+class StreamUsage:
+    """The usage of a native Responses stream, fed its events in order (the terminal one has it)."""
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+
+    def feed(self, event: Any) -> None:
+        self.usage = usage_of_event(event) or self.usage
+
+
+def as_asked(event_or_response: dict[str, Any], client_body: dict[str, Any]) -> bool:
+    """Put back in an upstream's Response (or a stream event's) what costgate rewrote on the way
+    up: the conversation and its storage are costgate's, so the client sees the
+    `previous_response_id` and `store` it sent. True when there was a Response to mend."""
+    response = event_or_response if event_or_response.get("object") == "response" else event_or_response.get("response")
+    if not isinstance(response, dict) or response.get("object") != "response":
+        return False
+    response["previous_response_id"] = client_body.get("previous_response_id")
+    response["store"] = client_body.get("store") is not False
+    return True

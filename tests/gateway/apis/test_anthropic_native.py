@@ -57,3 +57,17 @@ def test_no_usage_before_message_start() -> None:
     tracker = StreamUsage()
     tracker.feed({"type": "ping"})
     assert tracker.usage is None
+
+
+def test_a_native_message_reads_as_the_chat_answer_it_stands_for() -> None:
+    from gateway.apis.anthropic.native import chat_answer
+
+    message = {"id": "msg_1", "type": "message", "model": "m", "stop_reason": "tool_use",
+               "content": [{"type": "text", "text": "Checking."},
+                           {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"q": "x"}}],
+               "usage": {"input_tokens": 3, "output_tokens": 4, "cache_read_input_tokens": 2}}
+    chat = chat_answer(message)
+    assert chat["choices"][0] == {"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": "Checking.",
+        "tool_calls": [{"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": '{"q":"x"}'}}]}}
+    assert chat["usage"] == {"prompt_tokens": 5, "completion_tokens": 4}

@@ -48,3 +48,18 @@ def test_usage_of_a_response() -> None:
 ])
 def test_usage_of_stream_events(event: dict[str, Any], usage: Usage | None) -> None:
     assert usage_of_event(event) == usage
+
+
+def test_a_native_answer_reads_as_the_chat_answer_it_stands_for() -> None:
+    from gateway.apis.responses.native import chat_answer
+
+    response = {"id": "resp_1", "object": "response", "model": "m", "status": "completed", "output": [
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi "},
+                                                             {"type": "output_text", "text": "there"}]}],
+        "usage": {"input_tokens": 5, "output_tokens": 2, "input_tokens_details": {"cached_tokens": 1}}}
+    chat = chat_answer(response)
+    assert chat["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
+                                "finish_reason": "stop"}]
+    assert chat["usage"] == {"prompt_tokens": 5, "completion_tokens": 2}
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    assert chat_answer({"output": [call]})["choices"][0]["finish_reason"] == "tool_calls"

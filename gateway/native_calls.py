@@ -1,0 +1,169 @@
+"""Calling a deployment that serves the client's API itself (config `apis`: responses,
+messages), and charging the request for it.
+
+The client's own body (`ctx.native`) goes through that API's allow-list
+(gateway/request_fields.py) and gateway/apis' `native_body` (the deployment's model name; for
+the Responses API the conversation costgate resolved, with `store: false`). The answer is
+relayed as it came, with `ctx.native_answer` set so the answer shape leaves it alone; its usage
+is read with that API's own helpers, and the request charged like any call. The chat answer it
+stands for is kept as `ctx.response_body`, so the response cache works as for any answer.
+
+A stream is relayed event by event (each with its `event:` line). Its closing events are held
+(gateway/sse.StreamEnd) until the request is settled, and carry the cost in their usage as
+`cost_usd`; a budget's stream meter counts the generated text and, at the hold, ends the stream
+with the API's error event, as a chat stream ends at `finish_reason: length`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import orjson
+
+from gateway.apis.anthropic import native as messages_native
+from gateway.apis.anthropic.errors import error_type
+from gateway.apis.responses import native as responses_native
+from gateway.calls import charge
+from gateway.context import Api, Endpoint, RequestContext
+from gateway.deployments import Deployment
+from gateway.errors import GatewayError
+from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
+from gateway.sse import StreamEnd
+from gateway.tokens import count_delta, count_prompt
+from gateway.worst_case import StreamMeter
+from policies.pricing import PICO_USD, Usage, format_usd
+
+
+class StreamUsage(Protocol):
+    usage: Usage | None
+
+    def feed(self, event: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NativeApi:
+    """What costgate knows of one API served natively (gateway/apis/*/native.py)."""
+
+    endpoint: Endpoint
+    usage_of: Callable[[Any], Usage | None]  # a whole answer's usage
+    stream_usage: Callable[[], StreamUsage]
+    chat_answer: Callable[[Any], dict[str, Any]]
+    event_text: Callable[[dict[str, Any]], tuple[str, str]]
+    held: Callable[[dict[str, Any]], bool]
+    priced: Callable[[dict[str, Any], str], dict[str, Any]]
+    error_event: Callable[[GatewayError], dict[str, Any]]
+    as_asked: Callable[[dict[str, Any], dict[str, Any]], bool]  # mend what costgate rewrote; True if it did
+
+
+def _messages_error(err: GatewayError) -> dict[str, Any]:
+    return messages_native.error_event(error_type(err.status), err.message)
+
+
+NATIVE = {
+    Api.RESPONSES: NativeApi(Endpoint.RESPONSES, responses_native.usage_of_response, responses_native.StreamUsage,
+                             responses_native.chat_answer, responses_native.event_text, responses_native.held,
+                             responses_native.priced,
+                             lambda err: responses_native.error_event(err.code or "server_error", err.message),
+                             responses_native.as_asked),
+    Api.MESSAGES: NativeApi(Endpoint.MESSAGES, messages_native.usage_of_message, messages_native.StreamUsage,
+                            messages_native.chat_answer, messages_native.event_text, messages_native.held,
+                            messages_native.priced, _messages_error, lambda _event, _body: False),
+}
+
+
+def serves_natively(ctx: RequestContext, dep: Deployment) -> bool:
+    return ctx.native is not None and ctx.native.api.value in dep.config.apis
+
+
+def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
+    native = ctx.native
+    assert native is not None
+    body, dropped = dep.fields.split(native.api.value, native.body)
+    ctx.dropped_params.update(dropped)
+    model = dep.config.upstream_model
+    if native.api is Api.RESPONSES:
+        return responses_native.native_body(body, model, native.history)
+    return messages_native.native_body(body, model)
+
+
+async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
+    assert ctx.native is not None
+    api = NATIVE[ctx.native.api]
+    completion = await dep.provider.complete(UpstreamCall(api.endpoint, native_body(ctx, dep),
+                                                          priority=ctx.priority))
+    ctx.response_body = api.chat_answer(completion.body)
+    text = ctx.response_body["choices"][0]["message"]["content"] or ""
+    charge(ctx, dep, api.usage_of(completion.body), text)
+    ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
+    if api.as_asked(completion.body, ctx.native.body):
+        return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
+    return completion
+
+
+async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
+    """Open the stream now (so failures before the first byte can fall back), then relay it."""
+    assert ctx.native is not None
+    api = NATIVE[ctx.native.api]
+    stream = await dep.provider.open_stream(UpstreamCall(api.endpoint, native_body(ctx, dep), True,
+                                                         priority=ctx.priority))
+    ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
+    return _relay(ctx, dep, api, stream)
+
+
+def _framed(event: dict[str, Any], raw: bytes | None = None) -> bytes:
+    data = raw if raw is not None else orjson.dumps(event)
+    return b"event: " + str(event.get("type")).encode() + b"\ndata: " + data + b"\n\n"
+
+
+async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: UpstreamStream) -> AsyncIterator[bytes]:
+    usage, held, native = api.stream_usage(), [], ctx.native
+    assert native is not None
+    meter = StreamMeter.for_call(ctx, dep)  # None when no budget holds the request
+    model = dep.config.upstream_model
+    failed, cut = True, False
+    try:
+        async for event in stream:
+            data = event.data
+            usage.feed(data)
+            text, other = api.event_text(data)
+            if (text or other) and ctx.first_token_at is None:
+                ctx.first_token_at = time.perf_counter()
+            if text:
+                ctx.completion_text.append(text)
+            mended = api.as_asked(data, native.body)
+            if api.held(data):
+                held.append(data)
+            else:
+                yield _framed(data, None if mended else event.raw)
+            if meter is not None and (text or other):
+                meter.tokens += count_delta(text + other, model)
+                if meter.over and not held:
+                    cut = True
+                    break
+        failed = False
+    except GatewayError as err:
+        ctx.status_code, ctx.error = err.status, err.message
+        yield _framed(api.error_event(err))
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+            final = usage.usage
+            if cut and meter is not None:  # the upstream reports nothing: charge what was counted
+                final = Usage(count_prompt(ctx.body, model), meter.tokens)
+            charge(ctx, dep, final, "".join(ctx.completion_text))
+    if failed:
+        return
+    if cut:
+        hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
+        ctx.error = f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
+        cut_err = GatewayError(ctx.error, code="budget_exceeded")
+        cut_err.status = 402
+        yield _framed(api.error_event(cut_err))
+        return
+    cost = format_usd(ctx.cost)
+    yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
+    yield StreamEnd(b"".join(_framed(api.priced(data, cost)) for data in held))
