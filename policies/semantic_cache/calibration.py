@@ -114,21 +114,29 @@ def upper_bound(wrong: int, n: int, confidence: float = CONFIDENCE) -> float:
     return hi
 
 
+def within(wrong: int, n: int, max_rate: float, confidence: float = CONFIDENCE) -> bool:
+    """Whether `upper_bound(wrong, n)` <= max_rate, with one cdf instead of a bisection: the bound
+    is the rate at which cdf(wrong; n, rate) falls to 1 - confidence, and the cdf falls as the
+    rate grows."""
+    return wrong < n and binomial_cdf(wrong, n, max_rate) <= 1 - confidence
+
+
 def choose_threshold(scores: np.ndarray, wrong: np.ndarray, max_rate: float,
                      confidence: float = CONFIDENCE) -> float | None:
     """The lowest threshold (most hits) whose upper bound on the wrong share of hits at or
-    above it is <= max_rate; None when no threshold is that safe."""
+    above it is <= max_rate; None when no threshold is that safe. Tried from the lowest up, so
+    the first that is safe is the answer (a bisection per candidate threshold, from the highest
+    down, took 70% of `costgate cache calibrate`'s time)."""
     order = np.argsort(-scores, kind="stable")
     sorted_scores, errors = scores[order], np.cumsum(wrong[order].astype(np.int64))
-    best: float | None = None
-    for i in range(len(order)):
+    for i in range(len(order) - 1, -1, -1):
         if i + 1 < len(order) and sorted_scores[i + 1] == sorted_scores[i]:
             continue  # a threshold takes every candidate with an equal score
         if errors[i] / (i + 1) > max_rate:
             continue  # the bound is above the observed rate: no need to compute it
-        if upper_bound(int(errors[i]), i + 1, confidence) <= max_rate:
-            best = float(sorted_scores[i])
-    return best
+        if within(int(errors[i]), i + 1, max_rate, confidence):
+            return float(sorted_scores[i])
+    return None
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iterations: int = 50) -> np.ndarray:
