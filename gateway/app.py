@@ -19,7 +19,7 @@ from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.dashboard.router import install as install_dashboard
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
-from gateway.routes import admin, admin_budgets, cache_admin, messages, openai, responses
+from gateway.routes import admin, admin_budgets, cache_admin, feedback, messages, openai, responses
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
 from gateway.routes import engine as engine_routes
@@ -48,6 +48,8 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     app.router.routes[:0] = pipeline_routes  # matched before the FastAPI routes (see there)
     app.include_router(admin.router)
     app.include_router(cache_admin.router)
+    app.include_router(feedback.router)  # POST /v1/feedback, and /admin/feedback (issue 12)
+    app.include_router(feedback.admin_router)
     app.include_router(cascade_routes.router)
     app.include_router(batch_routes.router)
     app.include_router(admin_budgets.router)

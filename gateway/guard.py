@@ -9,9 +9,9 @@ in `Depends` comes too late: six 200 MB POSTs with a wrong admin key once took t
   answer is 401 and the body is never read;
 - every body is capped by its path (`BodyLimits.cap_for`), except the three pipeline
   endpoints', which cap their own (gateway/routes/openai.py). A declared length over the cap
-  answers 413 at once. Small bodies (the admin API, the dashboard, /v1/batches) are read here,
-  up to the cap, and handed on whole: FastAPI would turn an error raised while it reads into a
-  400. Other bodies (an upload to /v1/files, any other /v1 route) stream on to their route,
+  answers 413 at once. Small bodies (the admin API, the dashboard, /v1/batches, /v1/feedback)
+  are read here, up to the cap, and handed on whole: FastAPI would turn an error raised while it
+  reads into a 400. Other bodies (an upload to /v1/files, any other /v1 route) stream on to their route,
   which checks the key before it reads; they are counted as they arrive and raise
   `BodyTooLarge` (413) at the cap.
 
@@ -31,6 +31,7 @@ from gateway.metrics import Metrics
 
 ADMIN_AREAS = ("/admin/", "/openapi.json")  # need the admin key (the dashboard excepted)
 DASHBOARD = "/admin/ui"
+FEEDBACK = "/v1/feedback"  # a small JSON body, capped like the admin API's
 MULTIPART_SLACK = 64 * 1024  # the form's own bytes around an uploaded file
 
 
@@ -61,7 +62,7 @@ class BodyLimits:
     def cap_for(self, path: str) -> Cap:
         if path.startswith(DASHBOARD):
             return Cap(self.dashboard, True)
-        if path.startswith(ADMIN_AREAS) or path.startswith("/v1/batches"):
+        if path.startswith(ADMIN_AREAS) or path.startswith("/v1/batches") or path == FEEDBACK:
             return Cap(self.small, True)
         if path == "/v1/files":
             return Cap(self.file, False)

@@ -22,6 +22,7 @@ from gateway.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
 from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.search import TwoStageSearch
+from policies.semantic_cache.served import ServedHit
 from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry, QuestionVectors
 from policies.semantic_cache.verifier import SHIPPED, Verifier
 
@@ -70,6 +71,9 @@ class CacheMetrics:
         self.stores = Counter("costgate_cache_stores", "Answers written to the cache", ["team"], registry=registry)
         self.entries = Gauge("costgate_cache_entries", "Entries in the cache (this replica's view)",
                              registry=registry)
+        self.reported_false_hits = Counter("costgate_cache_reported_false_hits",
+                                           "Cache hits the team reported wrong (POST /v1/feedback)",
+                                           ["team", "kind"], registry=registry)
 
 
 @dataclass
@@ -87,6 +91,7 @@ class ResponseCache:
     backend: Literal["embedded", "redis"] = "embedded"  # as resolved from the config and redis_url
     base: CachePolicy = field(init=False)
     teams: dict[str, CachePolicy] = field(init=False)
+    feedback_window_s: float = field(init=False)
     _search: TwoStageSearch | None = field(default=None, init=False)
     _worker: object | None = field(default=None, init=False)  # embedder.EmbedWorker, once loaded
     _verifiers: dict[str, Verifier] = field(default_factory=dict, init=False)  # by file
@@ -94,6 +99,7 @@ class ResponseCache:
 
     def __post_init__(self) -> None:
         self.base, self.teams = policies_from(self.config)
+        self.feedback_window_s = parse_duration(self.config.feedback_window)
 
     @property
     def semantic_anywhere(self) -> bool:
@@ -171,11 +177,33 @@ class ResponseCache:
             parsed = self._parsed[question] = Parsed.of(question)
         return parsed
 
-    async def record_hit(self, entry: Entry) -> None:
+    def served_record(self, request_id: str, entry: Entry, policy: CachePolicy, query: str | None = None,
+                      cosine: float | None = None) -> ServedHit | None:
+        """What a hit served, for feedback (policies/semantic_cache/served.py); None when the
+        feedback window is 0. `query` only for a semantic hit whose request allows storing."""
+        window = min(self.feedback_window_s, policy.ttl_s)
+        if window <= 0:
+            return None
+        semantic = cosine is not None
+        return ServedHit(request_id, entry.team_id, "semantic" if semantic else "exact", entry.key, entry.created_at,
+                         time.time() + window, query, entry.question if semantic else None, cosine)
+
+    async def record_hit(self, entry: Entry, served: ServedHit | None = None) -> None:
         try:
-            await self.store.record_hit(entry, time.time())
+            await self.store.record_hit(entry, time.time(), served)
         except BACKEND_ERRORS as err:
             log.warning("cache hit not recorded: %s", err)
+
+    async def served_hit(self, request_id: str) -> ServedHit | None:
+        """What the hit of this request served, while its record lasts (backend errors raise)."""
+        return await self.store.served(request_id, time.time())
+
+    async def remove(self, hit: ServedHit) -> bool:
+        """Purge the entry that served this hit (not one stored under its key since)."""
+        removed = await self.store.remove(hit.entry_key, hit.team_id, hit.entry_created_at)
+        if removed:
+            self.metrics.entries.set(await self.store.count())
+        return removed
 
     async def store_answer(self, keys: RequestKeys, team_id: str, team_name: str, answer: CachedAnswer,
                            policy: CachePolicy, vector: QuestionVectors | None) -> None:

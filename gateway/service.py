@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.batch.runner import BatchRunner
 from gateway.deployments import Deployment, build_deployments
+from gateway.feedback import Feedback
 from gateway.inflight import StreamJournal, recover_streams
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
@@ -26,6 +27,7 @@ from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
 from gateway.storage.db import create_engine, create_tables
+from gateway.storage.feedback import FeedbackStore
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
@@ -72,9 +74,11 @@ class Gateway:
     pipeline: Pipeline
     batch_lane: BatchRunner
     responses: ResponseStore  # the Responses API's stored responses, per team
+    feedback: Feedback  # verdicts on served answers (POST /v1/feedback)
 
     async def start(self) -> None:
         await create_tables(self.db)
+        await self.feedback.store.create()
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
@@ -119,5 +123,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
     batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
     metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in deployments.values()]))
+    feedback = Feedback(FeedbackStore(db), cache, ledger, keys)
     return Gateway(settings, admin_key_for(settings), db, keys, ledger, metrics, deployments, breakers, targets,
-                   routing, spend, cache, streams, pipeline, batch_lane, ResponseStore(db, settings.responses))
+                   routing, spend, cache, streams, pipeline, batch_lane, ResponseStore(db, settings.responses),
+                   feedback)

@@ -154,6 +154,9 @@ class CacheConfig(_Strict):
     backend: Literal["auto", "embedded", "redis"] = "auto"
     redis_prefix: str = "costgate:cache:"
     verifier: str | None = None  # a file written by `costgate cache calibrate`; default: the shipped one
+    # How long a hit can be reported wrong (POST /v1/feedback): its record (policies/semantic_cache/
+    # served.py) is kept this long, at most the team's ttl; "0" keeps none.
+    feedback_window: str = "1d"
     teams: dict[str, TeamCacheConfig] = Field(default_factory=dict)  # by team name
 
 

@@ -172,6 +172,11 @@ class SpendControl:
             return err
         return await self.count_refusal(ctx.principal, ctx.created_at) or err
 
+    async def count_request(self, principal: Principal, now: float) -> RateLimited | None:
+        """Count a request served outside the pipeline (POST /v1/feedback) against the key's and
+        team's request rates, as admission counts the others; the 429 to answer once over."""
+        return await self.count_refusal(principal, now)
+
     async def count_refusal(self, principal: Principal, now: float) -> RateLimited | None:
         """Count a request refused before admission (a bad body, an unknown model, a budget)
         against the key's and team's request rates, as admission counts the others: else a

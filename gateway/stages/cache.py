@@ -78,7 +78,7 @@ class ExactCache:
         self.cache.metrics.lookups.labels(decision.team_name, "exact", "hit" if entry else "miss").inc()
         if entry is None:
             return None
-        await self.cache.record_hit(entry)
+        await self.cache.record_hit(entry, self.cache.served_record(ctx.request_id, entry, decision.policy))
         response = serve(ctx, entry, CacheStatus.EXACT, self.deployments)
         self.cache.metrics.saved.labels(decision.team_name, "exact").inc(float(ctx.saved))
         return response
@@ -128,7 +128,9 @@ class SemanticCache:
         self.cache.metrics.lookups.labels(decision.team_name, "semantic", "hit" if hit else "miss").inc()
         if hit is None:
             return None
-        await self.cache.record_hit(hit.entry)
+        query = None if CacheControl.NO_STORE in ctx.cache_control else decision.keys.question
+        await self.cache.record_hit(hit.entry, self.cache.served_record(ctx.request_id, hit.entry, decision.policy,
+                                                                        query, hit.cosine))
         response = serve(ctx, hit.entry, CacheStatus.SEMANTIC, self.exact.deployments)
         self.cache.metrics.saved.labels(decision.team_name, "semantic").inc(float(ctx.saved))
         return response

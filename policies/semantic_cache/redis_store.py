@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 import redis.asyncio as redis
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
 from policies.semantic_cache.index import VectorIndex
+from policies.semantic_cache.served import ServedHit
 from policies.semantic_cache.static_embedder import StaticEmbedder
 from policies.semantic_cache.store import EVICT_FRACTION, Candidate, Entry, QuestionVectors, keep_score
 
@@ -173,13 +174,52 @@ class RedisStore:
         if size > self.max_entries:
             await self._evict(max(size - self.max_entries, int(self.max_entries * EVICT_FRACTION), 1))
 
-    async def record_hit(self, entry: Entry, now: float) -> None:
+    async def record_hit(self, entry: Entry, now: float, served: ServedHit | None = None) -> None:
         entry.hits += 1
         entry.last_used = now
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self._k("e", entry.key), "entry", json.dumps(entry.to_json()))
         pipe.zadd(self._k("keep"), {entry.key: keep_score(now, entry.hits)}, xx=True)
+        if served is not None:  # in the same round trip
+            pipe.set(self._k("served", served.request_id), json.dumps(served.to_json()),
+                     pxat=int(served.expires_at * 1000))
         await pipe.execute()
+
+    async def served(self, request_id: str, now: float) -> ServedHit | None:
+        raw = await self.redis.get(self._k("served", request_id))
+        hit = None if raw is None else ServedHit.from_json(json.loads(raw))
+        return hit if hit is not None and hit.expires_at > now else None
+
+    async def remove(self, key: str, team_id: str, created_at: float) -> bool:
+        """Checked and deleted in one transaction: if another replica stores a new answer under
+        the key in between, the transaction fails and the new answer stays."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(self._k("e", key))
+            raw, ns = await pipe.hmget(self._k("e", key), "entry", "ns")
+            entry = None if raw is None else Entry.from_json(json.loads(raw))
+            if entry is None or entry.team_id != team_id or entry.created_at != created_at:
+                return False
+            namespace = ns.decode() if ns else None
+            pipe.multi()
+            self._deletion(pipe, key, namespace, team_id)
+            try:
+                await pipe.execute()
+            except WatchError:
+                return False
+        if namespace is not None:
+            self._index_remove(namespace, key)
+        return True
+
+    def _deletion(self, pipe: redis.client.Pipeline, key: str, ns: str | None, team: str | None) -> None:
+        """Queue an entry's removal everywhere: its hash, keep score, expiry, team set, and an event
+        that takes it out of every replica's index."""
+        pipe.delete(self._k("e", key))
+        pipe.zrem(self._k("keep"), key)
+        pipe.zrem(self._k("expiry"), key)
+        if team is not None:
+            pipe.srem(self._k("team", team), key)
+        if ns is not None:
+            pipe.xadd(self._k("events"), {"op": "del", "key": key, "ns": ns}, maxlen=STREAM_MAXLEN, approximate=True)
 
     async def _delete(self, keys: list[str]) -> int:
         if not keys:
@@ -191,15 +231,9 @@ class RedisStore:
         pipe = self.redis.pipeline(transaction=True)
         removed = 0
         for key, (ns, team) in zip(keys, found):
-            pipe.delete(self._k("e", key))
-            pipe.zrem(self._k("keep"), key)
-            pipe.zrem(self._k("expiry"), key)
-            if team is not None:
-                pipe.srem(self._k("team", team.decode()), key)
+            self._deletion(pipe, key, None if ns is None else ns.decode(), None if team is None else team.decode())
             if ns is not None:
                 removed += 1
-                pipe.xadd(self._k("events"), {"op": "del", "key": key, "ns": ns.decode()},
-                          maxlen=STREAM_MAXLEN, approximate=True)
                 self._index_remove(ns.decode(), key)
         await pipe.execute()
         return removed

@@ -23,6 +23,7 @@ import numpy as np
 
 from policies.exact_cache import CachedAnswer
 from policies.semantic_cache.index import VectorIndex
+from policies.semantic_cache.served import ServedHit, ServedHits
 from policies.semantic_cache.static_embedder import StaticEmbedder
 
 HIT_WEIGHT_S = 3600.0
@@ -90,7 +91,16 @@ class CacheStore(Protocol):
         """Keep a stored question's MiniLM vector, computed when it first became a candidate."""
         ...
 
-    async def record_hit(self, entry: Entry, now: float) -> None: ...
+    async def record_hit(self, entry: Entry, now: float, served: ServedHit | None = None) -> None:
+        """Count a hit; keep what it served (`served`), for feedback to find by request id."""
+        ...
+
+    async def served(self, request_id: str, now: float) -> ServedHit | None: ...
+
+    async def remove(self, key: str, team_id: str, created_at: float) -> bool:
+        """Remove one entry — only the team's, and only the one stored at `created_at` (not an
+        answer stored under the same key since); whether it was there."""
+        ...
 
     async def purge(self, team_id: str | None) -> int: ...
 
@@ -108,6 +118,7 @@ class EmbeddedStore:
         self.entries: dict[str, Entry] = {}
         self.indexes: dict[str, VectorIndex] = {}
         self.full: dict[str, np.ndarray] = {}
+        self.served_hits = ServedHits(max_entries)  # not in the snapshot: a restart forgets them
 
     async def start(self) -> None:
         if self.path is not None and (self.path / "entries.jsonl").exists():
@@ -149,9 +160,21 @@ class EmbeddedStore:
         if entry.key in self.entries:
             self.full[entry.key] = full
 
-    async def record_hit(self, entry: Entry, now: float) -> None:
+    async def record_hit(self, entry: Entry, now: float, served: ServedHit | None = None) -> None:
         entry.hits += 1
         entry.last_used = now
+        if served is not None:
+            self.served_hits.add(served)
+
+    async def served(self, request_id: str, now: float) -> ServedHit | None:
+        return self.served_hits.get(request_id, now)
+
+    async def remove(self, key: str, team_id: str, created_at: float) -> bool:
+        entry = self.entries.get(key)
+        if entry is None or entry.team_id != team_id or entry.created_at != created_at:
+            return False
+        self._remove(key)
+        return True
 
     async def purge(self, team_id: str | None) -> int:
         doomed = [k for k, e in self.entries.items() if team_id is None or e.team_id == team_id]

@@ -66,3 +66,18 @@ def test_purge_on_one_replica_empties_both(replicas) -> None:
     response = two.admin("DELETE", "/admin/cache?team=shared")
     assert response.status_code == 200 and response.json()["removed"] >= 1
     assert ask(one, key, "purge across replicas")[0] == "miss"
+
+
+def test_a_hit_reported_wrong_on_one_replica_is_purged_for_both(replicas) -> None:
+    one, two = replicas
+    key = one.new_key("shared")
+    ask(one, key, "What is the fastest way to learn Go?")
+    wait_until(lambda: ask(two, key, "What's the fastest way to learn Go?")[0] == "semantic", timeout=5, interval=0.05)
+    raw = two.client(key).chat.completions.with_raw_response.create(
+        model="small", temperature=0, messages=[{"role": "user", "content": "What's the fastest way to learn Go?"}])
+    assert raw.headers["x-costgate-cache"] == "semantic"
+    reply = one.client(key).post("/feedback", cast_to=object,  # reported to the replica that did not serve it
+                                 body={"request_id": raw.headers["x-costgate-request-id"], "verdict": "wrong"})
+    assert (reply["cache"], reply["purged"], reply["labelled"]) == ("semantic", True, True)
+    # the replica that served it has no such entry left (asked again, its answer would be stored anew)
+    assert ask(two, key, "What is the fastest way to learn Go?")[0] == "miss"
