@@ -39,7 +39,8 @@ from policies.pricing import PICO_USD, Usage, format_usd
 
 
 class StreamUsage(Protocol):
-    usage: Usage | None
+    @property
+    def usage(self) -> Usage | None: ...
 
     def feed(self, event: Any) -> None: ...
 

@@ -19,6 +19,8 @@ from gateway.request_fields import FIELD_NAME, MANAGED, refusal
 from policies.breaker import BreakerConfig
 
 
+NativeApiName = Literal["chat", "responses", "messages"]
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,7 +66,7 @@ class ModelConfig(_Strict):
     # The APIs the upstream serves itself (issue 14): a Responses or Messages request to this
     # model is sent there as the client wrote it (allow-listed, gateway/request_fields.py) and
     # its answer relayed as it came; otherwise it is translated to Chat Completions.
-    apis: list[Literal["chat", "responses", "messages"]] = Field(default_factory=lambda: ["chat"])
+    apis: list[NativeApiName] = Field(default_factory=lambda: list[NativeApiName](["chat"]))
 
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:

@@ -166,7 +166,7 @@ def _values(row: FeedbackRow) -> dict[str, object]:
             "stored": row.pair.stored if row.pair else None}
 
 
-def _insert_or_ignore(dialect: str, values: dict[str, object]):  # type: ignore[no-untyped-def]
+def _insert_or_ignore(dialect: str, values: dict[str, object]):
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
         return pg_insert(feedback).values(values).on_conflict_do_nothing(index_elements=["request_id"])
@@ -176,7 +176,7 @@ def _insert_or_ignore(dialect: str, values: dict[str, object]):  # type: ignore[
     return insert(feedback).values(values)
 
 
-def _filters(team_id: str | None, since: float | None, until: float | None) -> list:  # type: ignore[type-arg]
+def _filters(team_id: str | None, since: float | None, until: float | None) -> list:
     f = feedback.c
     out = []
     if team_id is not None:
@@ -188,7 +188,7 @@ def _filters(team_id: str | None, since: float | None, until: float | None) -> l
     return out
 
 
-def _row(r) -> FeedbackRow:  # type: ignore[no-untyped-def]
+def _row(r) -> FeedbackRow:
     request = AnsweredRequest(r.request_id, r.team_id, r.key_id, r.requested_model, r.served_model, r.cache_status,
                               r.requested_at)
     verdict = Verdict(r.verdict)
