@@ -36,29 +36,33 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo, ahead of bench/engine.py
 
-import redis as redis_sync  # noqa: E402
-import uvloop  # noqa: E402
-from prometheus_client import CollectorRegistry  # noqa: E402
-from redis.asyncio import Redis  # noqa: E402
+import redis as redis_sync
+import uvloop
+from prometheus_client import CollectorRegistry
+from redis.asyncio import Redis
 
 from gateway.context import Endpoint, Principal, RequestContext
 from gateway.deployments import build_deployments
 from gateway.metrics import Metrics
+from gateway.routing.direct import DirectTarget
 from gateway.settings import ModelConfig, Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
 from gateway.storage.db import create_engine, create_tables
-from policies.pricing import to_pico
 from gateway.storage.ledger import LedgerWriter
-from gateway.routing.direct import DirectTarget
 from policies.breaker import Breakers
 from policies.budgets import Budget, Period, Scope
-from policies.pricing import Usage
+from policies.pricing import Usage, to_pico
 
-BODY = {"model": "small", "max_tokens": 256,
-        "messages": [{"role": "system", "content": "You are a helpful assistant."},
-                     {"role": "user", "content": "Summarise the causes of the French revolution in three sentences."}]}
+BODY = {
+    "model": "small",
+    "max_tokens": 256,
+    "messages": [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Summarise the causes of the French revolution in three sentences."},
+    ],
+}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -66,28 +70,42 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-async def measure(settings: Settings, plan: str, budgets: bool, n: int,
-                  workdir: Path) -> tuple[list[float], list[float], list[float]]:
+async def measure(
+    settings: Settings, plan: str, budgets: bool, n: int, workdir: Path
+) -> tuple[list[float], list[float], list[float]]:
     engine = create_engine(f"sqlite:///{workdir}/{secrets.token_hex(4)}.db")
     await create_tables(engine)
     ledger = LedgerWriter(engine)
     control = SpendControl(settings, engine, ledger, CollectorRegistry())
-    model = ModelConfig(name="small", api_base="http://127.0.0.1:9/v1", api_key="x",
-                        price={"input_per_mtok": "0.15", "output_per_mtok": "0.6"})
+    model = ModelConfig(
+        name="small",
+        api_base="http://127.0.0.1:9/v1",
+        api_key="x",
+        price={"input_per_mtok": "0.15", "output_per_mtok": "0.6"},
+    )
     deployments = build_deployments([model])
-    targets = {"small": DirectTarget(deployments["small"], deployments, Metrics(),
-                                         Breakers(settings.breaker))}
+    targets = {"small": DirectTarget(deployments["small"], deployments, Metrics(), Breakers(settings.breaker))}
     principal = Principal("team_bench", "bench", "key_bench", plan=plan)
     if budgets:
-        for b in (Budget(Scope.TEAM, "team_bench", Period.MONTHLY, to_pico(Decimal(10**6))),
-                  Budget(Scope.KEY, "key_bench", Period.DAILY, to_pico(Decimal(10**5))),
-                  Budget(Scope.TAG, "proj=bench", Period.WEEKLY, to_pico(Decimal(10**5)))):
+        for b in (
+            Budget(Scope.TEAM, "team_bench", Period.MONTHLY, to_pico(Decimal(10**6))),
+            Budget(Scope.KEY, "key_bench", Period.DAILY, to_pico(Decimal(10**5))),
+            Budget(Scope.TAG, "proj=bench", Period.WEEKLY, to_pico(Decimal(10**5))),
+        ):
             await control.table.put(b)
     limit, reserve = RateLimit(control, deployments), ReserveBudget(control, targets)
     admit_times, settle_times, cpu_times = [], [], []
     for i in range(n + 100):  # the first 100 warm up (seeding, script load, connections)
-        ctx = RequestContext(request_id=f"r{i}", endpoint=Endpoint.CHAT, body=BODY, api_key=None, headers={},
-                             principal=principal, tags=("proj=bench",), requested_model="small")
+        ctx = RequestContext(
+            request_id=f"r{i}",
+            endpoint=Endpoint.CHAT,
+            body=BODY,
+            api_key=None,
+            headers={},
+            principal=principal,
+            tags=("proj=bench",),
+            requested_model="small",
+        )
         c0, t0 = time.thread_time(), time.perf_counter()
         await limit(ctx)
         await reserve(ctx)
@@ -133,12 +151,26 @@ async def main() -> None:
     limits = {"team": {"requests_per_minute": 10**7, "tokens_per_minute": 10**10}}
     plans = {"pro": {"requests_per_minute": 10**7, "tokens_per_minute": 10**10, "tokens_per_day": 10**12}}
     runs = {
-        "baseline (no budget, no limit)": (Settings(budgets={"backend": "memory", "refresh_s": 3600}), "enterprise", False),
-        "memory: 5 limits + 3 budgets": (Settings(budgets={"backend": "memory", "refresh_s": 3600},
-                                                  rate_limits=limits, plans=plans), "pro", True),
-        "redis: 5 limits + 3 budgets": (Settings(redis_url=args.redis, budgets={"backend": "redis", "refresh_s": 3600,
-                                                                              "redis_prefix": prefix},
-                                                 rate_limits=limits, plans=plans), "pro", True),
+        "baseline (no budget, no limit)": (
+            Settings(budgets={"backend": "memory", "refresh_s": 3600}),
+            "enterprise",
+            False,
+        ),
+        "memory: 5 limits + 3 budgets": (
+            Settings(budgets={"backend": "memory", "refresh_s": 3600}, rate_limits=limits, plans=plans),
+            "pro",
+            True,
+        ),
+        "redis: 5 limits + 3 budgets": (
+            Settings(
+                redis_url=args.redis,
+                budgets={"backend": "redis", "refresh_s": 3600, "redis_prefix": prefix},
+                rate_limits=limits,
+                plans=plans,
+            ),
+            "pro",
+            True,
+        ),
     }
     rows: dict[str, list[tuple[float, float, float, float, float]]] = {name: [] for name in runs}
     pings: list[float] = []
@@ -155,8 +187,17 @@ async def main() -> None:
                     total = statistics.median([a + s for a, s in zip(admit, settle)])
                     if name.startswith("baseline"):
                         base = total
-                    rows[name].append((statistics.median(admit), pct(admit, 0.99), statistics.median(settle),
-                                       pct(settle, 0.99), total - base, statistics.median(cpu), server))
+                    rows[name].append(
+                        (
+                            statistics.median(admit),
+                            pct(admit, 0.99),
+                            statistics.median(settle),
+                            pct(settle, 0.99),
+                            total - base,
+                            statistics.median(cpu),
+                            server,
+                        )
+                    )
     finally:
         client = redis_sync.Redis.from_url(args.redis)
         keys = list(client.scan_iter(match=prefix + "*", count=1000))
@@ -164,8 +205,10 @@ async def main() -> None:
             client.delete(*keys)
     print(f"{args.requests} sequential requests per run, {args.rounds} rounds, medians over rounds; ms per request")
     print(f"redis PING p50 (round-trip floor): {statistics.median(pings):.3f}")
-    print(f"{'run':32} {'admit p50':>9} {'admit p99':>9} {'settle p50':>10} {'settle p99':>10} {'added p50':>9} "
-          f"{'cpu p50':>8} {'redis cpu':>9}")
+    print(
+        f"{'run':32} {'admit p50':>9} {'admit p99':>9} {'settle p50':>10} {'settle p99':>10} {'added p50':>9} "
+        f"{'cpu p50':>8} {'redis cpu':>9}"
+    )
     for name, values in rows.items():
         c = [statistics.median(v[i] for v in values) for i in range(7)]
         print(f"{name:32} {c[0]:9.3f} {c[1]:9.3f} {c[2]:10.3f} {c[3]:10.3f} {c[4]:9.3f} {c[5]:8.3f} {c[6]:9.3f}")

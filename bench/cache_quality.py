@@ -45,7 +45,8 @@ async def ask_all(client: openai.AsyncOpenAI, texts: Sequence[str], headers: dic
     async def one(text: str) -> tuple[str, str]:
         async with gate:
             raw = await client.chat.completions.with_raw_response.create(
-                model="small", messages=[{"role": "user", "content": text}], extra_headers=headers)
+                model="small", messages=[{"role": "user", "content": text}], extra_headers=headers
+            )
             return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content or ""
 
     return await asyncio.gather(*(one(t) for t in texts))
@@ -67,14 +68,20 @@ class Count:
 
     def line(self) -> str:
         covered = self.covered_hits
-        return (f"{self.queries} queries ({self.queries_with_same} with an adjudicated same question stored): "
-                f"{self.hits} hits, {self.right} right = {self.right / max(covered, 1):.1%} of the {covered} "
-                f"the labels cover; served {self.right / max(self.queries_with_same, 1):.1%}; "
-                f"{len(self.not_covered)} hits not covered")
+        return (
+            f"{self.queries} queries ({self.queries_with_same} with an adjudicated same question stored): "
+            f"{self.hits} hits, {self.right} right = {self.right / max(covered, 1):.1%} of the {covered} "
+            f"the labels cover; served {self.right / max(self.queries_with_same, 1):.1%}; "
+            f"{len(self.not_covered)} hits not covered"
+        )
 
 
-def count(stored: Sequence[str], queries: Sequence[str], answers: Sequence[tuple[str, str]],
-          verdicts: dict[tuple[str, str], bool]) -> Count:
+def count(
+    stored: Sequence[str],
+    queries: Sequence[str],
+    answers: Sequence[tuple[str, str]],
+    verdicts: dict[tuple[str, str], bool],
+) -> Count:
     by_answer: dict[str, list[str]] = {}
     for a in stored:
         by_answer.setdefault("echo: " + a, []).append(a)
@@ -93,13 +100,16 @@ def count(stored: Sequence[str], queries: Sequence[str], answers: Sequence[tuple
     return result
 
 
-def print_cross_validated(labelled: Sequence[Labelled], embed: cal.Embed, rates: Sequence[float],
-                          default_rate: float) -> None:
+def print_cross_validated(
+    labelled: Sequence[Labelled], embed: cal.Embed, rates: Sequence[float], default_rate: float
+) -> None:
     ex = cal.examples(labelled, embed)
     at = cal.lookups(ex)
-    print(f"\nCross-validated on {len(labelled)} adjudicated candidates ({len(at)} queries, "
-          f"{len({int(g) for g, s in zip(ex.group, ex.same) if s})} with a same question stored), five folds "
-          "by query; each fold served by a verifier fitted and thresholded on the other four:\n")
+    print(
+        f"\nCross-validated on {len(labelled)} adjudicated candidates ({len(at)} queries, "
+        f"{len({int(g) for g, s in zip(ex.group, ex.same) if s})} with a same question stored), five folds "
+        "by query; each fold served by a verifier fitted and thresholded on the other four:\n"
+    )
     print("| method | hits right, pooled (lowest-highest fold) | served, pooled (lowest-highest fold) |\n|---|---|---|")
     results = cross_validate(ex, rates)
     for rate in rates:
@@ -111,8 +121,10 @@ def print_cross_validated(labelled: Sequence[Labelled], embed: cal.Embed, rates:
         print(row(f"plain cosine, threshold chosen for {rate} (baseline)", summarise(chosen, rate)))
     for threshold in PLAIN_COSINES:
         baseline = Verifier.plain_cosine(threshold)
-        fixed = [fold_result(ex.subset(fold == k), fixed_cosine(ex.subset(fold == k), baseline), int(k), threshold)
-                 for k in np.unique(fold)]
+        fixed = [
+            fold_result(ex.subset(fold == k), fixed_cosine(ex.subset(fold == k), baseline), int(k), threshold)
+            for k in np.unique(fold)
+        ]
         print(row(f"plain cosine >= {threshold} (baseline)", summarise(fixed, threshold)))
 
 
@@ -131,5 +143,7 @@ def plain_cosine_result(ex: Examples, fold: np.ndarray, k: int, rate: float) -> 
 
 
 def row(label: str, s: Summary) -> str:
-    return (f"| {label} | {s.right}/{s.hits} = {s.precision:.1%} ({s.precision_range[0]:.1%}-"
-            f"{s.precision_range[1]:.1%}) | {s.served:.1%} ({s.served_range[0]:.1%}-{s.served_range[1]:.1%}) |")
+    return (
+        f"| {label} | {s.right}/{s.hits} = {s.precision:.1%} ({s.precision_range[0]:.1%}-"
+        f"{s.precision_range[1]:.1%}) | {s.served:.1%} ({s.served_range[0]:.1%}-{s.served_range[1]:.1%}) |"
+    )

@@ -74,13 +74,17 @@ async def replay(url: str, key: str, rows: list[dict], name: str, tag: str, conc
         queue.put_nowait(i)
     headers = {"authorization": f"Bearer {key}", "x-costgate-tags": tag}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as client:
+
         async def worker() -> None:
             while not queue.empty():
                 i = queue.get_nowait()
-                r = await client.post("/v1/chat/completions", json={
-                    "model": name, "messages": [{"role": "user", "content": rows[i]["prompt"]}]})
+                r = await client.post(
+                    "/v1/chat/completions",
+                    json={"model": name, "messages": [{"role": "user", "content": rows[i]["prompt"]}]},
+                )
                 r.raise_for_status()
                 answers[i] = r.json()["choices"][0]["message"]["content"]
+
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return answers
 
@@ -114,9 +118,17 @@ def run(work: Path, fake_url: str, rows: list[dict], name: str, cascade: dict | 
         view = gw.admin("GET", "/admin/cascades").json()["data"][0] if cascade else None
     finally:
         gw.stop()
-    return Result(name, len(rows), sum(correct(r, a) for r, a in zip(rows, answers)), Decimal(spend["cost_usd"]),
-                  spend["requests"], sum(a == r["strong_response"] != r["weak_response"] for r, a in zip(rows, answers)),
-                  after.get(WEAK, 0) - before.get(WEAK, 0), after.get(STRONG, 0) - before.get(STRONG, 0), view)
+    return Result(
+        name,
+        len(rows),
+        sum(correct(r, a) for r, a in zip(rows, answers)),
+        Decimal(spend["cost_usd"]),
+        spend["requests"],
+        sum(a == r["strong_response"] != r["weak_response"] for r, a in zip(rows, answers)),
+        after.get(WEAK, 0) - before.get(WEAK, 0),
+        after.get(STRONG, 0) - before.get(STRONG, 0),
+        view,
+    )
 
 
 def cascade(scorer: str | None) -> dict:
@@ -127,24 +139,56 @@ def cascade(scorer: str | None) -> dict:
 def train(work: Path, rows: list[dict]) -> Path:
     data, out = work / "train.jsonl", work / "scorer.json"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", str(data), "--out", str(out),
-                    "--query-field", "prompt", "--answer-field", "weak_response", "--label-field", "weak_correct",
-                    "--last-label-field", "strong_correct", "--last-answer-field", "strong_response"],
-                   check=True, env=_env(), cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "cascade",
+            "train",
+            str(data),
+            "--out",
+            str(out),
+            "--query-field",
+            "prompt",
+            "--answer-field",
+            "weak_response",
+            "--label-field",
+            "weak_correct",
+            "--last-label-field",
+            "strong_correct",
+            "--last-answer-field",
+            "strong_response",
+        ],
+        check=True,
+        env=_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     return out
 
 
 def report(results: list[tuple[Result, Result]]) -> None:
-    print(f"\n{'run':<26}{'problems':>9}{'accuracy':>9}{'vs strong':>10}{'cost vs strong':>15}{'escalated':>10}"
-          f"{'weak calls':>11}{'strong calls':>13}{'shadow':>7}  final state")
+    print(
+        f"\n{'run':<26}{'problems':>9}{'accuracy':>9}{'vs strong':>10}{'cost vs strong':>15}{'escalated':>10}"
+        f"{'weak calls':>11}{'strong calls':>13}{'shadow':>7}  final state"
+    )
     for res, strong in results:
         shadow = res.requests - res.n
-        state = "" if res.view is None else (f"threshold {res.view['threshold']}, samples {res.view['samples']}"
-                                             if not res.view["escalate_all"] else
-                                             f"escalate all, samples {res.view['samples']}")
-        print(f"{res.name:<26}{res.n:>9}{res.correct / res.n:>9.1%}{res.correct / strong.correct:>10.1%}"
-              f"{float(res.cost / strong.cost):>15.1%}{res.escalated / res.n:>10.1%}{res.weak_calls:>11}"
-              f"{res.strong_calls:>13}{shadow:>7}  {state}")
+        state = (
+            ""
+            if res.view is None
+            else (
+                f"threshold {res.view['threshold']}, samples {res.view['samples']}"
+                if not res.view["escalate_all"]
+                else f"escalate all, samples {res.view['samples']}"
+            )
+        )
+        print(
+            f"{res.name:<26}{res.n:>9}{res.correct / res.n:>9.1%}{res.correct / strong.correct:>10.1%}"
+            f"{float(res.cost / strong.cost):>15.1%}{res.escalated / res.n:>10.1%}{res.weak_calls:>11}"
+            f"{res.strong_calls:>13}{shadow:>7}  {state}"
+        )
 
 
 def main() -> int:
@@ -160,13 +204,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         answers = work / "answers.jsonl"
-        answers.write_text("".join(json.dumps({"prompt": r["prompt"], "answers": {
-            WEAK: r["weak_response"], STRONG: r["strong_response"]}}) + "\n" for r in rows))
+        answers.write_text(
+            "".join(
+                json.dumps({"prompt": r["prompt"], "answers": {WEAK: r["weak_response"], STRONG: r["strong_response"]}})
+                + "\n"
+                for r in rows
+            )
+        )
         port = free_port()
         with open(work / "fake.log", "wb") as log:
-            fake = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_recorded", "--answers",
-                                     str(answers), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                                    env=_env(), cwd=ROOT)
+            fake = subprocess.Popen(
+                [sys.executable, "-m", "tests.fakes.fake_recorded", "--answers", str(answers), "--port", str(port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_env(),
+                cwd=ROOT,
+            )
             try:
                 wait_http(f"http://127.0.0.1:{port}/_stats", fake)
                 url = f"http://127.0.0.1:{port}/v1"

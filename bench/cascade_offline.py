@@ -43,8 +43,14 @@ from policies.scorers.rules import rule_violation  # noqa: E402
 from policies.scorers.training import TrainingExample, train_scorer  # noqa: E402
 
 # ../shared next to the checkout (a worktree under wt/ looks one level further up)
-DEFAULT_DATA = next((d / "shared" / "data" / "gsm8k_dev.jsonl" for d in (ROOT.parent, ROOT.parent.parent)
-                     if (d / "shared" / "data").is_dir()), ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl")
+DEFAULT_DATA = next(
+    (
+        d / "shared" / "data" / "gsm8k_dev.jsonl"
+        for d in (ROOT.parent, ROOT.parent.parent)
+        if (d / "shared" / "data").is_dir()
+    ),
+    ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl",
+)
 PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal(10), Decimal(30))}
 
 
@@ -70,10 +76,16 @@ def load(path: Path) -> list[Problem]:
             continue
         r = json.loads(line)
         prompt = count_prompt({"model": "x", "messages": [{"role": "user", "content": r["prompt"]}]})
-        problems.append(Problem(Scored(r["prompt"], r["weak_response"]),
-                                answers_agree(r["weak_response"], r["strong_response"]), bool(r["weak_correct"]),
-                                bool(r["strong_correct"]), cost(prompt, count_text(r["weak_response"]), "weak"),
-                                cost(prompt, count_text(r["strong_response"]), "strong")))
+        problems.append(
+            Problem(
+                Scored(r["prompt"], r["weak_response"]),
+                answers_agree(r["weak_response"], r["strong_response"]),
+                bool(r["weak_correct"]),
+                bool(r["strong_correct"]),
+                cost(prompt, count_text(r["weak_response"]), "weak"),
+                cost(prompt, count_text(r["strong_response"]), "strong"),
+            )
+        )
     return problems
 
 
@@ -105,8 +117,9 @@ class Run:
         return float(self.cost / self.strong_cost)
 
 
-def replay(problems: Sequence[Problem], controller: QualityController, score: Callable[[Scored], float],
-           rng: random.Random) -> Run:
+def replay(
+    problems: Sequence[Problem], controller: QualityController, score: Callable[[Scored], float], rng: random.Random
+) -> Run:
     """Each problem once, in order, as the cascade in gateway/routing/cascade.py handles a request."""
     run = Run()
     for i, p in enumerate(problems):
@@ -152,14 +165,20 @@ def summarize(name: str, runs: list[Run]) -> None:
     costs = [r.cost_ratio for r in runs]
     certified = [r.certified_at for r in runs if r.certified_at is not None]
     print(f"\n{name}: {len(runs)} replays of {runs[0].n}-{runs[-1].n} problems")
-    print(f"  accuracy vs strong: mean {statistics.mean(ratios):.1%}  min {min(ratios):.1%}  max {max(ratios):.1%}  "
-          f"sd {statistics.pstdev(ratios):.1%}  below 95%: {sum(r < 0.95 for r in ratios)}/{len(runs)}")
-    print(f"  cost vs strong:     mean {statistics.mean(costs):.1%}  min {min(costs):.1%}  max {max(costs):.1%}  "
-          f"sd {statistics.pstdev(costs):.1%}  above 60%: {sum(c > 0.60 for c in costs)}/{len(runs)}")
-    print(f"  escalated {statistics.mean(r.escalated / r.n for r in runs):.1%}  shadow calls "
-          f"{statistics.mean(r.shadow_calls for r in runs):.1f}  cheap calls "
-          f"{statistics.mean(r.cheap_calls / r.n for r in runs):.1%}  certified at request "
-          f"{'never' if not certified else f'{statistics.median(certified):.0f} (median of {len(certified)})'}")
+    print(
+        f"  accuracy vs strong: mean {statistics.mean(ratios):.1%}  min {min(ratios):.1%}  max {max(ratios):.1%}  "
+        f"sd {statistics.pstdev(ratios):.1%}  below 95%: {sum(r < 0.95 for r in ratios)}/{len(runs)}"
+    )
+    print(
+        f"  cost vs strong:     mean {statistics.mean(costs):.1%}  min {min(costs):.1%}  max {max(costs):.1%}  "
+        f"sd {statistics.pstdev(costs):.1%}  above 60%: {sum(c > 0.60 for c in costs)}/{len(runs)}"
+    )
+    print(
+        f"  escalated {statistics.mean(r.escalated / r.n for r in runs):.1%}  shadow calls "
+        f"{statistics.mean(r.shadow_calls for r in runs):.1f}  cheap calls "
+        f"{statistics.mean(r.cheap_calls / r.n for r in runs):.1%}  certified at request "
+        f"{'never' if not certified else f'{statistics.median(certified):.0f} (median of {len(certified)})'}"
+    )
     rejected = [r.rejected_at for r in runs if r.rejected_at is not None]
     if rejected:
         print(f"  calibration set aside by the traffic in {len(rejected)} replays (first at request {min(rejected)})")
@@ -167,7 +186,7 @@ def summarize(name: str, runs: list[Run]) -> None:
     print(f"  final: {', '.join(modes[:8])}")
 
 
-def folds_of(problems: list[Problem], folds: int, splits: int):  # noqa: ANN201 - a generator of tuples
+def folds_of(problems: list[Problem], folds: int, splits: int):
     """(split, fold, scorer trained on the other folds, held-out problems) for each fold of each split."""
     for split in range(splits):
         order = np.random.default_rng(split).permutation(len(problems))
@@ -180,11 +199,18 @@ def folds_of(problems: list[Problem], folds: int, splits: int):  # noqa: ANN201 
 def sequence_of(test: list[Problem], length: int, rng: random.Random) -> list[Problem]:
     """The held-out problems in a random order, reshuffled and repeated up to `length` requests."""
     passes = max(1, -(-length // len(test)))
-    return [p for _ in range(passes) for p in rng.sample(test, len(test))][:max(length, len(test))]
+    return [p for _ in range(passes) for p in rng.sample(test, len(test))][: max(length, len(test))]
 
 
-def cross_validate(problems: list[Problem], policies: dict[str, Policy], folds: int, splits: int, orders: int,
-                   length: int, uncalibrated: bool = False) -> dict[str, list[Run]]:
+def cross_validate(
+    problems: list[Problem],
+    policies: dict[str, Policy],
+    folds: int,
+    splits: int,
+    orders: int,
+    length: int,
+    uncalibrated: bool = False,
+) -> dict[str, list[Run]]:
     """Replays of each held-out fold, from a fresh controller, for `rules` and for `learned`
     at each of `policies` (keyed by a label)."""
     runs: dict[str, list[Run]] = {}
@@ -194,19 +220,23 @@ def cross_validate(problems: list[Problem], policies: dict[str, Policy], folds: 
             rng = random.Random(1000 * split + 100 * k + o)
             sequence = sequence_of(test, length, rng)
             seed = rng.random()
-            runs.setdefault("rules", []).append(replay(sequence, controller_for(first, None), lambda item: 1.0,
-                                                       random.Random(seed)))
+            runs.setdefault("rules", []).append(
+                replay(sequence, controller_for(first, None), lambda item: 1.0, random.Random(seed))
+            )
             for label, policy in policies.items():
-                runs.setdefault(f"learned{label}", []).append(replay(
-                    sequence, controller_for(policy, model.calibration), model.confidence, random.Random(seed)))
+                runs.setdefault(f"learned{label}", []).append(
+                    replay(sequence, controller_for(policy, model.calibration), model.confidence, random.Random(seed))
+                )
             if uncalibrated:
-                runs.setdefault("learned without its calibration", []).append(replay(
-                    sequence, controller_for(first, None), model.confidence, random.Random(seed)))
+                runs.setdefault("learned without its calibration", []).append(
+                    replay(sequence, controller_for(first, None), model.confidence, random.Random(seed))
+                )
     return runs
 
 
-def fixed_thresholds(problems: list[Problem], thresholds: list[float], folds: int,
-                     splits: int) -> dict[float, tuple[float, float]]:
+def fixed_thresholds(
+    problems: list[Problem], thresholds: list[float], folds: int, splits: int
+) -> dict[float, tuple[float, float]]:
     """Mean (cost vs strong, accuracy vs strong) of the learned scorer at fixed thresholds on
     held-out folds, with no shadow calls: the frontier the controller chooses a point on."""
     points: dict[float, list[Run]] = {t: [] for t in thresholds}
@@ -214,8 +244,10 @@ def fixed_thresholds(problems: list[Problem], thresholds: list[float], folds: in
         for t in thresholds:
             policy = Policy(0.95, adaptive=False, fixed_threshold=t, shadow_rate=0.0)
             points[t].append(replay(test, controller_for(policy, None), model.confidence, random.Random(0)))
-    return {t: (statistics.mean(r.cost_ratio for r in runs), statistics.mean(r.ratio for r in runs))
-            for t, runs in points.items()}
+    return {
+        t: (statistics.mean(r.cost_ratio for r in runs), statistics.mean(r.ratio for r in runs))
+        for t, runs in points.items()
+    }
 
 
 def main() -> int:
@@ -225,35 +257,60 @@ def main() -> int:
     parser.add_argument("--folds", type=int, default=3)
     parser.add_argument("--orders", type=int, default=5, help="random orders per held-out fold")
     parser.add_argument("--splits", type=int, default=1, help="independent fold splits")
-    parser.add_argument("--length", type=int, default=0, help="replay each held-out fold, reshuffled, until "
-                        "this many requests (0: once); 660 matches the held-out run's length")
+    parser.add_argument(
+        "--length",
+        type=int,
+        default=0,
+        help="replay each held-out fold, reshuffled, until "
+        "this many requests (0: once); 660 matches the held-out run's length",
+    )
     parser.add_argument("--target", type=float, default=0.95)
-    parser.add_argument("--confidence", type=float, nargs="+", default=[defaults.confidence],
-                        help="one or more bound levels to compare")
+    parser.add_argument(
+        "--confidence", type=float, nargs="+", default=[defaults.confidence], help="one or more bound levels to compare"
+    )
     parser.add_argument("--prior-weight", type=float, default=defaults.prior_weight)
     parser.add_argument("--shadow-rate", type=float, default=defaults.shadow_rate)
     parser.add_argument("--shadow-boost", type=float, default=defaults.shadow_boost)
     parser.add_argument("--min-samples", type=int, default=defaults.min_samples)
     parser.add_argument("--last-tier-quality", type=float, default=None)
-    parser.add_argument("--uncalibrated", action="store_true", help="also the learned scorer without its "
-                        "calibration: the controller learns from the traffic alone")
-    parser.add_argument("--in-sample", action="store_true", help="also train on all and replay all (what "
-                        "bench/cascade.py measures with the bundled scorer)")
+    parser.add_argument(
+        "--uncalibrated",
+        action="store_true",
+        help="also the learned scorer without its calibration: the controller learns from the traffic alone",
+    )
+    parser.add_argument(
+        "--in-sample",
+        action="store_true",
+        help="also train on all and replay all (what bench/cascade.py measures with the bundled scorer)",
+    )
     args = parser.parse_args()
     problems = load(Path(args.data))
-    policies = {(f" (confidence {c})" if len(args.confidence) > 1 else ""): Policy(
-        args.target, c, min_samples=args.min_samples, shadow_rate=args.shadow_rate, shadow_boost=args.shadow_boost,
-        prior_weight=args.prior_weight, last_tier_quality=args.last_tier_quality) for c in args.confidence}
+    policies = {
+        (f" (confidence {c})" if len(args.confidence) > 1 else ""): Policy(
+            args.target,
+            c,
+            min_samples=args.min_samples,
+            shadow_rate=args.shadow_rate,
+            shadow_boost=args.shadow_boost,
+            prior_weight=args.prior_weight,
+            last_tier_quality=args.last_tier_quality,
+        )
+        for c in args.confidence
+    }
     runs = cross_validate(problems, policies, args.folds, args.splits, args.orders, args.length, args.uncalibrated)
-    print(f"{len(problems)} problems, {args.splits} split(s) x {args.folds} folds x {args.orders} orders; "
-          f"policy: {next(iter(policies.values()))}")
+    print(
+        f"{len(problems)} problems, {args.splits} split(s) x {args.folds} folds x {args.orders} orders; "
+        f"policy: {next(iter(policies.values()))}"
+    )
     for name, found in runs.items():
         summarize(f"{name} (cross-validated)", found)
     if args.in_sample:
         model = train_scorer(training_examples(problems)).model
         policy = next(iter(policies.values()))
-        in_sample = [replay(problems, controller_for(policy, model.calibration),
-                            model.confidence, random.Random(o)) for o in range(args.orders)]
+        in_sample = [
+            replay(problems, controller_for(policy, model.calibration), model.confidence, random.Random(o))
+            for o in range(args.orders)
+        ]
         summarize("learned, in-sample (trained and replayed on all)", in_sample)
     return 0
 

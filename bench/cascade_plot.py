@@ -16,6 +16,7 @@ THRESHOLDS = [0.70, 0.75, 0.78, 0.80, 0.82, 0.84, 0.85, 0.86, 0.88, 0.90, 0.93, 
 def plot(gateway_runs: list[tuple[Any, Any]], data: str, path: str) -> None:
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -31,11 +32,22 @@ def plot(gateway_runs: list[tuple[Any, Any]], data: str, path: str) -> None:
         ax.annotate(f"{t:.2f}", frontier[t], textcoords="offset points", xytext=(4, -10), fontsize=7)
     for name, marker in (("learned", "o"), ("rules", "s")):
         runs = replays[name]
-        ax.scatter([r.cost_ratio for r in runs], [r.ratio for r in runs], s=10, alpha=0.35, marker=marker,
-                   label=f"{name}: controller, CV replays of 660 requests (offline)")
+        ax.scatter(
+            [r.cost_ratio for r in runs],
+            [r.ratio for r in runs],
+            s=10,
+            alpha=0.35,
+            marker=marker,
+            label=f"{name}: controller, CV replays of 660 requests (offline)",
+        )
     for res, strong in gateway_runs:
-        ax.plot([float(res.cost / strong.cost)], [res.correct / strong.correct], "D" if "fold" in res.name else "*",
-                markersize=7 if "fold" in res.name else 11, label=f"{res.name} (gateway)")
+        ax.plot(
+            [float(res.cost / strong.cost)],
+            [res.correct / strong.correct],
+            "D" if "fold" in res.name else "*",
+            markersize=7 if "fold" in res.name else 11,
+            label=f"{res.name} (gateway)",
+        )
     ax.axhline(0.95, color="black", linestyle=":", linewidth=0.8, label="95% of always-strong's accuracy")
     ax.axvline(0.60, color="black", linestyle="--", linewidth=0.8, label="40% cheaper than always-strong")
     ax.set_xlabel("cost relative to always-strong (every call, shadow calls included)")

@@ -63,8 +63,9 @@ def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path)
             self.head = torch.nn.Linear(bert.config.hidden_size, 1)
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
-            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                               token_type_ids=token_type_ids).last_hidden_state
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             return self.head((hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)).squeeze(-1)
 
@@ -73,16 +74,23 @@ def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path)
     steps = epochs * -(-len(rows) // BATCH)
     warmup = max(1, int(WARMUP * steps))
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimiser, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / max(steps - warmup, 1)))
+        optimiser, lambda s: s / warmup if s < warmup else max(0.0, (steps - s) / max(steps - warmup, 1))
+    )
     loss_fn = torch.nn.BCEWithLogitsLoss()
     started = time.time()
     model.train()
     for epoch in range(epochs):
         random.shuffle(rows)
         for k in range(0, len(rows), BATCH):
-            batch = rows[k:k + BATCH]
-            encoded = tokenizer([r[0] for r in batch], [r[1] for r in batch], padding=True, truncation=True,
-                                max_length=MAX_TOKENS, return_tensors="pt")
+            batch = rows[k : k + BATCH]
+            encoded = tokenizer(
+                [r[0] for r in batch],
+                [r[1] for r in batch],
+                padding=True,
+                truncation=True,
+                max_length=MAX_TOKENS,
+                return_tensors="pt",
+            )
             loss = loss_fn(model(**encoded), torch.tensor([r[2] for r in batch]))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -96,13 +104,19 @@ def train_and_export(rows: list[tuple[str, str, float]], epochs: int, out: Path)
     model.eval()
     fp32, int8 = out / "fp32.onnx", out / "cross-encoder-int8.onnx"
     ids = torch.ones(1, 8, dtype=torch.int64)
-    torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(fp32), dynamo=False,
-                      input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["logit"],
-                      dynamic_axes={name: {0: "batch", 1: "seq"}
-                                    for name in ("input_ids", "attention_mask", "token_type_ids")},
-                      opset_version=17)
-    quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8,
-                     op_types_to_quantize=["MatMul", "Gather"], per_channel=True)
+    torch.onnx.export(
+        model,
+        (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+        str(fp32),
+        dynamo=False,
+        input_names=["input_ids", "attention_mask", "token_type_ids"],
+        output_names=["logit"],
+        dynamic_axes={name: {0: "batch", 1: "seq"} for name in ("input_ids", "attention_mask", "token_type_ids")},
+        opset_version=17,
+    )
+    quantize_dynamic(
+        str(fp32), str(int8), weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gather"], per_channel=True
+    )
     return int8
 
 
@@ -123,8 +137,14 @@ class CrossEncoder:
     def logit(self, query: str, stored: str) -> float:
         encoding = self.tokenizer.encode(query, stored)
         ids = np.array([encoding.ids], dtype=np.int64)
-        (logit,) = self.session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                           "token_type_ids": np.array([encoding.type_ids], dtype=np.int64)})
+        (logit,) = self.session.run(
+            None,
+            {
+                "input_ids": ids,
+                "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.array([encoding.type_ids], dtype=np.int64),
+            },
+        )
         return float(logit[0])
 
 
@@ -190,22 +210,30 @@ def main() -> None:
     if args.save:
         np.savez(args.save, logits=logits)
     at = cal.lookups(ex)
-    print(f"\n{len(labelled)} adjudicated candidates, {len(at)} queries "
-          f"({len({int(g) for g, s in zip(ex.group, ex.same) if s})} with a same question stored); "
-          "hits right where the hits serve a share of those queries (each fold scored by a model fitted "
-          "on the others):\n\n| verifier | " + " | ".join(f"{m:.0%}" for m in SERVED_MARKS) + " |\n|---|"
-          + "---|" * len(SERVED_MARKS))
+    print(
+        f"\n{len(labelled)} adjudicated candidates, {len(at)} queries "
+        f"({len({int(g) for g, s in zip(ex.group, ex.same) if s})} with a same question stored); "
+        "hits right where the hits serve a share of those queries (each fold scored by a model fitted "
+        "on the others):\n\n| verifier | "
+        + " | ".join(f"{m:.0%}" for m in SERVED_MARKS)
+        + " |\n|---|"
+        + "---|" * len(SERVED_MARKS)
+    )
     identical = np.where(ex.identical, 100.0, 0.0)
-    rows = {"plain cosine": ex.cosine + identical,
-            "features (logistic, vetoes)": cal.out_of_fold_scores(ex),
-            "cross-encoder": logits + identical,
-            "cross-encoder with the vetoes": np.where(ex.vetoed & ~ex.identical, -100.0, logits + identical),
-            "features + cross-encoder logit": stacked(ex, logits)}
+    rows = {
+        "plain cosine": ex.cosine + identical,
+        "features (logistic, vetoes)": cal.out_of_fold_scores(ex),
+        "cross-encoder": logits + identical,
+        "cross-encoder with the vetoes": np.where(ex.vetoed & ~ex.identical, -100.0, logits + identical),
+        "features + cross-encoder logit": stacked(ex, logits),
+    }
     for label, score in rows.items():
         print(f"| {label} | " + " | ".join(curve(ex, score)) + " |")
     if timings:
-        print(f"\nint8 cross-encoder, one pair on one thread: p50 {1000 * np.percentile(timings, 50):.2f} ms, "
-              f"p99 {1000 * np.percentile(timings, 99):.2f} ms")
+        print(
+            f"\nint8 cross-encoder, one pair on one thread: p50 {1000 * np.percentile(timings, 50):.2f} ms, "
+            f"p99 {1000 * np.percentile(timings, 99):.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -42,23 +42,59 @@ from gateway.settings import Settings  # noqa: E402
 from gateway.storage.db import create_engine, create_tables  # noqa: E402
 
 ADMIN_KEY = "sk-cg-admin-bench-0123456789"
-TEAMS = ["search", "support-bot", "growth", "data-science", "mobile", "billing", "legal-review",
-         "marketing", "infra", "recsys", "sales-assist", "docs-qa"]
+TEAMS = [
+    "search",
+    "support-bot",
+    "growth",
+    "data-science",
+    "mobile",
+    "billing",
+    "legal-review",
+    "marketing",
+    "infra",
+    "recsys",
+    "sales-assist",
+    "docs-qa",
+]
 PICO = 10**12
-PAGES = ["/admin/ui", "/admin/ui/spend", "/admin/ui/savings", "/admin/ui/requests", "/admin/ui/keys",
-         "/admin/ui/budgets", "/admin/ui?days=90", "/admin/ui/spend?days=7"]
+PAGES = [
+    "/admin/ui",
+    "/admin/ui/spend",
+    "/admin/ui/savings",
+    "/admin/ui/requests",
+    "/admin/ui/keys",
+    "/admin/ui/budgets",
+    "/admin/ui?days=90",
+    "/admin/ui/spend?days=7",
+]
 # (requested, served, input $/Mtok, output $/Mtok)
-ROUTES = [("small", "small", 0.15, 0.6), ("large", "large", 2.5, 10.0), ("auto", "small", 0.15, 0.6),
-          ("auto", "large", 2.5, 10.0), ("gpt-4o-mini", "gpt-4o-mini", 0.15, 0.6)]
+ROUTES = [
+    ("small", "small", 0.15, 0.6),
+    ("large", "large", 2.5, 10.0),
+    ("auto", "small", 0.15, 0.6),
+    ("auto", "large", 2.5, 10.0),
+    ("gpt-4o-mini", "gpt-4o-mini", 0.15, 0.6),
+]
 ROUTE_WEIGHTS = [40, 15, 25, 8, 12]
 
 
 def config(db: Path) -> dict:
-    model = lambda name: {"name": name, "provider": "openai", "api_base": "http://127.0.0.1:9/v1",  # noqa: E731
-                          "api_key": "unused", "price": {"input_per_mtok": "1", "output_per_mtok": "1"}}
-    return {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{db}", "data_dir": str(db.parent / "data"),
-            "models": [model("small"), model("large"), model("gpt-4o-mini")],
-            "cascades": [{"name": "auto", "tiers": ["small", "large"]}]}
+    def model(name: str) -> dict:
+        return {
+            "name": name,
+            "provider": "openai",
+            "api_base": "http://127.0.0.1:9/v1",
+            "api_key": "unused",
+            "price": {"input_per_mtok": "1", "output_per_mtok": "1"},
+        }
+
+    return {
+        "admin_key": ADMIN_KEY,
+        "database_url": f"sqlite:///{db}",
+        "data_dir": str(db.parent / "data"),
+        "models": [model("small"), model("large"), model("gpt-4o-mini")],
+        "cascades": [{"name": "auto", "tiers": ["small", "large"]}],
+    }
 
 
 def seed(db: Path, rows: int) -> float:
@@ -72,16 +108,24 @@ def seed(db: Path, rows: int) -> float:
     team_ids = [f"team_{i:04d}" for i in range(len(TEAMS))]
     weights = [1 / (i + 1) ** 1.2 for i in range(len(TEAMS))]  # a few teams spend most: shameback
     conn = sqlite3.connect(db)
-    conn.executemany("INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)",
-                     [(t, n, now - 100 * 86400) for t, n in zip(team_ids, TEAMS)])
-    conn.executemany("INSERT INTO api_keys (id, team_id, name, key_hash, key_prefix, plan, tags, created_at) "
-                     "VALUES (?, ?, ?, ?, ?, 'pro', '[]', ?)",
-                     [(f"key_{i:04d}", t, f"{n}-app", f"{i:064x}", "sk-cg-xxxx", now - 100 * 86400)
-                      for i, (t, n) in enumerate(zip(team_ids, TEAMS))])
-    sql = ("INSERT INTO ledger (request_id, created_at, day, team_id, key_id, user, tags, trace_id, endpoint, "
-           "requested_model, served_model, provider, prompt_tokens, completion_tokens, cached_tokens, cost_pusd, "
-           "saved_pusd, latency_ms, ttft_ms, cache_status, status, error) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'chat.completions', ?, ?, 'openai', ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)")
+    conn.executemany(
+        "INSERT INTO teams (id, name, created_at) VALUES (?, ?, ?)",
+        [(t, n, now - 100 * 86400) for t, n in zip(team_ids, TEAMS)],
+    )
+    conn.executemany(
+        "INSERT INTO api_keys (id, team_id, name, key_hash, key_prefix, plan, tags, created_at) "
+        "VALUES (?, ?, ?, ?, ?, 'pro', '[]', ?)",
+        [
+            (f"key_{i:04d}", t, f"{n}-app", f"{i:064x}", "sk-cg-xxxx", now - 100 * 86400)
+            for i, (t, n) in enumerate(zip(team_ids, TEAMS))
+        ],
+    )
+    sql = (
+        "INSERT INTO ledger (request_id, created_at, day, team_id, key_id, user, tags, trace_id, endpoint, "
+        "requested_model, served_model, provider, prompt_tokens, completion_tokens, cached_tokens, cost_pusd, "
+        "saved_pusd, latency_ms, ttft_ms, cache_status, status, error) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, NULL, 'chat.completions', ?, ?, 'openai', ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)"
+    )
     batch = []
     for n in range(rows):
         created = now - rng.random() ** 1.3 * 90 * 86400  # more traffic lately
@@ -97,10 +141,28 @@ def seed(db: Path, rows: int) -> float:
             cache, saved, cost = "semantic", cost, 0
         elif r < 0.245:
             status, cost, pt, ct = 502, 0, 0, 0
-        day = datetime.fromtimestamp(created, timezone.utc).strftime("%Y-%m-%d")
-        batch.append((f"req_{n:08x}", created, day, team_ids[team], f"key_{team:04d}", f"user{rng.randint(1, 500)}",
-                      ",batch," if rng.random() < 0.1 else None, requested, served, pt, ct, cost, saved,
-                      rng.uniform(80, 4000), cache, status, "upstream 502" if status >= 400 else None))
+        day = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%d")
+        batch.append(
+            (
+                f"req_{n:08x}",
+                created,
+                day,
+                team_ids[team],
+                f"key_{team:04d}",
+                f"user{rng.randint(1, 500)}",
+                ",batch," if rng.random() < 0.1 else None,
+                requested,
+                served,
+                pt,
+                ct,
+                cost,
+                saved,
+                rng.uniform(80, 4000),
+                cache,
+                status,
+                "upstream 502" if status >= 400 else None,
+            )
+        )
         if len(batch) == 50_000:
             conn.executemany(sql, batch)
             batch.clear()
@@ -149,8 +211,21 @@ def screenshots(db: Path, target: Path) -> None:
     cfg = db.parent / "bench-config.yaml"
     cfg.write_text(yaml.safe_dump(config(db)))
     port = 4717
-    server = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--config", str(cfg), "--port",
-                               str(port), "--log-level", "warning"], cwd=ROOT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--config",
+            str(cfg),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -159,16 +234,33 @@ def screenshots(db: Path, target: Path) -> None:
                 break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        budgets = [("team", "search", "400", "monthly"), ("team", "support-bot", "120", "monthly"),
-                   ("team", "growth", "60", "monthly"), ("tag", "batch", "1.50", "daily")]
+        budgets = [
+            ("team", "search", "400", "monthly"),
+            ("team", "support-bot", "120", "monthly"),
+            ("team", "growth", "60", "monthly"),
+            ("tag", "batch", "1.50", "daily"),
+        ]
         for scope, subject, amount, period in budgets:
-            httpx.put(url + "/admin/budgets", headers={"authorization": f"Bearer {ADMIN_KEY}"},
-                      json={"scope": scope, "id": subject, "amount_usd": amount, "period": period}, timeout=120)
+            httpx.put(
+                url + "/admin/budgets",
+                headers={"authorization": f"Bearer {ADMIN_KEY}"},
+                json={"scope": scope, "id": subject, "amount_usd": amount, "period": period},
+                timeout=120,
+            )
         target.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run"])
+            browser = p.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                args=[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-first-run",
+                ],
+            )
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(120_000)
             page.goto(url + "/admin/ui/login")
@@ -176,8 +268,13 @@ def screenshots(db: Path, target: Path) -> None:
             page.fill("input[name=admin_key]", ADMIN_KEY)
             page.click("button:has-text('Sign in')")
             page.wait_for_url(url + "/admin/ui")
-            for name, path in [("overview", "/admin/ui"), ("spend", "/admin/ui/spend"), ("budgets", "/admin/ui/budgets"),
-                               ("savings", "/admin/ui/savings"), ("requests", "/admin/ui/requests")]:
+            for name, path in [
+                ("overview", "/admin/ui"),
+                ("spend", "/admin/ui/spend"),
+                ("budgets", "/admin/ui/budgets"),
+                ("savings", "/admin/ui/savings"),
+                ("requests", "/admin/ui/requests"),
+            ]:
                 page.goto(url + path)
                 page.screenshot(path=str(target / f"{name}.png"), full_page=name != "requests")
             page.goto(url + "/admin/ui/keys")

@@ -26,14 +26,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 PROMPTS = [
-    "Write a short poem about the sea.", "Explain what a GPU is to a child.",
-    "List three uses of a hash map.", "What is the capital of France? Answer in one sentence.",
-    "Give me a recipe for pancakes.", "Summarise the plot of Hamlet in two sentences.",
-    "Why is the sky blue?", "Write a Python function that reverses a string.",
+    "Write a short poem about the sea.",
+    "Explain what a GPU is to a child.",
+    "List three uses of a hash map.",
+    "What is the capital of France? Answer in one sentence.",
+    "Give me a recipe for pancakes.",
+    "Summarise the plot of Hamlet in two sentences.",
+    "Why is the sky blue?",
+    "Write a Python function that reverses a string.",
     "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox",
-    "Count from one to twenty in words.", "Translate 'good morning' into Spanish and French.",
-    "What are the benefits of unit tests?", "Describe a cat in five words.",
-    "Continue the sequence: 1, 2, 3, 4, 5, 6,", "Name four planets.", "What does HTTP stand for?",
+    "Count from one to twenty in words.",
+    "Translate 'good morning' into Spanish and French.",
+    "What are the benefits of unit tests?",
+    "Describe a cat in five words.",
+    "Continue the sequence: 1, 2, 3, 4, 5, 6,",
+    "Name four planets.",
+    "What does HTTP stand for?",
 ]
 
 
@@ -53,16 +61,23 @@ def worker(spec: dict) -> dict:
             records.append(record.getMessage())
 
     logging.getLogger("vllm").addHandler(Grab())
-    kwargs = {"model": spec["model"], "kv_cache_dtype": spec["kv"], "enforce_eager": True, "max_model_len": 1024,
-              "seed": 0}
+    kwargs = {
+        "model": spec["model"],
+        "kv_cache_dtype": spec["kv"],
+        "enforce_eager": True,
+        "max_model_len": 1024,
+        "seed": 0,
+    }
     if spec.get("speculative"):
         kwargs["speculative_config"] = spec["speculative"]
     start = time.perf_counter()
     llm = LLM(**kwargs)
     load_s = time.perf_counter() - start
     tokenizer = llm.get_tokenizer()
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                             add_generation_prompt=True) for p in spec["prompts"]]
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False, add_generation_prompt=True)
+        for p in spec["prompts"]
+    ]
     greedy = SamplingParams(temperature=0, max_tokens=spec["max_tokens"], ignore_eos=True)
     llm.generate(prompts[:1], SamplingParams(temperature=0, max_tokens=4))  # warm-up
     start = time.perf_counter()
@@ -81,8 +96,9 @@ def worker(spec: dict) -> dict:
         hits = total = 0
         for ref in spec["reference"]:
             ids, start = ref["ids"], ref["start"]
-            scored = llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=1),
-                                  use_tqdm=False)[0]
+            scored = llm.generate(
+                [{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=1), use_tqdm=False
+            )[0]
             for i in range(start, len(ids)):
                 hits += scored.prompt_logprobs[i][ids[i]].rank == 1
                 total += 1
@@ -97,19 +113,29 @@ def worker(spec: dict) -> dict:
 
     me = psutil.Process()
     rss = sum(p.memory_info().rss for p in [me, *me.children(recursive=True)])  # front end + engine core
-    return {"load_s": load_s, "decode_tps": sum(map(len, tokens)) / gen_s,
-            "single_tps": len(one[0].outputs[0].token_ids) / single_s, "rss_mib": rss / 2**20,
-            "kv_tokens": reported_kv_tokens("\n".join(records)), "tokens": tokens, "ppl": ppl, "agree": agree,
-            "reference": [{"ids": list(o.prompt_token_ids) + list(o.outputs[0].token_ids),
-                           "start": len(o.prompt_token_ids)} for o in outs]}
+    return {
+        "load_s": load_s,
+        "decode_tps": sum(map(len, tokens)) / gen_s,
+        "single_tps": len(one[0].outputs[0].token_ids) / single_s,
+        "rss_mib": rss / 2**20,
+        "kv_tokens": reported_kv_tokens("\n".join(records)),
+        "tokens": tokens,
+        "ppl": ppl,
+        "agree": agree,
+        "reference": [
+            {"ids": list(o.prompt_token_ids) + list(o.outputs[0].token_ids), "start": len(o.prompt_token_ids)}
+            for o in outs
+        ],
+    }
 
 
 def run(name: str, spec: dict) -> dict:
     from engine.kv_cache import reported_kv_tokens
 
     print(f"... {name}", flush=True)
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
-                          text=True, cwd=ROOT, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True, cwd=ROOT, timeout=1800
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         raise RuntimeError(f"{name} failed:\n{done.stderr[-3000:]}")
@@ -160,29 +186,46 @@ def main() -> None:
         results["int8_fp8kv"] = run("INT8 weights, 8-bit KV (fp8)", {**base, "model": str(int8), "kv": "fp8"})
     else:
         print("8-bit KV skipped: vLLM's CPU attention needs AVX-512 or AMX for it, and this CPU has neither")
-    results["bf16_ngram"] = run("bf16 weights, n-gram speculation", {**base, "model": str(bf16), "kv": "auto",
-                                                                    "speculative": spec})
+    results["bf16_ngram"] = run(
+        "bf16 weights, n-gram speculation", {**base, "model": str(bf16), "kv": "auto", "speculative": spec}
+    )
     b = results["bf16"]
     print(f"\nSmolLM2-135M-Instruct, {args.prompts} prompts x {args.max_tokens} greedy tokens, CPU, enforce-eager")
-    print(f"{'config':<14}{'decode tok/s':>13}{'x bf16':>8}{'batch-1 tok/s':>15}{'x bf16':>8}"
-          f"{'RSS MiB':>9}{'KV tokens/GiB':>15}{'ppl':>8}{'top-1 agree':>13}")
+    print(
+        f"{'config':<14}{'decode tok/s':>13}{'x bf16':>8}{'batch-1 tok/s':>15}{'x bf16':>8}"
+        f"{'RSS MiB':>9}{'KV tokens/GiB':>15}{'ppl':>8}{'top-1 agree':>13}"
+    )
     for name, r in results.items():
         ppl = f"{r['ppl']:.2f}" if r["ppl"] else "-"
         agree = f"{r['agree']:.3f}" if r.get("agree") is not None else "-"
-        print(f"{name:<14}{r['decode_tps']:>13.1f}{r['decode_tps'] / b['decode_tps']:>8.2f}"
-              f"{r['single_tps']:>15.1f}{r['single_tps'] / b['single_tps']:>8.2f}"
-              f"{r['rss_mib']:>9.0f}{r['kv_tokens'] or 0:>15}{ppl:>8}{agree:>13}")
-    print(f"weights on disk: bf16 {sum(f.stat().st_size for f in bf16.glob('*.safetensors')) / 2**20:.0f} MiB, "
-          f"INT8 {sum(f.stat().st_size for f in int8.glob('*.safetensors')) / 2**20:.0f} MiB")
+        print(
+            f"{name:<14}{r['decode_tps']:>13.1f}{r['decode_tps'] / b['decode_tps']:>8.2f}"
+            f"{r['single_tps']:>15.1f}{r['single_tps'] / b['single_tps']:>8.2f}"
+            f"{r['rss_mib']:>9.0f}{r['kv_tokens'] or 0:>15}{ppl:>8}{agree:>13}"
+        )
+    print(
+        f"weights on disk: bf16 {sum(f.stat().st_size for f in bf16.glob('*.safetensors')) / 2**20:.0f} MiB, "
+        f"INT8 {sum(f.stat().st_size for f in int8.glob('*.safetensors')) / 2**20:.0f} MiB"
+    )
     eight_bit = results.get("int8_fp8kv", {}).get("kv_tokens")
-    print(f"KV capacity 8-bit / bf16 (vLLM's report): {eight_bit / b['kv_tokens']:.2f}x" if b["kv_tokens"] and eight_bit
-          else "KV capacity 8-bit / bf16: not measured (see above) or not reported by vLLM")
+    print(
+        f"KV capacity 8-bit / bf16 (vLLM's report): {eight_bit / b['kv_tokens']:.2f}x"
+        if b["kv_tokens"] and eight_bit
+        else "KV capacity 8-bit / bf16: not measured (see above) or not reported by vLLM"
+    )
     shape = KvShape.from_config(json.loads((bf16 / "config.json").read_text()))
-    print("KV tokens per GiB from the config: " + ", ".join(
-        f"{d} {tokens_per_gib(shape, d):,}" for d in ("auto", "fp8", "int8_per_token_head")))
-    print(f"greedy prefix agreement INT8 vs bf16 (free-running, until first divergence): "
-          f"{agreement(results['int8']['tokens'], b['tokens']):.3f}")
-    print(f"greedy agreement n-gram speculation vs plain bf16: {agreement(results['bf16_ngram']['tokens'], b['tokens']):.3f}")
+    print(
+        "KV tokens per GiB from the config: "
+        + ", ".join(f"{d} {tokens_per_gib(shape, d):,}" for d in ("auto", "fp8", "int8_per_token_head"))
+    )
+    print(
+        f"greedy prefix agreement INT8 vs bf16 (free-running, until first divergence): "
+        f"{agreement(results['int8']['tokens'], b['tokens']):.3f}"
+    )
+    print(
+        "greedy agreement n-gram speculation vs plain bf16: "
+        f"{agreement(results['bf16_ngram']['tokens'], b['tokens']):.3f}"
+    )
 
 
 if __name__ == "__main__":

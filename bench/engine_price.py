@@ -63,8 +63,9 @@ class Done:
 
 
 async def run(args: argparse.Namespace) -> tuple[list[Counters], list[Done]]:
-    settings = EngineSettings.parse({"gpu_hour_usd": str(GPU_HOUR), "idle_shutdown_s": None,
-                                     "log_dir": str(Path(args.log_dir))})
+    settings = EngineSettings.parse(
+        {"gpu_hour_usd": str(GPU_HOUR), "idle_shutdown_s": None, "log_dir": str(Path(args.log_dir))}
+    )
     replica = Replica(LaunchSpec("bench", args.model, settings), Path(args.log_dir), cpu=True)
     began = time.monotonic()
     url = await replica.ensure_ready()
@@ -73,6 +74,7 @@ async def run(args: argparse.Namespace) -> tuple[list[Counters], list[Done]]:
     done: list[Done] = []
     rng = random.Random(args.seed)
     async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+
         async def scraper() -> None:
             while True:
                 stats = await scrape(client, time.monotonic())
@@ -81,9 +83,15 @@ async def run(args: argparse.Namespace) -> tuple[list[Counters], list[Done]]:
                 await asyncio.sleep(SCRAPE_S)
 
         async def one() -> None:
-            response = await client.post("/v1/chat/completions", json={
-                "model": "bench", "messages": [{"role": "user", "content": "Name four planets."}],
-                "max_tokens": args.max_tokens, "temperature": 0})
+            response = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "bench",
+                    "messages": [{"role": "user", "content": "Name four planets."}],
+                    "max_tokens": args.max_tokens,
+                    "temperature": 0,
+                },
+            )
             done.append(Done(time.monotonic(), response.json()["usage"]["completion_tokens"]))
 
         task = asyncio.create_task(scraper())
@@ -135,12 +143,16 @@ def main() -> None:
     print(f"{len(done)} requests, completion tokens {sorted(tokens)}, {len(scrapes)} scrapes")
     old = WindowMeter(EngineSettings().tokens_per_second)
     new = ThroughputMeter(EngineSettings().cost)
-    for name, observe, rate in (("per-window (before)", old.observe, lambda: (old.rate, old.measured)),
-                                ("moving estimate (now)", new.observe, lambda: (new.output_tps, new.measured))):
+    for name, observe, rate in (
+        ("per-window (before)", old.observe, lambda: (old.rate, old.measured)),
+        ("moving estimate (now)", new.observe, lambda: (new.output_tps, new.measured)),
+    ):
         values, at_prior = prices(observe, rate, scrapes, done)
         measured = values[at_prior:]
-        print(f"{name}: all {spread(values)}; after the first measurement ({len(measured)}) {spread(measured)}; "
-              f"final {rate()[0]:.1f} tok/s")
+        print(
+            f"{name}: all {spread(values)}; after the first measurement ({len(measured)}) {spread(measured)}; "
+            f"final {rate()[0]:.1f} tok/s"
+        )
 
 
 if __name__ == "__main__":

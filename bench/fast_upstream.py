@@ -17,19 +17,34 @@ import httptools
 import orjson
 import uvloop
 
-COMPLETION = orjson.dumps({
-    "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_700_000_000, "model": "bench-model",
-    "choices": [{"index": 0, "finish_reason": "stop",
-                 "message": {"role": "assistant", "content": "Hello! How can I help you today?"}}],
-    "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
-})
-MODELS = orjson.dumps({"object": "list", "data": [{"id": "bench-model", "object": "model", "created": 0,
-                                                   "owned_by": "bench"}]})
+COMPLETION = orjson.dumps(
+    {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "bench-model",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Hello! How can I help you today?"},
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 9, "total_tokens": 21},
+    }
+)
+MODELS = orjson.dumps(
+    {"object": "list", "data": [{"id": "bench-model", "object": "model", "created": 0, "owned_by": "bench"}]}
+)
 
 
 def _response(body: bytes) -> bytes:
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-            + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
 
 
 POST_RESPONSE = _response(COMPLETION)

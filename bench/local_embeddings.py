@@ -58,8 +58,10 @@ async def main() -> None:
     info = lookup("text-embedding-3-small")
     if info is not None:
         print(f"text-embedding-3-small (price map): ${info.price.input * 1_000_000} per 1M tokens")
-    print(f"estimate in force after the run: {embedder.rate.rate:,.0f} tok/s "
-          f"(${embedder.price().input * 1_000_000:.4f} per 1M tokens)")
+    print(
+        f"estimate in force after the run: {embedder.rate.rate:,.0f} tok/s "
+        f"(${embedder.price().input * 1_000_000:.4f} per 1M tokens)"
+    )
     embedder.close()
 
 

@@ -44,9 +44,15 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 MODEL = "bench-model"
-BODY = json.dumps({"model": MODEL, "messages": [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "Say hello to the benchmark."}]})
+BODY = json.dumps(
+    {
+        "model": MODEL,
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Say hello to the benchmark."},
+        ],
+    }
+)
 ADMIN_KEY = "sk-cg-admin-bench-0123456789abcdef"
 LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
 
@@ -121,8 +127,14 @@ class Processes:
 
     def start(self, name: str, cpu: int, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
         log = open(self.workdir / f"{name}.log", "wb")
-        proc = subprocess.Popen(["taskset", "-c", str(cpu), *argv], stdout=log, stderr=subprocess.STDOUT,
-                                env=env, cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(
+            ["taskset", "-c", str(cpu), *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
         self.procs.append(proc)
         return proc
 
@@ -138,16 +150,37 @@ class Processes:
 
 
 def run_wrk(url: str, key: str, connections: int, duration_s: float, cpu: int) -> WrkResult:
-    argv = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration_s))}s", "--timeout", "10s",
-            "-s", str(BENCH / "wrk_post.lua"), url, "--", key, BODY]
+    argv = [
+        "taskset",
+        "-c",
+        str(cpu),
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{max(1, round(duration_s))}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(BENCH / "wrk_post.lua"),
+        url,
+        "--",
+        key,
+        BODY,
+    ]
     done = subprocess.run(argv, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[:500]}")
     out = done.stdout
     line = next(line for line in out.splitlines() if line.startswith("BENCH "))
     data = json.loads(line[6:])
-    return WrkResult(data["requests"], data["duration_us"] / 1e6, data["p50_us"] / 1000, data["p99_us"] / 1000,
-                     data["errors"], data["non2xx"])
+    return WrkResult(
+        data["requests"],
+        data["duration_us"] / 1e6,
+        data["p50_us"] / 1000,
+        data["p99_us"] / 1000,
+        data["errors"],
+        data["non2xx"],
+    )
 
 
 def cpu_ms(pid: int) -> float:
@@ -168,16 +201,41 @@ def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str,
     workdir = procs.workdir / "costgate"
     workdir.mkdir()
     config = {
-        "admin_key": ADMIN_KEY, "database_url": f"sqlite:///{workdir}/costgate.db", "data_dir": str(workdir),
-        "models": [{"name": MODEL, "provider": "openai", "model": MODEL, "api_base": upstream, "api_key": "fake",
-                    "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"}}],
+        "admin_key": ADMIN_KEY,
+        "database_url": f"sqlite:///{workdir}/costgate.db",
+        "data_dir": str(workdir),
+        "models": [
+            {
+                "name": MODEL,
+                "provider": "openai",
+                "model": MODEL,
+                "api_base": upstream,
+                "api_key": "fake",
+                "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"},
+            }
+        ],
         "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
     }
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
-    proc = procs.start("costgate", cpu, [sys.executable, "-m", "gateway.cli", "serve", "--config",
-                                         str(workdir / "config.yaml"), "--port", str(port), "--log-level", "warning"],
-                       base_env(), workdir)
+    proc = procs.start(
+        "costgate",
+        cpu,
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--config",
+            str(workdir / "config.yaml"),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        base_env(),
+        workdir,
+    )
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/healthz", proc, 120)
     admin = {"authorization": f"Bearer {ADMIN_KEY}"}
@@ -191,8 +249,12 @@ def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tupl
     workdir = procs.workdir / "litellm"
     workdir.mkdir()
     config = {
-        "model_list": [{"model_name": MODEL, "litellm_params": {
-            "model": f"openai/{MODEL}", "api_base": upstream, "api_key": "fake"}}],
+        "model_list": [
+            {
+                "model_name": MODEL,
+                "litellm_params": {"model": f"openai/{MODEL}", "api_base": upstream, "api_key": "fake"},
+            }
+        ],
         "general_settings": {"master_key": LITELLM_MASTER_KEY},
     }
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
@@ -201,9 +263,23 @@ def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tupl
     env.pop("PYTHONPATH")
     env.update({"LITELLM_LOG": "ERROR", "DISABLE_SCHEMA_UPDATE": "True"})
     env.pop("DATABASE_URL", None)
-    proc = procs.start("litellm", cpu, [str(venv / "bin" / "litellm"), "--config", str(workdir / "config.yaml"),
-                                        "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
-                       env, workdir)
+    proc = procs.start(
+        "litellm",
+        cpu,
+        [
+            str(venv / "bin" / "litellm"),
+            "--config",
+            str(workdir / "config.yaml"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--num_workers",
+            "1",
+        ],
+        env,
+        workdir,
+    )
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/health/liveliness", proc, 300)
     return url + "/v1/chat/completions", proc.pid
@@ -211,8 +287,9 @@ def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tupl
 
 def check_answers(url: str, key: str) -> None:
     """One request by hand, so that a misconfigured proxy fails loudly instead of benchmarking errors."""
-    response = httpx.post(url, content=BODY, headers={"authorization": f"Bearer {key}",
-                                                      "content-type": "application/json"}, timeout=30)
+    response = httpx.post(
+        url, content=BODY, headers={"authorization": f"Bearer {key}", "content-type": "application/json"}, timeout=30
+    )
     if response.status_code != 200 or "choices" not in response.json():
         raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:300]}")
 
@@ -223,9 +300,25 @@ def start_profiler(name: str, pid: int, args: argparse.Namespace) -> subprocess.
         return None
     args.profile.mkdir(parents=True, exist_ok=True)
     out = args.profile / f"{name}.speedscope.json"
-    return subprocess.Popen([args.py_spy, "record", "--pid", str(pid), "--duration", str(args.duration), "--rate", "250",
-                             "--format", "speedscope", "--output", str(out), "--nonblocking"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            args.py_spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(args.duration),
+            "--rate",
+            "250",
+            "--format",
+            "speedscope",
+            "--output",
+            str(out),
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace) -> list[Round]:
@@ -249,11 +342,14 @@ def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argp
             if r.errors or r.non2xx:
                 raise RuntimeError(f"{name}: {r.errors} socket errors, {r.non2xx} non-2xx answers in the run")
         rounds.append(Round(direct, latency, throughput, cpu, serial_cpu))
-        print(f"  {name} run {i + 1}: direct p50 {direct.p50_ms:.3f} ms p99 {direct.p99_ms:.3f} ms | "
-              f"proxied p50 {latency.p50_ms:.3f} ms p99 {latency.p99_ms:.3f} ms | "
-              f"added p50 {rounds[-1].added_p50_ms:.3f} ms p99 {rounds[-1].added_p99_ms:.3f} ms | "
-              f"{throughput.rps:.0f} req/s @32 | CPU/request {rounds[-1].serial_cpu_us_per_request:.0f} us @1, "
-              f"{rounds[-1].cpu_us_per_request:.0f} us @32", flush=True)
+        print(
+            f"  {name} run {i + 1}: direct p50 {direct.p50_ms:.3f} ms p99 {direct.p99_ms:.3f} ms | "
+            f"proxied p50 {latency.p50_ms:.3f} ms p99 {latency.p99_ms:.3f} ms | "
+            f"added p50 {rounds[-1].added_p50_ms:.3f} ms p99 {rounds[-1].added_p99_ms:.3f} ms | "
+            f"{throughput.rps:.0f} req/s @32 | CPU/request {rounds[-1].serial_cpu_us_per_request:.0f} us @1, "
+            f"{rounds[-1].cpu_us_per_request:.0f} us @32",
+            flush=True,
+        )
     return rounds
 
 
@@ -267,11 +363,13 @@ class Summary:
 
     @classmethod
     def of(cls, rounds: list[Round]) -> Summary:
-        return cls(statistics.median(r.added_p50_ms for r in rounds),
-                   statistics.median(r.added_p99_ms for r in rounds),
-                   statistics.median(r.throughput.rps for r in rounds),
-                   statistics.median(r.cpu_us_per_request for r in rounds),
-                   statistics.median(r.serial_cpu_us_per_request for r in rounds))
+        return cls(
+            statistics.median(r.added_p50_ms for r in rounds),
+            statistics.median(r.added_p99_ms for r in rounds),
+            statistics.median(r.throughput.rps for r in rounds),
+            statistics.median(r.cpu_us_per_request for r in rounds),
+            statistics.median(r.serial_cpu_us_per_request for r in rounds),
+        )
 
 
 def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
@@ -279,18 +377,24 @@ def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
     print(f"{'':10} {'added p50':>12} {'added p99':>12} {'req/s @32':>12} {'CPU/req @1':>12} {'CPU/req @32':>12}")
     for name, s in (("costgate", costgate), ("litellm", litellm)):
         if s is not None:
-            print(f"{name:10} {s.added_p50_ms:>9.3f} ms {s.added_p99_ms:>9.3f} ms {s.rps:>12.0f} "
-                  f"{s.serial_cpu_us_per_request:>9.0f} us {s.cpu_us_per_request:>9.0f} us")
-    print(f"\ntarget: added p50 <= 1 ms -> {'met' if costgate.added_p50_ms <= 1 else 'NOT met'} "
-          f"({costgate.added_p50_ms:.3f} ms; CPU per request one at a time, what it adds on an idle "
-          f"core: {costgate.serial_cpu_us_per_request / 1000:.3f} ms)")
+            print(
+                f"{name:10} {s.added_p50_ms:>9.3f} ms {s.added_p99_ms:>9.3f} ms {s.rps:>12.0f} "
+                f"{s.serial_cpu_us_per_request:>9.0f} us {s.cpu_us_per_request:>9.0f} us"
+            )
+    print(
+        f"\ntarget: added p50 <= 1 ms -> {'met' if costgate.added_p50_ms <= 1 else 'NOT met'} "
+        f"({costgate.added_p50_ms:.3f} ms; CPU per request one at a time, what it adds on an idle "
+        f"core: {costgate.serial_cpu_us_per_request / 1000:.3f} ms)"
+    )
     if litellm is not None:
         ratio = costgate.rps / litellm.rps
-        print(f"ratios vs LiteLLM: requests/s x{ratio:.1f} (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}); "
-              f"added p50 {litellm.added_p50_ms / max(costgate.added_p50_ms, 1e-3):.1f}x lower; "
-              f"added p99 {litellm.added_p99_ms / max(costgate.added_p99_ms, 1e-3):.1f}x lower; "
-              f"CPU per request {litellm.cpu_us_per_request / costgate.cpu_us_per_request:.1f}x lower @32, "
-              f"{litellm.serial_cpu_us_per_request / costgate.serial_cpu_us_per_request:.1f}x lower @1")
+        print(
+            f"ratios vs LiteLLM: requests/s x{ratio:.1f} (target >= 10x: {'met' if ratio >= 10 else 'NOT met'}); "
+            f"added p50 {litellm.added_p50_ms / max(costgate.added_p50_ms, 1e-3):.1f}x lower; "
+            f"added p99 {litellm.added_p99_ms / max(costgate.added_p99_ms, 1e-3):.1f}x lower; "
+            f"CPU per request {litellm.cpu_us_per_request / costgate.cpu_us_per_request:.1f}x lower @32, "
+            f"{litellm.serial_cpu_us_per_request / costgate.serial_cpu_us_per_request:.1f}x lower @1"
+        )
 
 
 def parse_args() -> argparse.Namespace:
@@ -303,8 +407,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--litellm-venv", type=Path, default=Path(os.environ.get("LITELLM_VENV", "/tmp/litellm-venv")))
     parser.add_argument("--no-litellm", action="store_true", help="measure costgate only")
     parser.add_argument("--json", type=Path, help="also write the medians here")
-    parser.add_argument("--profile", type=Path, help="py-spy each proxy for one extra 32-connection run, "
-                        "speedscope files into this folder (pip install py-spy, anywhere)")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy each proxy for one extra 32-connection run, "
+        "speedscope files into this folder (pip install py-spy, anywhere)",
+    )
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "py-spy", help="the py-spy command")
     return parser.parse_args()
 
@@ -314,21 +422,31 @@ def main() -> int:
     if shutil.which("wrk") is None:
         sys.exit("wrk is missing: apt-get install -y wrk")
     if not args.no_litellm and not (args.litellm_venv / "bin" / "litellm").exists():
-        sys.exit(f"no LiteLLM venv at {args.litellm_venv}: python3.11 -m venv {args.litellm_venv} && "
-                 f"bash bench/install_litellm.sh {args.litellm_venv}   (or pass --no-litellm)")
+        sys.exit(
+            f"no LiteLLM venv at {args.litellm_venv}: python3.11 -m venv {args.litellm_venv} && "
+            f"bash bench/install_litellm.sh {args.litellm_venv}   (or pass --no-litellm)"
+        )
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="costgate-bench-") as tmp:
         procs = Processes(Path(tmp))
         try:
             port = free_port()
-            fake = procs.start("upstream", args.load_cpu, [sys.executable, str(BENCH / "fast_upstream.py"),
-                                                           "--port", str(port)], base_env(), ROOT)
+            fake = procs.start(
+                "upstream",
+                args.load_cpu,
+                [sys.executable, str(BENCH / "fast_upstream.py"), "--port", str(port)],
+                base_env(),
+                ROOT,
+            )
             upstream = f"http://127.0.0.1:{port}/v1"
             wait_http(upstream + "/models", fake, 30)
             direct_url = upstream + "/chat/completions"
             cg_url, cg_key, cg_pid = start_costgate(procs, args.gateway_cpu, upstream)
-            print(f"costgate (cpu {args.gateway_cpu}), load + fake upstream (cpu {args.load_cpu}), "
-                  f"{args.runs} x {args.duration:g} s", flush=True)
+            print(
+                f"costgate (cpu {args.gateway_cpu}), load + fake upstream (cpu {args.load_cpu}), "
+                f"{args.runs} x {args.duration:g} s",
+                flush=True,
+            )
             costgate = Summary.of(measure("costgate", cg_url, cg_key, cg_pid, direct_url, args))
             litellm = None
             if not args.no_litellm:
@@ -340,10 +458,17 @@ def main() -> int:
     load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores"
     report(costgate, litellm, load)
     if args.json:
-        args.json.write_text(json.dumps({"costgate": costgate.__dict__,
-                                         "litellm": None if litellm is None else litellm.__dict__,
-                                         "load": load, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
-                                        indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "costgate": costgate.__dict__,
+                    "litellm": None if litellm is None else litellm.__dict__,
+                    "load": load,
+                    "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

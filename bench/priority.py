@@ -39,27 +39,44 @@ def simulated_upstreams(slots: int, ms_per_token: float) -> httpx.MockTransport:
         body = orjson.loads(request.content)
         async with gates[request.url.host]:
             await asyncio.sleep(body["max_tokens"] * ms_per_token / 1000)
-        return httpx.Response(200, json={
-            "id": "x", "object": "chat.completion", "model": body["model"], "created": 0,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 8, "completion_tokens": body["max_tokens"],
-                      "total_tokens": 8 + body["max_tokens"]}})
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "model": body["model"],
+                "created": 0,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+                "usage": {
+                    "prompt_tokens": 8,
+                    "completion_tokens": body["max_tokens"],
+                    "total_tokens": 8 + body["max_tokens"],
+                },
+            },
+        )
 
     return httpx.MockTransport(handle)
 
 
 def call(priority: Priority, max_tokens: int) -> UpstreamCall:
-    return UpstreamCall(Endpoint.CHAT, {"model": "m", "max_tokens": max_tokens,
-                                        "messages": [{"role": "user", "content": "a short question"}]},
-                        priority=priority)
+    return UpstreamCall(
+        Endpoint.CHAT,
+        {"model": "m", "max_tokens": max_tokens, "messages": [{"role": "user", "content": "a short question"}]},
+        priority=priority,
+    )
 
 
 async def scenario(args: argparse.Namespace, admission: bool) -> dict[str, float]:
     transport = simulated_upstreams(args.slots, args.ms_per_token)
-    replicas = [OpenAIProvider(f"r{i}", f"http://r{i}.sim/v1", None, max_retries=0, transport=transport)
-                for i in range(args.replicas)]
-    policy = AdmissionPolicy(args.batch_idle_tokens, args.batch_max_tokens) if admission else \
-        AdmissionPolicy(batch_idle_tokens=10**12, batch_max_tokens=None)
+    replicas = [
+        OpenAIProvider(f"r{i}", f"http://r{i}.sim/v1", None, max_retries=0, transport=transport)
+        for i in range(args.replicas)
+    ]
+    policy = (
+        AdmissionPolicy(args.batch_idle_tokens, args.batch_max_tokens)
+        if admission
+        else AdmissionPolicy(batch_idle_tokens=10**12, batch_max_tokens=None)
+    )
     rs = ReplicaSet("m", replicas, policy, max_output_tokens=4096, batch_max_wait_s=3600)
     start = time.perf_counter()
 
@@ -78,9 +95,11 @@ async def scenario(args: argparse.Namespace, admission: bool) -> dict[str, float
     latencies = sorted(await asyncio.gather(*interactive))
     makespan = max(await asyncio.gather(*batch))
     await rs.aclose()
-    return {"p50_ms": statistics.median(latencies) * 1000,
-            "p95_ms": latencies[int(0.95 * (len(latencies) - 1))] * 1000,
-            "batch_makespan_s": makespan}
+    return {
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p95_ms": latencies[int(0.95 * (len(latencies) - 1))] * 1000,
+        "batch_makespan_s": makespan,
+    }
 
 
 def main() -> None:
@@ -97,17 +116,23 @@ def main() -> None:
     parser.add_argument("--batch-max-tokens", type=int, default=16_384, help="admission: batch cap per replica")
     args = parser.parse_args()
     alone = args.interactive_tokens * args.ms_per_token
-    print(f"{args.replicas} replicas x {args.slots} slots, {args.ms_per_token} ms/token; "
-          f"{args.batch} batch x {args.batch_tokens} tokens at t=0, {args.interactive} interactive x "
-          f"{args.interactive_tokens} tokens every {args.gap_ms} ms (alone: {alone:.1f} ms each); admission: "
-          f"batch_idle_tokens {args.batch_idle_tokens}, batch_max_tokens {args.batch_max_tokens}")
+    print(
+        f"{args.replicas} replicas x {args.slots} slots, {args.ms_per_token} ms/token; "
+        f"{args.batch} batch x {args.batch_tokens} tokens at t=0, {args.interactive} interactive x "
+        f"{args.interactive_tokens} tokens every {args.gap_ms} ms (alone: {alone:.1f} ms each); admission: "
+        f"batch_idle_tokens {args.batch_idle_tokens}, batch_max_tokens {args.batch_max_tokens}"
+    )
     off = asyncio.run(scenario(args, admission=False))
     on = asyncio.run(scenario(args, admission=True))
     for name, r in (("baseline: admission off", off), ("admission on", on)):
-        print(f"{name:24s} interactive p50 {r['p50_ms']:8.1f} ms  p95 {r['p95_ms']:8.1f} ms  "
-              f"batch makespan {r['batch_makespan_s']:6.2f} s")
-    print(f"interactive p50 {off['p50_ms'] / on['p50_ms']:.1f}x lower, p95 {off['p95_ms'] / on['p95_ms']:.1f}x lower; "
-          f"batch makespan {on['batch_makespan_s'] / off['batch_makespan_s']:.2f}x the baseline's")
+        print(
+            f"{name:24s} interactive p50 {r['p50_ms']:8.1f} ms  p95 {r['p95_ms']:8.1f} ms  "
+            f"batch makespan {r['batch_makespan_s']:6.2f} s"
+        )
+    print(
+        f"interactive p50 {off['p50_ms'] / on['p50_ms']:.1f}x lower, p95 {off['p95_ms'] / on['p95_ms']:.1f}x lower; "
+        f"batch makespan {on['batch_makespan_s'] / off['batch_makespan_s']:.2f}x the baseline's"
+    )
 
 
 if __name__ == "__main__":

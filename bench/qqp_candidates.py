@@ -36,8 +36,14 @@ def block_candidates(embedder: Embedder, pairs: list[dict], block: int) -> list[
     for pair, cosines in zip(pairs, queries @ stored.T, strict=True):
         for row in np.argsort(-cosines)[:NEAREST]:
             if cosines[row] >= MIN_COSINE:
-                out.append({"query": pair["b"], "stored": pairs[row]["a"], "block": block,
-                            "cosine": round(float(cosines[row]), 4)})
+                out.append(
+                    {
+                        "query": pair["b"],
+                        "stored": pairs[row]["a"],
+                        "block": block,
+                        "cosine": round(float(cosines[row]), 4),
+                    }
+                )
     return out
 
 
@@ -51,7 +57,7 @@ def main() -> None:
     embedder = Embedder()
     lines = []
     for block in (int(b) for b in args.blocks.split(",")):
-        found = block_candidates(embedder, pairs[block * BLOCK:(block + 1) * BLOCK], block)
+        found = block_candidates(embedder, pairs[block * BLOCK : (block + 1) * BLOCK], block)
         print(f"block {block}: {len(found)} candidates", file=sys.stderr)
         lines += [json.dumps(c, ensure_ascii=False) for c in found]
     text = "\n".join(lines) + "\n"

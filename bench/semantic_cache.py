@@ -53,7 +53,8 @@ async def ask_all(client: openai.AsyncOpenAI, texts: list[str]) -> list[tuple[st
     async def one(text: str) -> tuple[str, str]:
         async with gate:
             raw = await client.chat.completions.with_raw_response.create(
-                model="small", temperature=0, messages=[{"role": "user", "content": text}])
+                model="small", temperature=0, messages=[{"role": "user", "content": text}]
+            )
             return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content or ""
 
     return await asyncio.gather(*(one(t) for t in texts))
@@ -78,12 +79,14 @@ async def hit_quality(gw: GatewayProcess, pairs: list[Pair], labels: list[Path])
 async def run(args: argparse.Namespace) -> None:
     os.environ.update(ONE_CORE)
     rows = [json.loads(line) for line in open(args.data)]
-    pairs = [Pair(r["a"], r["b"]) for r in rows[:args.limit]]
+    pairs = [Pair(r["a"], r["b"]) for r in rows[: args.limit]]
     labels = [Path(p) for p in args.labels]
     work = Path(tempfile.mkdtemp(prefix="bench-cache-"))
     fake = FakeUpstream(work)
-    config = {"models": [model("small", "echo-small", fake.url, "0.15", "0.6")],
-              "cache": {"max_entries": 10**6, "semantic": {"enabled": True}}}
+    config = {
+        "models": [model("small", "echo-small", fake.url, "0.15", "0.6")],
+        "cache": {"max_entries": 10**6, "semantic": {"enabled": True}},
+    }
     gw = GatewayProcess(config, work / "gw", env=ONE_CORE)
     load = os.getloadavg()[0]
     print(f"the first {len(pairs)} dev pairs; machine load {load:.1f} on {os.cpu_count()} cores (shared)")
@@ -93,17 +96,26 @@ async def run(args: argparse.Namespace) -> None:
         gw.stop()
         fake.stop()
         shutil.rmtree(work, ignore_errors=True)
-    quality.print_cross_validated(read_labelled(labels), Embedder().embed_many, RATES,
-                                  SemanticCacheConfig().max_false_hit_rate)
+    quality.print_cross_validated(
+        read_labelled(labels), Embedder().embed_many, RATES, SemanticCacheConfig().max_false_hit_rate
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", nargs="?", default=str(DEFAULT_PAIRS), help="qqp_dev.jsonl")
-    parser.add_argument("--labels", nargs="+", default=[str(p) for p in DEFAULT_LABELS if p.exists()],
-                        help="hand-adjudicated candidate hits (JSON lines: query, stored, same)")
-    parser.add_argument("--limit", type=int, default=2000,
-                        help="dev pairs sent through the gateway (the adjudicated protocol uses the first 2,000)")
+    parser.add_argument(
+        "--labels",
+        nargs="+",
+        default=[str(p) for p in DEFAULT_LABELS if p.exists()],
+        help="hand-adjudicated candidate hits (JSON lines: query, stored, same)",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        default=2000,
+        help="dev pairs sent through the gateway (the adjudicated protocol uses the first 2,000)",
+    )
     args = parser.parse_args()
     asyncio.run(run(args))
 

@@ -7,8 +7,9 @@ Speed (needs wrk: `apt-get install -y wrk`). One gateway (`costgate serve`, SQLi
 alone to `--gateway-cpu`; the fast fake upstream (bench/fast_upstream.py) and wrk share
 `--load-cpu`. Every request is a question not asked before in its team, at temperature 0:
 half of the QQP dev questions and GSM8K problems, shuffled (`bench/wrk_post.lua` cycles through
-them; a run ends before it comes round again: the exact hits are printed to show it). Each measurement is a team of its own in the
-same gateway: exact-only teams (semantic off), and semantic teams whose namespace holds `--fill`
+them; a run ends before it comes round again: the exact hits are printed to show it). Each
+measurement is a team of its own in the same gateway: exact-only teams (semantic off), and
+semantic teams whose namespace holds `--fill`
 stored entries before the run. Fillers are new texts spliced from two random questions of the
 other half (the head of one, the tail of the other): like real traffic in vocabulary, rarely a
 paraphrase of anything asked, with no MiniLM vectors yet (the worst case for the lazy MiniLM
@@ -73,7 +74,7 @@ def fillers(texts: list[str], n: int, seed: int) -> list[str]:
     out = []
     for k in range(n):
         head, tail = rng.choice(texts).split(), rng.choice(texts).split()
-        out.append(" ".join(head[:max(1, len(head) // 2)] + tail[len(tail) // 2:]) + f" #{k}")
+        out.append(" ".join(head[: max(1, len(head) // 2)] + tail[len(tail) // 2 :]) + f" #{k}")
     return out
 
 
@@ -92,8 +93,12 @@ class Team:
 def teams(fill: list[int]) -> list[Team]:
     """Exact-only and semantic side by side for each fill and connection count; the last is
     the warm-up's."""
-    return [Team(f"{kind}-{n}-{c}", kind == "semantic", n, c)
-            for n in fill for c in CONNECTIONS for kind in ("exact", "semantic")] + [Team("warm-up", True, 0, 8)]
+    return [
+        Team(f"{kind}-{n}-{c}", kind == "semantic", n, c)
+        for n in fill
+        for c in CONNECTIONS
+        for kind in ("exact", "semantic")
+    ] + [Team("warm-up", True, 0, 8)]
 
 
 class Gateway:
@@ -103,12 +108,26 @@ class Gateway:
         self.procs, self.cpu = procs, cpu
         self.workdir = procs.workdir / f"gateway-{backend}"
         self.workdir.mkdir()
-        cache: dict = {"max_entries": 10**7, "teams": {t.name: {"semantic": t.semantic, "max_false_hit_rate": 0.25}
-                                                        for t in all_teams}}
-        config = {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{self.workdir}/costgate.db",
-                  "data_dir": str(self.workdir / "data"), "cache": cache,
-                  "models": [{"name": MODEL, "provider": "openai", "model": MODEL, "api_base": upstream,
-                              "api_key": "fake", "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"}}]}
+        cache: dict = {
+            "max_entries": 10**7,
+            "teams": {t.name: {"semantic": t.semantic, "max_false_hit_rate": 0.25} for t in all_teams},
+        }
+        config = {
+            "admin_key": ADMIN_KEY,
+            "database_url": f"sqlite:///{self.workdir}/costgate.db",
+            "data_dir": str(self.workdir / "data"),
+            "cache": cache,
+            "models": [
+                {
+                    "name": MODEL,
+                    "provider": "openai",
+                    "model": MODEL,
+                    "api_base": upstream,
+                    "api_key": "fake",
+                    "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"},
+                }
+            ],
+        }
         if backend == "redis":
             self.prefix = f"costgate-bench-{secrets.token_hex(4)}:"
             config["redis_url"] = REDIS_URL
@@ -128,9 +147,24 @@ class Gateway:
     def start(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = self.procs.start(f"gateway-{self.port}", self.cpu, [
-            sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.workdir / "config.yaml"),
-            "--port", str(self.port), "--log-level", "warning"], {**base_env(), **ONE_THREAD}, self.workdir)
+        self.proc = self.procs.start(
+            f"gateway-{self.port}",
+            self.cpu,
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--config",
+                str(self.workdir / "config.yaml"),
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            {**base_env(), **ONE_THREAD},
+            self.workdir,
+        )
         wait_http(self.url + "/healthz", self.proc, 1800)
 
     def stop(self) -> None:
@@ -144,7 +178,7 @@ class Gateway:
         text = httpx.get(self.url + "/metrics", timeout=30).text
         out = {}
         for kind in ("exact", "semantic"):
-            found = re.findall(r'^costgate_cache_lookups_total\{([^}]*)\} (\S+)$', text, re.M)
+            found = re.findall(r"^costgate_cache_lookups_total\{([^}]*)\} (\S+)$", text, re.M)
             out[kind] = sum(float(v) for labels, v in found if f'kind="{kind}"' in labels and 'result="hit"' in labels)
         return out
 
@@ -154,8 +188,9 @@ ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 
 def fill_namespaces(gw: Gateway, backend: str, plan: list[tuple[str, list[str]]]) -> None:
     """Store the fillers (namespace, texts) where the gateway will find them after a restart."""
-    from policies.semantic_cache.static_embedder import StaticEmbedder
     import asyncio
+
+    from policies.semantic_cache.static_embedder import StaticEmbedder
 
     static = StaticEmbedder.load()
     now = time.time()
@@ -164,12 +199,15 @@ def fill_namespaces(gw: Gateway, backend: str, plan: list[tuple[str, list[str]]]
     def entries(namespace: str, texts: list[str]):  # type: ignore[no-untyped-def]
         for k, text in enumerate(texts):
             key = f"fill-{namespace[:8]}-{k}"
-            yield Entry(key, "bench", namespace, text, answer, now, now + 86400, last_used=now), \
-                QuestionVectors(static.embed(text))
+            yield (
+                Entry(key, "bench", namespace, text, answer, now, now + 86400, last_used=now),
+                QuestionVectors(static.embed(text)),
+            )
 
     async def fill() -> None:
         if backend == "redis":
             from policies.semantic_cache.redis_store import RedisStore
+
             store = RedisStore(REDIS_URL, gw.prefix, 10**7)
         else:
             store = EmbeddedStore(10**7)
@@ -185,15 +223,36 @@ def fill_namespaces(gw: Gateway, backend: str, plan: list[tuple[str, list[str]]]
 
 
 def run_wrk(url: str, key: str, bodies: Path, connections: int, duration_s: int, cpu: int) -> WrkResult:
-    argv = ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{duration_s}s", "--timeout", "10s",
-            "-s", str(ROOT / "bench" / "wrk_post.lua"), url, "--", key, "@" + str(bodies)]
+    argv = [
+        "taskset",
+        "-c",
+        str(cpu),
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{duration_s}s",
+        "--timeout",
+        "10s",
+        "-s",
+        str(ROOT / "bench" / "wrk_post.lua"),
+        url,
+        "--",
+        key,
+        "@" + str(bodies),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True)
     line = next((line for line in done.stdout.splitlines() if line.startswith("BENCH ")), None)
     if done.returncode != 0 or line is None:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[:500]}")
     data = json.loads(line[6:])
-    result = WrkResult(data["requests"], data["duration_us"] / 1e6, data["p50_us"] / 1000, data["p99_us"] / 1000,
-                       data["errors"], data["non2xx"])
+    result = WrkResult(
+        data["requests"],
+        data["duration_us"] / 1e6,
+        data["p50_us"] / 1000,
+        data["p99_us"] / 1000,
+        data["errors"],
+        data["non2xx"],
+    )
     if result.errors or result.non2xx:
         raise RuntimeError(f"{result.errors} socket errors, {result.non2xx} non-2xx answers")
     return result
@@ -208,8 +267,14 @@ class Measured:
 
 def measure(gw: Gateway, team: Team, bodies: Path, args: argparse.Namespace, warm_up: bool = False) -> Measured:
     before_hits, before_cpu = gw.hits(), cpu_ms(gw.proc.pid)
-    result = run_wrk(gw.url + "/v1/chat/completions", gw.keys[team.name], bodies, team.connections,
-                     2 if warm_up else args.duration, args.load_cpu)
+    result = run_wrk(
+        gw.url + "/v1/chat/completions",
+        gw.keys[team.name],
+        bodies,
+        team.connections,
+        2 if warm_up else args.duration,
+        args.load_cpu,
+    )
     cpu = cpu_ms(gw.proc.pid) - before_cpu
     after = gw.hits()
     return Measured(result, cpu * 1000 / max(result.requests, 1), {k: after[k] - before_hits[k] for k in after})
@@ -222,18 +287,29 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
         gw: Gateway | None = None
         try:
             port = free_port()
-            fake = procs.start("upstream", args.load_cpu, [sys.executable, str(ROOT / "bench" / "fast_upstream.py"),
-                                                           "--port", str(port)], base_env(), ROOT)
+            fake = procs.start(
+                "upstream",
+                args.load_cpu,
+                [sys.executable, str(ROOT / "bench" / "fast_upstream.py"), "--port", str(port)],
+                base_env(),
+                ROOT,
+            )
             wait_http(f"http://127.0.0.1:{port}/v1/models", fake, 30)
             gw = Gateway(procs, args.gateway_cpu, f"http://127.0.0.1:{port}/v1", backend, all_teams)
             gw.stop()
-            plan = [(gw.namespace(t), fillers(sources, t.fill, seed=i))
-                    for i, t in enumerate(all_teams) if t.fill and t.semantic]
+            plan = [
+                (gw.namespace(t), fillers(sources, t.fill, seed=i))
+                for i, t in enumerate(all_teams)
+                if t.fill and t.semantic
+            ]
             started = time.monotonic()
             fill_namespaces(gw, backend, plan)
             gw.start()
-            print(f"\n{backend}: filled {sum(len(p[1]) for p in plan):,} entries and restarted in "
-                  f"{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"\n{backend}: filled {sum(len(p[1]) for p in plan):,} entries and restarted in "
+                f"{time.monotonic() - started:.0f} s; load average {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
             bodies = Path(tmp) / "bodies.jsonl"
             bodies.write_text("".join(json.dumps(body(q)) + "\n" for q in texts))
             measure(gw, all_teams[-1], bodies, args, warm_up=True)  # a team of its own: pools, caches
@@ -241,8 +317,11 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
             for team in all_teams[:-1]:
                 results[team.name] = measure(gw, team, bodies, args)
                 m = results[team.name]
-                print(f"  {team.name}: p50 {m.wrk.p50_ms:.3f} ms p99 {m.wrk.p99_ms:.3f} ms, {m.wrk.rps:.0f} req/s, "
-                      f"CPU {m.cpu_us:.0f} us/request, hits {m.hits}", flush=True)
+                print(
+                    f"  {team.name}: p50 {m.wrk.p50_ms:.3f} ms p99 {m.wrk.p99_ms:.3f} ms, {m.wrk.rps:.0f} req/s, "
+                    f"CPU {m.cpu_us:.0f} us/request, hits {m.hits}",
+                    flush=True,
+                )
             report(backend, fill, results)
         finally:
             procs.stop_all()
@@ -252,6 +331,7 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
 
 def clear_redis(prefix: str) -> None:
     import redis
+
     client = redis.Redis.from_url(REDIS_URL)
     for batch in _chunks(list(client.scan_iter(match=prefix + "*", count=10_000)), 10_000):
         client.delete(*batch)
@@ -259,20 +339,24 @@ def clear_redis(prefix: str) -> None:
 
 def _chunks(items: list, n: int):  # type: ignore[no-untyped-def]
     for i in range(0, len(items), n):
-        yield items[i:i + n]
+        yield items[i : i + n]
 
 
 def report(backend: str, fill: list[int], results: dict[str, Measured]) -> None:
-    print(f"\n{backend} backend | p50 @1 exact-only | semantic | added | req/s @32 exact-only | semantic | ratio "
-          f"| CPU/request @32 exact-only | semantic | semantic hits @1, @32")
+    print(
+        f"\n{backend} backend | p50 @1 exact-only | semantic | added | req/s @32 exact-only | semantic | ratio "
+        f"| CPU/request @32 exact-only | semantic | semantic hits @1, @32"
+    )
     for n in fill:
         e1, s1 = results[f"exact-{n}-1"], results[f"semantic-{n}-1"]
         e32, s32 = results[f"exact-{n}-32"], results[f"semantic-{n}-32"]
         added, ratio = s1.wrk.p50_ms - e1.wrk.p50_ms, s32.wrk.rps / e32.wrk.rps
-        print(f"{n:,} entries | {e1.wrk.p50_ms:.2f} ms | {s1.wrk.p50_ms:.2f} ms | {added:+.2f} ms "
-              f"({'met' if added <= 3 else 'NOT met'}) | {e32.wrk.rps:.0f} | {s32.wrk.rps:.0f} | {ratio:.0%} "
-              f"({'met' if ratio >= 0.3 else 'NOT met'}) | {e32.cpu_us:.0f} us | {s32.cpu_us:.0f} us "
-              f"| {s1.hits['semantic']:.0f}, {s32.hits['semantic']:.0f}")
+        print(
+            f"{n:,} entries | {e1.wrk.p50_ms:.2f} ms | {s1.wrk.p50_ms:.2f} ms | {added:+.2f} ms "
+            f"({'met' if added <= 3 else 'NOT met'}) | {e32.wrk.rps:.0f} | {s32.wrk.rps:.0f} | {ratio:.0%} "
+            f"({'met' if ratio >= 0.3 else 'NOT met'}) | {e32.cpu_us:.0f} us | {s32.cpu_us:.0f} us "
+            f"| {s1.hits['semantic']:.0f}, {s32.hits['semantic']:.0f}"
+        )
 
 
 def recall(qqp: Path, fill: int) -> None:
@@ -287,12 +371,17 @@ def recall(qqp: Path, fill: int) -> None:
     heldout = [p for p in pairs if p.held_out]
     extra = fillers(questions(qqp), fill, seed=99)
     extra_static, extra_full = static.embed_many(extra), full.embed_many(extra)
-    print(f"\nRecall of the static stage (gate {static.gate:.3f}, {static.candidates} candidates), "
-          f"on the held-out pairs (the table's rows were fitted on the others; the gate was chosen here):\n\n| stored | queries | nearest >= 0.85 | "
-          f"found | queries that ran MiniLM | MiniLM texts per query |\n|---|---|---|---|---|---|")
-    for label, stored, asked, with_fill in (("their a", heldout, heldout, False),
-                                            ("every a", pairs, heldout, False),
-                                            (f"every a + {fill:,} fillers", pairs, heldout, True)):
+    print(
+        f"\nRecall of the static stage (gate {static.gate:.3f}, {static.candidates} candidates), "
+        "on the held-out pairs (the table's rows were fitted on the others; the gate was chosen here):\n\n"
+        "| stored | queries | nearest >= 0.85 | "
+        f"found | queries that ran MiniLM | MiniLM texts per query |\n|---|---|---|---|---|---|"
+    )
+    for label, stored, asked, with_fill in (
+        ("their a", heldout, heldout, False),
+        ("every a", pairs, heldout, False),
+        (f"every a + {fill:,} fillers", pairs, heldout, True),
+    ):
         a_static, a_full = static.embed_many([p.a for p in stored]), full.embed_many([p.a for p in stored])
         if with_fill:
             a_static, a_full = np.vstack([a_static, extra_static]), np.vstack([a_full, extra_full])
@@ -307,8 +396,10 @@ def recall(qqp: Path, fill: int) -> None:
             ran += bool(kept)
             texts += (1 + len(kept)) if kept else 0
             found += close[q] and int(nearest[q]) in kept
-        print(f"| {label} ({len(a_static):,}) | {label_of(asked)} | {close.sum()} | {found / close.sum():.2%} | "
-              f"{ran / len(asked):.1%} | {texts / len(asked):.2f} |")
+        print(
+            f"| {label} ({len(a_static):,}) | {label_of(asked)} | {close.sum()} | {found / close.sum():.2%} | "
+            f"{ran / len(asked):.1%} | {texts / len(asked):.2f} |"
+        )
 
 
 def label_of(asked: list[Pair]) -> str:
@@ -320,8 +411,12 @@ def main() -> None:
     parser.add_argument("data", nargs="?", type=Path, default=DATA / "qqp_dev.jsonl")
     parser.add_argument("--fill", default="10000,100000", help="stored entries in the semantic teams' namespace")
     parser.add_argument("--backend", default="embedded,redis")
-    parser.add_argument("--duration", type=int, default=3,
-                        help="seconds per wrk run (8,000 questions: ~2,400 req/s exact-only would wrap past 3 s)")
+    parser.add_argument(
+        "--duration",
+        type=int,
+        default=3,
+        help="seconds per wrk run (8,000 questions: ~2,400 req/s exact-only would wrap past 3 s)",
+    )
     parser.add_argument("--gateway-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
     parser.add_argument("--recall-only", action="store_true")

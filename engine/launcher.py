@@ -36,10 +36,10 @@ from pathlib import Path
 
 import httpx
 
+from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
 from engine.command import VLLM_SERVER, LaunchSpec, build_command, build_env, kv_dtype_for, last_error
 from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
-from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
 from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
 from engine.kv_cache import reported_kv_tokens
 from engine.speculative import should_speculate, speculative_config
@@ -84,9 +84,16 @@ def _die_with_parent() -> None:
 class Replica:
     """One supervised vLLM server. All methods run on the gateway's event loop."""
 
-    def __init__(self, spec: LaunchSpec, log_dir: Path, *, cpu: bool | None = None,
-                 prepare: Callable[[], Awaitable[None]] | None = None, server_module: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        spec: LaunchSpec,
+        log_dir: Path,
+        *,
+        cpu: bool | None = None,
+        prepare: Callable[[], Awaitable[None]] | None = None,
+        server_module: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spec = spec
         self.settings = spec.settings
         self.cpu = on_cpu_build() if cpu is None else cpu
@@ -152,8 +159,7 @@ class Replica:
             return await asyncio.wait_for(asyncio.shield(task), bound)
         except TimeoutError:
             assert wait_s is not None
-            raise EngineStarting(self.spec.served_name,
-                                 retry_after(self.expected_start_remaining(), wait_s)) from None
+            raise EngineStarting(self.spec.served_name, retry_after(self.expected_start_remaining(), wait_s)) from None
 
     def expected_start_remaining(self) -> float | None:
         started_for = None if self._start_began is None else self._clock() - self._start_began
@@ -202,14 +208,25 @@ class Replica:
         self._port = _free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.log_dir / f"{self.spec.served_name.replace('/', '_')}-{self._port}.log"
-        cmd = build_command(self.spec, self._port, self.speculate, self.cpu, self.kv_cache_dtype,
-                            server_module=self._server_module)
-        log.info("starting vLLM for %s on port %d (speculation %s): log in %s", self.spec.served_name,
-                 self._port, "on" if self.speculate else "off", self._log_path)
+        cmd = build_command(
+            self.spec, self._port, self.speculate, self.cpu, self.kv_cache_dtype, server_module=self._server_module
+        )
+        log.info(
+            "starting vLLM for %s on port %d (speculation %s): log in %s",
+            self.spec.served_name,
+            self._port,
+            "on" if self.speculate else "off",
+            self._log_path,
+        )
         with open(self._log_path, "ab") as out:
             self._proc = await asyncio.create_subprocess_exec(
-                *cmd, stdout=out, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
-                env=build_env(self.settings, self.cpu, dict(os.environ)), preexec_fn=_die_with_parent)
+                *cmd,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                stdin=asyncio.subprocess.DEVNULL,
+                env=build_env(self.settings, self.cpu, dict(os.environ)),
+                preexec_fn=_die_with_parent,
+            )
         self._client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self._port}")
         try:
             await self._wait_healthy()
@@ -220,8 +237,9 @@ class Replica:
             self.state = State.FAILED
             self._start_began = None
             cause = last_error(self._log_path.read_text(errors="replace"))
-            raise EngineUnavailable(f"local engine for {self.spec.served_name} did not start: {err}"
-                                    + (f": {cause}" if cause else "")) from None
+            raise EngineUnavailable(
+                f"local engine for {self.spec.served_name} did not start: {err}" + (f": {cause}" if cause else "")
+            ) from None
         self.starts += 1
         self.last_start_s, self._start_began = self._clock() - began, None
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
@@ -293,11 +311,21 @@ class Replica:
         self.meter.observe(stats.counters)
         self.mean_running = 0.8 * self.mean_running + 0.2 * stats.counters.running
         if self.settings.auto_speculation and speculative_config(self.settings.speculative):
-            decision = should_speculate(self.settings.speculation_policy, self.speculate, stats.acceptance,
-                                        int(stats.counters.drafts), self.mean_running)
+            decision = should_speculate(
+                self.settings.speculation_policy,
+                self.speculate,
+                stats.acceptance,
+                int(stats.counters.drafts),
+                self.mean_running,
+            )
             if decision != self.speculate:
-                log.info("speculation for %s turns %s at the next start (acceptance %s, mean running %.1f)",
-                         self.spec.served_name, "on" if decision else "off", stats.acceptance, self.mean_running)
+                log.info(
+                    "speculation for %s turns %s at the next start (acceptance %s, mean running %.1f)",
+                    self.spec.served_name,
+                    "on" if decision else "off",
+                    stats.acceptance,
+                    self.mean_running,
+                )
                 self.speculate = decision
 
     async def _restart_after_death(self, returncode: int) -> None:
@@ -309,8 +337,11 @@ class Replica:
                 self.restarts += 1
                 if self.restarts > self.settings.max_restarts:
                     self.state = State.FAILED
-                    log.error("local engine %s: giving up after %d restarts", self.spec.served_name,
-                              self.settings.max_restarts)
+                    log.error(
+                        "local engine %s: giving up after %d restarts",
+                        self.spec.served_name,
+                        self.settings.max_restarts,
+                    )
                     return
                 await asyncio.sleep(self.settings.restart_backoff_s * 2 ** (self.restarts - 1))
                 try:
@@ -322,12 +353,24 @@ class Replica:
     def status(self) -> dict[str, object]:
         stats = self.last_stats
         price = self.meter.price()
-        return {"model": self.spec.served_name, "path": self.spec.model_path, "state": self.state.value,
-                "starts": self.starts, "restarts": self.restarts, "speculation": self.speculate,
-                "acceptance": stats.acceptance if stats else None, "mean_running": round(self.mean_running, 3),
-                "outstanding_tokens": self.outstanding_tokens, "kv_cache_tokens": self.kv_tokens,
-                "kv_cache_dtype": self.kv_cache_dtype, "max_model_len": self.max_model_len,
-                "tool_parser": self.spec.tool_parser, "last_start_s": self.last_start_s,
-                "output_tokens_per_s": round(self.meter.output_tps, 3),
-                "prompt_tokens_per_s": round(self.meter.prompt_tps, 3), "measured": self.meter.measured,
-                "input_usd_per_mtok": str(price.input * 1_000_000), "output_usd_per_mtok": str(price.output * 1_000_000)}
+        return {
+            "model": self.spec.served_name,
+            "path": self.spec.model_path,
+            "state": self.state.value,
+            "starts": self.starts,
+            "restarts": self.restarts,
+            "speculation": self.speculate,
+            "acceptance": stats.acceptance if stats else None,
+            "mean_running": round(self.mean_running, 3),
+            "outstanding_tokens": self.outstanding_tokens,
+            "kv_cache_tokens": self.kv_tokens,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "max_model_len": self.max_model_len,
+            "tool_parser": self.spec.tool_parser,
+            "last_start_s": self.last_start_s,
+            "output_tokens_per_s": round(self.meter.output_tps, 3),
+            "prompt_tokens_per_s": round(self.meter.prompt_tps, 3),
+            "measured": self.meter.measured,
+            "input_usd_per_mtok": str(price.input * 1_000_000),
+            "output_usd_per_mtok": str(price.output * 1_000_000),
+        }

@@ -22,8 +22,17 @@ from engine.gguf_header import read_metadata
 
 # The keys vLLM 0.32 derives a model's length from (vllm/transformers_utils/
 # model_arch_config_convertor.py, derive_max_model_len_and_key): the smallest one present wins.
-LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
-               "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
+LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
 # RoPE scalings whose max_position_embeddings is already the scaled length (vllm/config/model.py).
 PRESCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
 # A tokenizer with no real limit says so with a huge number (transformers' VERY_LARGE_INTEGER).
@@ -80,8 +89,9 @@ def read_checkpoint(path: Path) -> ModelFacts:
     limit = tokenizer.get("model_max_length")
     template_file = path / "chat_template.jinja"
     template = template_file.read_text() if template_file.is_file() else _template(tokenizer.get("chat_template"))
-    return ModelFacts(context_length(config, limit if isinstance(limit, int) else None), template,
-                      str(path / "config.json"))
+    return ModelFacts(
+        context_length(config, limit if isinstance(limit, int) else None), template, str(path / "config.json")
+    )
 
 
 def read_gguf(path: Path) -> ModelFacts:
@@ -89,16 +99,21 @@ def read_gguf(path: Path) -> ModelFacts:
     meta = read_metadata(path)
     length = meta.get(f"{meta.get('general.architecture')}.context_length")
     template = meta.get("tokenizer.chat_template")
-    return ModelFacts(length if isinstance(length, int) and length > 0 else None,
-                      template if isinstance(template, str) else None, str(path))
+    return ModelFacts(
+        length if isinstance(length, int) and length > 0 else None,
+        template if isinstance(template, str) else None,
+        str(path),
+    )
 
 
 def check_max_model_len(configured: int | None, facts: ModelFacts) -> None:
     """A configured length above the model's own is a config error (vLLM refuses to start on it)."""
     own = facts.context_length
     if configured is not None and own is not None and configured > own:
-        raise ValueError(f"engine.max_model_len {configured} is above the model's own context length {own} "
-                         f"({facts.source}); leave it unset to use the model's own")
+        raise ValueError(
+            f"engine.max_model_len {configured} is above the model's own context length {own} "
+            f"({facts.source}); leave it unset to use the model's own"
+        )
 
 
 def _json(path: Path) -> dict[str, Any]:

@@ -40,9 +40,26 @@ QMAX = 127  # symmetric: -127..127, so negating a code never overflows int8
 Scheme = Literal["w8a8", "w8a16"]
 # Linear layers of Llama-style decoders (and most others). Embeddings, norms and the output head
 # stay in the source precision: they are small, and the head is sensitive.
-LINEAR_SUFFIXES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                   "qkv_proj", "gate_up_proj", "fc1", "fc2", "dense", "query_key_value", "dense_h_to_4h",
-                   "dense_4h_to_h", "c_attn", "c_proj", "c_fc")
+LINEAR_SUFFIXES = (
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "qkv_proj",
+    "gate_up_proj",
+    "fc1",
+    "fc2",
+    "dense",
+    "query_key_value",
+    "dense_h_to_4h",
+    "dense_4h_to_h",
+    "c_attn",
+    "c_proj",
+    "c_fc",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,25 +119,48 @@ def unpack_int32_to_int8(packed: torch.Tensor) -> torch.Tensor:
 
 
 def _args(strategy: str, group_size: int | None, dynamic: bool, observer: str | None) -> dict:
-    return {"num_bits": 8, "type": "int", "symmetric": True, "strategy": strategy, "group_size": group_size,
-            "dynamic": dynamic, "actorder": None, "block_structure": None, "observer": observer,
-            "observer_kwargs": {}}
+    return {
+        "num_bits": 8,
+        "type": "int",
+        "symmetric": True,
+        "strategy": strategy,
+        "group_size": group_size,
+        "dynamic": dynamic,
+        "actorder": None,
+        "block_structure": None,
+        "observer": observer,
+        "observer_kwargs": {},
+    }
 
 
 def quantization_config(scheme: Scheme, group_size: int | None = None) -> dict:
     """The `quantization_config` block of config.json for a scheme, as llm-compressor writes it."""
     if scheme == "w8a8":
-        group = {"targets": ["Linear"], "weights": _args("channel", None, False, "minmax"),
-                 "input_activations": _args("token", None, True, None), "output_activations": None}
+        group = {
+            "targets": ["Linear"],
+            "weights": _args("channel", None, False, "minmax"),
+            "input_activations": _args("token", None, True, None),
+            "output_activations": None,
+        }
         fmt = "int-quantized"
     else:
         strategy = "channel" if group_size is None else "group"
-        group = {"targets": ["Linear"], "weights": _args(strategy, group_size, False, "minmax"),
-                 "input_activations": None, "output_activations": None}
+        group = {
+            "targets": ["Linear"],
+            "weights": _args(strategy, group_size, False, "minmax"),
+            "input_activations": None,
+            "output_activations": None,
+        }
         fmt = "pack-quantized"
-    return {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
-            "config_groups": {"group_0": group}, "ignore": ["lm_head"], "kv_cache_scheme": None,
-            "global_compression_ratio": None}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": fmt,
+        "quantization_status": "compressed",
+        "config_groups": {"group_0": group},
+        "ignore": ["lm_head"],
+        "kv_cache_scheme": None,
+        "global_compression_ratio": None,
+    }
 
 
 def is_quantizable(name: str, tensor: torch.Tensor) -> bool:
@@ -130,8 +170,9 @@ def is_quantizable(name: str, tensor: torch.Tensor) -> bool:
     return module in LINEAR_SUFFIXES
 
 
-def quantize_tensors(tensors: dict[str, torch.Tensor], scheme: Scheme,
-                     group_size: int | None = None) -> dict[str, torch.Tensor]:
+def quantize_tensors(
+    tensors: dict[str, torch.Tensor], scheme: Scheme, group_size: int | None = None
+) -> dict[str, torch.Tensor]:
     """One safetensors file's tensors, with each linear weight replaced by its quantized form."""
     out: dict[str, torch.Tensor] = {}
     for name, tensor in tensors.items():
@@ -157,8 +198,7 @@ class QuantizeReport:
     output_bytes: int
 
 
-def quantize_checkpoint(src: Path, dst: Path, scheme: Scheme = "w8a8",
-                        group_size: int | None = None) -> QuantizeReport:
+def quantize_checkpoint(src: Path, dst: Path, scheme: Scheme = "w8a8", group_size: int | None = None) -> QuantizeReport:
     """Write an INT8 copy of the Hugging Face checkpoint directory `src` into `dst`."""
     from safetensors.torch import load_file, save_file
 
@@ -170,8 +210,11 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: Scheme = "w8a8",
         raise ValueError("w8a8 uses one scale per output channel: group_size applies to w8a16 only")
     dst.mkdir(parents=True, exist_ok=True)
     for item in src.iterdir():  # tokenizer, generation config, chat template ...
-        if item.is_file() and item.suffix != ".safetensors" and item.name not in ("config.json",
-                                                                               "model.safetensors.index.json"):
+        if (
+            item.is_file()
+            and item.suffix != ".safetensors"
+            and item.name not in ("config.json", "model.safetensors.index.json")
+        ):
             shutil.copy2(item, dst / item.name)
     weight_map: dict[str, str] = {}
     layers = 0
@@ -186,5 +229,6 @@ def quantize_checkpoint(src: Path, dst: Path, scheme: Scheme = "w8a8",
     config = json.loads((src / "config.json").read_text())
     config["quantization_config"] = quantization_config(scheme, group_size)
     (dst / "config.json").write_text(json.dumps(config, indent=2))
-    return QuantizeReport(layers, sum(f.stat().st_size for f in files),
-                          sum(f.stat().st_size for f in dst.glob("*.safetensors")))
+    return QuantizeReport(
+        layers, sum(f.stat().st_size for f in files), sum(f.stat().st_size for f in dst.glob("*.safetensors"))
+    )

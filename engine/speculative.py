@@ -41,8 +41,9 @@ def residual(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return diff / total if total > 0 else p
 
 
-def verify(draft_tokens: list[int], draft_probs: np.ndarray, target_probs: np.ndarray,
-           rng: np.random.Generator) -> Verified:
+def verify(
+    draft_tokens: list[int], draft_probs: np.ndarray, target_probs: np.ndarray, rng: np.random.Generator
+) -> Verified:
     """One verification step. `draft_probs` is [k, V] (q_1..q_k), `target_probs` [k + 1, V]
     (p_1..p_{k+1}, the last one for the bonus token); rows sum to 1."""
     k = len(draft_tokens)
@@ -54,8 +55,7 @@ def verify(draft_tokens: list[int], draft_probs: np.ndarray, target_probs: np.nd
         if q > 0 and rng.random() < min(1.0, p / q):
             out.append(token)
             continue
-        out.append(int(rng.choice(target_probs.shape[1],
-                                  p=residual(target_probs[i], draft_probs[i]))))
+        out.append(int(rng.choice(target_probs.shape[1], p=residual(target_probs[i], draft_probs[i]))))
         return Verified(out, i)
     out.append(int(rng.choice(target_probs.shape[1], p=target_probs[k])))
     return Verified(out, k)
@@ -78,8 +78,7 @@ def speculative_config(spec: dict[str, Any]) -> dict[str, Any] | None:
         low, high = int(spec.get("prompt_lookup_min", 2)), int(spec.get("prompt_lookup_max", 5))
         if not 1 <= low <= high:
             raise ValueError("speculative: need 1 <= prompt_lookup_min <= prompt_lookup_max")
-        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": low,
-                "prompt_lookup_max": high}
+        return {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": low, "prompt_lookup_max": high}
     if not spec.get("model"):
         raise ValueError(f"speculative method {method!r} needs a draft `model`")
     config = {"method": method, "model": str(spec["model"]), "num_speculative_tokens": k}
@@ -101,8 +100,9 @@ class SpeculationPolicy:
     min_drafts: int = 50
 
 
-def should_speculate(policy: SpeculationPolicy, currently_on: bool, acceptance: float | None,
-                     drafts_measured: int, running: float) -> bool:
+def should_speculate(
+    policy: SpeculationPolicy, currently_on: bool, acceptance: float | None, drafts_measured: int, running: float
+) -> bool:
     """Whether the next start of the engine should speculate. Pure: a table in the tests.
 
     `running` is the mean number of running sequences over the last measured window. Unknown

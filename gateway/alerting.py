@@ -17,8 +17,15 @@ log = logging.getLogger("costgate.alerts")
 
 
 class WebhookNotifier:
-    def __init__(self, url: str, metrics: BudgetMetrics, retries: int = 5, backoff_s: float = 0.5,
-                 timeout_s: float = 5.0, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        metrics: BudgetMetrics,
+        retries: int = 5,
+        backoff_s: float = 0.5,
+        timeout_s: float = 5.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.url = url
         self.metrics = metrics
         self.retries = retries
@@ -56,7 +63,7 @@ class WebhookNotifier:
             self.metrics.webhook_failures.labels("retry" if attempt < self.retries else "gave_up").inc()
             log.warning("alert webhook attempt %d failed (%s)", attempt + 1, reason)
             if attempt < self.retries:
-                await asyncio.sleep(self.backoff_s * 2 ** attempt)
+                await asyncio.sleep(self.backoff_s * 2**attempt)
         log.error("alert webhook gave up after %d attempts: %s %s", self.retries + 1, alert.kind.value, alert.subject)
         return False
 
@@ -64,7 +71,7 @@ class WebhookNotifier:
         """Wait (bounded) for queued alerts to go out; used at shutdown."""
         try:
             await asyncio.wait_for(self._queue.join(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shutdown with %d alerts unsent", self._queue.qsize())
 
     async def close(self) -> None:

@@ -58,10 +58,19 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
     _add_health_routes(app, gateway)
     _add_error_handlers(app)
     _hoist_schema_defs(app)
-    limits = BodyLimits(settings.admin_max_body_bytes, MAX_FORM_BYTES,
-                        settings.batch.max_file_bytes + MULTIPART_SLACK, settings.max_body_bytes)
-    app.add_middleware(RequestGuard, admin_key=gateway.admin_key, limits=limits, metrics=gateway.metrics,
-                       self_capped=frozenset(r.path for r in pipeline_routes if r.methods and "POST" in r.methods))
+    limits = BodyLimits(
+        settings.admin_max_body_bytes,
+        MAX_FORM_BYTES,
+        settings.batch.max_file_bytes + MULTIPART_SLACK,
+        settings.max_body_bytes,
+    )
+    app.add_middleware(
+        RequestGuard,
+        admin_key=gateway.admin_key,
+        limits=limits,
+        metrics=gateway.metrics,
+        self_capped=frozenset(r.path for r in pipeline_routes if r.methods and "POST" in r.methods),
+    )
     return app
 
 
@@ -86,7 +95,9 @@ def _add_health_routes(app: FastAPI, gateway: Gateway) -> None:
             given = request.headers.get("authorization")
             if not (bearer_matches(given, key) or bearer_matches(given, gateway.admin_key)):
                 gateway.metrics.unauthenticated.labels("metrics").inc()
-                return error_response(AuthenticationFailed("/metrics needs the metrics key", code="invalid_metrics_key"))
+                return error_response(
+                    AuthenticationFailed("/metrics needs the metrics key", code="invalid_metrics_key")
+                )
         return Response(gateway.metrics.render(), media_type="text/plain; version=0.0.4")
 
 

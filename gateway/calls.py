@@ -47,17 +47,21 @@ def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
-    completion = await dep.provider.complete(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False),
-                                                          priority=ctx.priority))
-    charge(ctx, dep, completion.usage, answer_text(completion.body, all_choices=True) if completion.usage is None else "")
+    completion = await dep.provider.complete(
+        UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
+    )
+    charge(
+        ctx, dep, completion.usage, answer_text(completion.body, all_choices=True) if completion.usage is None else ""
+    )
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     return completion
 
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
-    stream = await dep.provider.open_stream(UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True,
-                                                              priority=ctx.priority))
+    stream = await dep.provider.open_stream(
+        UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
+    )
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
@@ -116,12 +120,15 @@ def _cut_tail(ctx: RequestContext, meter: StreamMeter, last: dict[str, Any]) -> 
     for each open choice, then a comment that says why (the usage chunk and [DONE] follow)."""
     hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
     ctx.error = f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
-    return [*(sse_event(chunk) for chunk in meter.closing_chunks(ctx.endpoint, last)),
-            b": costgate: " + ctx.error.encode() + b"\n\n"]
+    return [
+        *(sse_event(chunk) for chunk in meter.closing_chunks(ctx.endpoint, last)),
+        b": costgate: " + ctx.error.encode() + b"\n\n",
+    ]
 
 
-async def complete(ctx: RequestContext, dep: Deployment, body: dict[str, Any],
-                   endpoint: Endpoint | None = None) -> Completion:
+async def complete(
+    ctx: RequestContext, dep: Deployment, body: dict[str, Any], endpoint: Endpoint | None = None
+) -> Completion:
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
     completion = await dep.provider.complete(UpstreamCall(endpoint, body))

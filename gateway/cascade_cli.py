@@ -41,8 +41,9 @@ def read_examples(path: Path, args: argparse.Namespace) -> Matrix:
             answer = str(obj[args.answer_field])
             agrees = None if not args.last_answer_field else answers_agree(answer, str(obj[args.last_answer_field]))
             last = None if not args.last_label_field else bool(obj[args.last_label_field])
-            examples.append(TrainingExample(Scored(str(obj[args.query_field]), answer), bool(obj[args.label_field]),
-                                            last, agrees))
+            examples.append(
+                TrainingExample(Scored(str(obj[args.query_field]), answer), bool(obj[args.label_field]), last, agrees)
+            )
         except KeyError as err:
             raise SystemExit(f"{path}:{n}: missing field {err}") from None
     return Matrix.of(examples)
@@ -70,19 +71,29 @@ def print_curve(model: LearnedModel, target: float, confidence: float) -> None:
         return
     policy = Policy(target, confidence)  # as a cascade configured with these runs it
     last = last_tier_quality(None, cal)
-    found = bounds(TrafficCurve.empty(len(cal.points)), cal, last, confidence, policy.prior_weight,
-                   [p.threshold for p in cal.points])
+    found = bounds(
+        TrafficCurve.empty(len(cal.points)),
+        cal,
+        last,
+        confidence,
+        policy.prior_weight,
+        [p.threshold for p in cal.points],
+    )
     start = QualityController(policy, cal).promised
-    print(f"calibration ({cal.examples} held-out scores; last tier's quality {last.value:.3f} from {last.source}; "
-          f"bounds at {confidence:.0%} one-sided):")
+    print(
+        f"calibration ({cal.examples} held-out scores; last tier's quality {last.value:.3f} from {last.source}; "
+        f"bounds at {confidence:.0%} one-sided):"
+    )
     print(f"{'threshold':>10}{'quality kept':>14}{'lower bound':>13}{'escalated':>11}")
     for b in (found.at(i) for i in range(len(found.threshold))):
         if round(b.threshold * 100) % 5 == 0 or b.threshold == start:
             mark = f"  <- start at quality_target {target:.2f}" if b.threshold == start else ""
             print(f"{b.threshold:>10.2f}{b.ratio:>14.1%}{b.lower:>13.1%}{1 - b.accepted:>11.1%}{mark}")
     if start is None:
-        print(f"no threshold keeps {target:.0%} of the last tier's quality on this calibration: "
-              f"a cascade with this scorer starts by escalating every request")
+        print(
+            f"no threshold keeps {target:.0%} of the last tier's quality on this calibration: "
+            f"a cascade with this scorer starts by escalating every request"
+        )
 
 
 def run_train(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from engine import cli as engine_cli
 from gateway import cascade_cli
 from policies.semantic_cache.cli import add_cache_commands
 
-
 CONFIG_ERROR_EXIT = 2  # like argparse's usage errors: the command was given something it cannot use
 SAMPLE_CONFIG = "costgate.example.yaml"
 
@@ -58,15 +57,24 @@ def _serve(args: argparse.Namespace) -> int:
         return CONFIG_ERROR_EXIT
     if not settings.models:
         logging.getLogger("costgate").warning(
-            "no models configured: set OPENAI_API_KEY / ANTHROPIC_API_KEY or pass --config")
+            "no models configured: set OPENAI_API_KEY / ANTHROPIC_API_KEY or pass --config"
+        )
     # Everything built so far (imports, the price map, the app) lives as long as the process:
     # move it out of the collector's reach, so a full collection scans only what requests
     # allocate (without this, each full collection walked ~160k start-up objects: ~0.1 s pauses).
     gc.collect()
     gc.freeze()
     http = with_header_timeout(settings.header_timeout_s)  # httptools, plus a deadline for headers
-    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http=http, access_log=False,
-                log_level=args.log_level, timeout_graceful_shutdown=10)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http=http,
+        access_log=False,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=10,
+    )
     return 0
 
 

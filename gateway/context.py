@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, field
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -206,9 +206,11 @@ class RequestContext:
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""
         u = self.usage
-        self.usage = Usage(u.prompt_tokens + usage.prompt_tokens,
-                           u.completion_tokens + usage.completion_tokens,
-                           u.cached_tokens + usage.cached_tokens)
+        self.usage = Usage(
+            u.prompt_tokens + usage.prompt_tokens,
+            u.completion_tokens + usage.completion_tokens,
+            u.cached_tokens + usage.cached_tokens,
+        )
         # The lane's discount: what is not charged is recorded as saved.
         charged = in_picos(cost * self.price_factor)
         self.cost += charged

@@ -37,22 +37,27 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
     limit = config.max_output_tokens or (info.max_output_tokens if info else None) or DEFAULT_MAX_OUTPUT_TOKENS
     if config.price is not None:
         p = config.price
-        return Price.per_million(Decimal(p.input_per_mtok), Decimal(p.output_per_mtok),
-                                 None if p.cached_input_per_mtok is None else Decimal(p.cached_input_per_mtok)), limit
+        return Price.per_million(
+            Decimal(p.input_per_mtok),
+            Decimal(p.output_per_mtok),
+            None if p.cached_input_per_mtok is None else Decimal(p.cached_input_per_mtok),
+        ), limit
     if info is not None:
         return info.price, limit
     if config.provider == "local":
         return FREE, limit
-    raise ValueError(f"model {config.name!r}: {config.upstream_model!r} is not in the price map; "
-                     "give it a `price:` in the config")
+    raise ValueError(
+        f"model {config.name!r}: {config.upstream_model!r} is not in the price map; give it a `price:` in the config"
+    )
 
 
 def field_policy(config: ModelConfig) -> FieldPolicy:
     return for_provider(config.provider, config.extra_params, config.drop_params)
 
 
-def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None,
-                   data_dir: str = "./costgate-data") -> Provider:
+def build_provider(
+    config: ModelConfig, transport: httpx.AsyncBaseTransport | None = None, data_dir: str = "./costgate-data"
+) -> Provider:
     if config.replicas:  # several OpenAI-compatible servers of one model: admission + failover
         return replica_set(config, price_for(config)[1], transport)
     if config.provider == "local" and not config.api_base:  # the bundled engine: costgate runs vLLM itself
@@ -60,18 +65,31 @@ def build_provider(config: ModelConfig, transport: httpx.AsyncBaseTransport | No
 
         return local_provider(config, data_dir)  # the default model and engine logs live in the data dir
     if config.provider == "litellm":
-        return LiteLLMProvider(config.name, config.upstream_model, config.api_key, config.api_base,
-                               timeout_s=config.timeout_s, max_retries=config.max_retries,
-                               fields=field_policy(config))
+        return LiteLLMProvider(
+            config.name,
+            config.upstream_model,
+            config.api_key,
+            config.api_base,
+            timeout_s=config.timeout_s,
+            max_retries=config.max_retries,
+            fields=field_policy(config),
+        )
     if not config.api_base:
         raise ValueError(f"model {config.name!r}: provider {config.provider!r} needs an api_base")
-    return OpenAIProvider(config.name, config.api_base, config.api_key, timeout_s=config.timeout_s,
-                          connect_timeout_s=config.connect_timeout_s, max_retries=config.max_retries,
-                          transport=transport)
+    return OpenAIProvider(
+        config.name,
+        config.api_base,
+        config.api_key,
+        timeout_s=config.timeout_s,
+        connect_timeout_s=config.connect_timeout_s,
+        max_retries=config.max_retries,
+        transport=transport,
+    )
 
 
-def build_deployments(models: list[ModelConfig], transport: httpx.AsyncBaseTransport | None = None,
-                      data_dir: str = "./costgate-data") -> dict[str, Deployment]:
+def build_deployments(
+    models: list[ModelConfig], transport: httpx.AsyncBaseTransport | None = None, data_dir: str = "./costgate-data"
+) -> dict[str, Deployment]:
     deployments = {}
     for config in models:
         price, limit = price_for(config)

@@ -33,8 +33,9 @@ class GatewayError(Exception):
     type = "api_error"
     code: str | None = "internal_error"
 
-    def __init__(self, message: str, *, code: str | None = None, param: str | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str | None = None, param: str | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
@@ -133,8 +134,7 @@ class Unavailable(GatewayError):
 
 
 def error_body(err: GatewayError) -> bytes:
-    return orjson.dumps({"error": {"message": err.message, "type": err.type,
-                                   "param": err.param, "code": err.code}})
+    return orjson.dumps({"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}})
 
 
 def error_response(err: GatewayError, headers: dict[str, str] | None = None) -> Response:
@@ -144,5 +144,4 @@ def error_response(err: GatewayError, headers: dict[str, str] | None = None) -> 
     if isinstance(err, BodyTooLarge):
         # Else the server reads (and drops) the rest of a huge body to keep the connection.
         all_headers["connection"] = "close"
-    return Response(error_body(err), status_code=err.status, headers=all_headers,
-                    media_type="application/json")
+    return Response(error_body(err), status_code=err.status, headers=all_headers, media_type="application/json")

@@ -60,8 +60,11 @@ class Feedback:
         try:
             request = await self._request(reporter, request_id)
             hit = await self._served(request)
-            pair = None if hit is None or hit.query is None or hit.stored is None else \
-                Labelled(hit.query, hit.stored, verdict is Verdict.RIGHT)
+            pair = (
+                None
+                if hit is None or hit.query is None or hit.stored is None
+                else Labelled(hit.query, hit.stored, verdict is Verdict.RIGHT)
+            )
             row = FeedbackRow(request, verdict, reporter.name, time.time(), comment, pair)
             recorded = await self.store.record(row)
             purged = False

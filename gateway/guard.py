@@ -74,8 +74,9 @@ def needs_admin_key(path: str) -> bool:
 
 
 class RequestGuard:
-    def __init__(self, app: ASGIApp, *, admin_key: str, limits: BodyLimits, metrics: Metrics,
-                 self_capped: Collection[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, admin_key: str, limits: BodyLimits, metrics: Metrics, self_capped: Collection[str]
+    ) -> None:
         self.app = app
         self.admin_key = admin_key
         self.limits = limits
@@ -152,9 +153,17 @@ def _capped(receive: Receive, limit: int) -> Receive:
 
 async def _refuse(send: Send, err: GatewayError) -> None:
     body = error_body(err)
-    await send({"type": "http.response.start", "status": err.status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": err.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -74,7 +74,7 @@ def data_url_size(url: str) -> tuple[int, int] | None:
     _, _, payload = url.partition(";base64,")
     for chars in (HEADER_B64, len(payload)):
         try:
-            head = base64.b64decode(payload[:chars - chars % 4])
+            head = base64.b64decode(payload[: chars - chars % 4])
         except (binascii.Error, ValueError):
             return None
         size = image_size(head)
@@ -119,7 +119,7 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
             i += 2
             continue
         if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
-            height, width = struct.unpack(">HH", data[i + 5:i + 9])
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
             return (width, height)
-        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+        i += 2 + struct.unpack(">H", data[i + 2 : i + 4])[0]
     return None

@@ -34,11 +34,10 @@ from typing import Any
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.spend_control import SpendControl
-from policies.pricing import to_pico
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.tokens import count_prompt, count_text
-from policies.pricing import Usage, cost_of, in_picos
+from policies.pricing import Usage, cost_of, in_picos, to_pico
 
 log = logging.getLogger("costgate.inflight")
 
@@ -46,8 +45,14 @@ STOPPED = "the gateway replica stopped mid-stream: charged for what its journal 
 
 
 class StreamJournal:
-    def __init__(self, directory: Path, deployments: Mapping[str, Deployment], every_chunks: int = 16,
-                 every_s: float = 1.0, max_bytes: int = 4 << 20) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        deployments: Mapping[str, Deployment],
+        every_chunks: int = 16,
+        every_s: float = 1.0,
+        max_bytes: int = 4 << 20,
+    ) -> None:
         self.journal = Journal(directory, kind="streams")
         self.deployments = deployments
         self.every_chunks = every_chunks
@@ -98,7 +103,9 @@ class StreamWatch:
     def relayed(self) -> None:
         """A chunk is about to reach the client."""
         self.chunks += 1
-        if (self.chunks - 1) % self.journal.every_chunks == 0 or time.monotonic() - self.last_at >= self.journal.every_s:
+        if (
+            self.chunks - 1
+        ) % self.journal.every_chunks == 0 or time.monotonic() - self.last_at >= self.journal.every_s:
             self.last_at = time.monotonic()
             self.journal.progress(self.record())
             self.journaled = True
@@ -111,13 +118,23 @@ class StreamWatch:
     def record(self) -> dict[str, Any]:
         ctx = self.ctx
         usage, cost = self._so_far()
-        row = replace(LedgerRow.from_context(ctx), prompt_tokens=usage.prompt_tokens,
-                      completion_tokens=usage.completion_tokens, cost_pusd=to_pico(cost), status=500, error=STOPPED)
+        row = replace(
+            LedgerRow.from_context(ctx),
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost_pusd=to_pico(cost),
+            status=500,
+            error=STOPPED,
+        )
         hold = ctx.reservation
-        return {"request_id": ctx.request_id, "row": row.as_dict(),
-                "team_id": ctx.principal.team_id if ctx.principal else None,
-                "hold": None if hold is None else {"id": hold.id, "now": hold.now,
-                                                   "counters": [b.counter(hold.now) for b in hold.budgets]}}
+        return {
+            "request_id": ctx.request_id,
+            "row": row.as_dict(),
+            "team_id": ctx.principal.team_id if ctx.principal else None,
+            "hold": None
+            if hold is None
+            else {"id": hold.id, "now": hold.now, "counters": [b.counter(hold.now) for b in hold.budgets]},
+        }
 
     def _so_far(self) -> tuple[Usage, Decimal]:
         ctx = self.ctx
@@ -129,13 +146,16 @@ class StreamWatch:
         model = dep.config.upstream_model
         if self.prompt_tokens is None:
             self.prompt_tokens = count_prompt(ctx.body, model)
-        new = ctx.completion_text[self.counted_parts:]
+        new = ctx.completion_text[self.counted_parts :]
         self.counted_parts += len(new)
         if new:
             self.completion_tokens += count_text("".join(new), model)
         stream = Usage(self.prompt_tokens, self.completion_tokens)
-        usage = Usage(ctx.usage.prompt_tokens + stream.prompt_tokens,
-                      ctx.usage.completion_tokens + stream.completion_tokens, ctx.usage.cached_tokens)
+        usage = Usage(
+            ctx.usage.prompt_tokens + stream.prompt_tokens,
+            ctx.usage.completion_tokens + stream.completion_tokens,
+            ctx.usage.cached_tokens,
+        )
         return usage, ctx.cost + in_picos(cost_of(stream, dep.price) * ctx.price_factor)
 
 
@@ -156,8 +176,9 @@ async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: S
     for record in pending:  # settle first, as a live stream does: a crash here redoes it harmlessly
         hold, row = record["hold"], record["row"]
         if hold is not None and record["team_id"] is not None:
-            await spend.settle_counters(hold["id"], hold["now"], tuple(hold["counters"]), row["cost_pusd"],
-                                        record["team_id"])
+            await spend.settle_counters(
+                hold["id"], hold["now"], tuple(hold["counters"]), row["cost_pusd"], record["team_id"]
+            )
     if pending:
         await ledger.insert([r["row"] for r in pending])
         log.warning("charged %d streams a stopped process left unfinished, from its journal", len(pending))

@@ -31,21 +31,29 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.requests = Counter("costgate_requests", "Requests answered",
-                                ["team", "model", "status", "cache"], registry=r)
+        self.requests = Counter(
+            "costgate_requests", "Requests answered", ["team", "model", "status", "cache"], registry=r
+        )
         self.tokens = Counter("costgate_tokens", "Tokens used upstream", ["team", "model", "kind"], registry=r)
         self.cost = Counter("costgate_cost_usd", "Dollars charged", ["team", "model"], registry=r)
-        self.saved = Counter("costgate_saved_usd", "Dollars avoided (cache hits, cheaper tiers)",
-                             ["team", "model", "reason"], registry=r)
-        self.latency = Histogram("costgate_request_latency_seconds", "Whole-request latency",
-                                 ["model"], buckets=LATENCY_BUCKETS, registry=r)
-        self.ttft = Histogram("costgate_ttft_seconds", "Time to first streamed token",
-                              ["model"], buckets=LATENCY_BUCKETS, registry=r)
-        self.upstream_errors = Counter("costgate_upstream_errors", "Failed upstream calls",
-                                       ["model", "code"], registry=r)
-        self.unauthenticated = Counter("costgate_unauthenticated_requests",
-                                       "Requests refused for a missing or invalid key (they get no ledger row)",
-                                       ["area"], registry=r)
+        self.saved = Counter(
+            "costgate_saved_usd", "Dollars avoided (cache hits, cheaper tiers)", ["team", "model", "reason"], registry=r
+        )
+        self.latency = Histogram(
+            "costgate_request_latency_seconds", "Whole-request latency", ["model"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.ttft = Histogram(
+            "costgate_ttft_seconds", "Time to first streamed token", ["model"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.upstream_errors = Counter(
+            "costgate_upstream_errors", "Failed upstream calls", ["model", "code"], registry=r
+        )
+        self.unauthenticated = Counter(
+            "costgate_unauthenticated_requests",
+            "Requests refused for a missing or invalid key (they get no ledger row)",
+            ["area"],
+            registry=r,
+        )
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._models: Container[str] = ()
 

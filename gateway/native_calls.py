@@ -65,14 +65,28 @@ def _messages_error(err: GatewayError) -> dict[str, Any]:
 
 
 NATIVE = {
-    Api.RESPONSES: NativeApi(Endpoint.RESPONSES, responses_native.usage_of_response, responses_native.StreamUsage,
-                             responses_native.chat_answer, responses_native.event_text, responses_native.held,
-                             responses_native.priced,
-                             lambda err: responses_native.error_event(err.code or "server_error", err.message),
-                             responses_native.as_asked),
-    Api.MESSAGES: NativeApi(Endpoint.MESSAGES, messages_native.usage_of_message, messages_native.StreamUsage,
-                            messages_native.chat_answer, messages_native.event_text, messages_native.held,
-                            messages_native.priced, _messages_error, lambda _event, _body: False),
+    Api.RESPONSES: NativeApi(
+        Endpoint.RESPONSES,
+        responses_native.usage_of_response,
+        responses_native.StreamUsage,
+        responses_native.chat_answer,
+        responses_native.event_text,
+        responses_native.held,
+        responses_native.priced,
+        lambda err: responses_native.error_event(err.code or "server_error", err.message),
+        responses_native.as_asked,
+    ),
+    Api.MESSAGES: NativeApi(
+        Endpoint.MESSAGES,
+        messages_native.usage_of_message,
+        messages_native.StreamUsage,
+        messages_native.chat_answer,
+        messages_native.event_text,
+        messages_native.held,
+        messages_native.priced,
+        _messages_error,
+        lambda _event, _body: False,
+    ),
 }
 
 
@@ -94,8 +108,7 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
 async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    completion = await dep.provider.complete(UpstreamCall(api.endpoint, native_body(ctx, dep),
-                                                          priority=ctx.priority))
+    completion = await dep.provider.complete(UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority))
     ctx.response_body = api.chat_answer(completion.body)
     text = ctx.response_body["choices"][0]["message"]["content"] or ""
     charge(ctx, dep, api.usage_of(completion.body), text)
@@ -109,8 +122,9 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    stream = await dep.provider.open_stream(UpstreamCall(api.endpoint, native_body(ctx, dep), True,
-                                                         priority=ctx.priority))
+    stream = await dep.provider.open_stream(
+        UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority)
+    )
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     return _relay(ctx, dep, api, stream)
 

@@ -91,8 +91,9 @@ OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]
 
 
 class Pipeline:
-    def __init__(self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None,
-                 streams: StreamJournal | None = None) -> None:
+    def __init__(
+        self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None, streams: StreamJournal | None = None
+    ) -> None:
         self.stages = list(stages)
         self.on_refusal = on_refusal  # may answer another error instead (a 429 once refusals pile up)
         self.streams = streams  # journals streams in flight, for a crash to charge (gateway/inflight.py)
@@ -130,8 +131,9 @@ class Pipeline:
         response = error_response(err) if ctx.shape is None else ctx.shape.refusal(err, ctx.request_id)
         return with_headers(response, ctx)
 
-    async def _settle_after(self, body: AsyncIterable[bytes | str | memoryview], entered: list[Stage],
-                            ctx: RequestContext) -> AsyncIterator[bytes | str | memoryview]:
+    async def _settle_after(
+        self, body: AsyncIterable[bytes | str | memoryview], entered: list[Stage], ctx: RequestContext
+    ) -> AsyncIterator[bytes | str | memoryview]:
         done = None
         watch = self.streams.watch(ctx) if self.streams is not None else None
         try:

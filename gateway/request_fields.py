@@ -31,62 +31,168 @@ from urllib.parse import quote
 DROPPED_HEADER = "x-costgate-dropped-params"
 MAX_NAMED = 50  # dropped names listed in the header; more are counted, not named
 
-CHAT_FIELDS = frozenset({
-    "messages", "model", "audio", "frequency_penalty", "function_call", "functions", "logit_bias", "logprobs",
-    "max_completion_tokens", "max_tokens", "metadata", "modalities", "moderation", "n", "parallel_tool_calls",
-    "prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_options", "prompt_cache_retention",
-    "reasoning_effort", "response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream",
-    "stream_options", "temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity",
-    "web_search_options",
-})
-COMPLETION_FIELDS = frozenset({
-    "model", "prompt", "best_of", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n",
-    "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix", "temperature", "top_p", "user",
-})
+CHAT_FIELDS = frozenset(
+    {
+        "messages",
+        "model",
+        "audio",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "modalities",
+        "moderation",
+        "n",
+        "parallel_tool_calls",
+        "prediction",
+        "presence_penalty",
+        "prompt_cache_key",
+        "prompt_cache_options",
+        "prompt_cache_retention",
+        "reasoning_effort",
+        "response_format",
+        "safety_identifier",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "stream_options",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+        "verbosity",
+        "web_search_options",
+    }
+)
+COMPLETION_FIELDS = frozenset(
+    {
+        "model",
+        "prompt",
+        "best_of",
+        "echo",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "max_tokens",
+        "n",
+        "presence_penalty",
+        "seed",
+        "stop",
+        "stream",
+        "stream_options",
+        "suffix",
+        "temperature",
+        "top_p",
+        "user",
+    }
+)
 EMBEDDING_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
 # The native APIs' fields (gateway/apis: openai-python's `response_create_params`, anthropic's
 # `message_create_params`) that costgate also translates: what it refuses (background, prompt
 # templates, server-side tools, thinking, containers…) is refused before any upstream call, for
 # a native upstream too, and `stream_options` (obfuscation padding) is not sent.
-RESPONSES_FIELDS = frozenset({
-    "model", "input", "instructions", "previous_response_id", "tools", "tool_choice", "parallel_tool_calls",
-    "max_tool_calls", "text", "reasoning", "max_output_tokens", "temperature", "top_p", "user", "metadata", "store",
-    "stream", "truncation", "include", "prompt_cache_key", "prompt_cache_retention", "safety_identifier",
-    "service_tier",
-})
-MESSAGES_FIELDS = frozenset({
-    "model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p", "top_k", "metadata",
-    "stream", "tools", "tool_choice", "thinking", "output_config", "cache_control", "service_tier",
-})
+RESPONSES_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "previous_response_id",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "max_tool_calls",
+        "text",
+        "reasoning",
+        "max_output_tokens",
+        "temperature",
+        "top_p",
+        "user",
+        "metadata",
+        "store",
+        "stream",
+        "truncation",
+        "include",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+        "service_tier",
+    }
+)
+MESSAGES_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "max_tokens",
+        "stop_sequences",
+        "temperature",
+        "top_p",
+        "top_k",
+        "metadata",
+        "stream",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "output_config",
+        "cache_control",
+        "service_tier",
+    }
+)
 # Keyed by `gateway.context.Endpoint`'s values (this module sits below the request context: the
 # settings validate against it).
 OPENAI_FIELDS: Mapping[str, frozenset[str]] = {
-    "chat.completions": CHAT_FIELDS, "completions": COMPLETION_FIELDS, "embeddings": EMBEDDING_FIELDS,
-    "responses": RESPONSES_FIELDS, "messages": MESSAGES_FIELDS,
+    "chat.completions": CHAT_FIELDS,
+    "completions": COMPLETION_FIELDS,
+    "embeddings": EMBEDDING_FIELDS,
+    "responses": RESPONSES_FIELDS,
+    "messages": MESSAGES_FIELDS,
 }
 # OpenAI fields that buy what a model's token price does not cover — another service tier, web
 # searches, audio tokens, a moderation pass, longer prompt-cache retention — so a budget could
 # not bound them: forwarded only to models whose config lists them in `extra_params`.
-PRICED_APART = frozenset({"audio", "modalities", "moderation", "prompt_cache_options", "service_tier",
-                          "web_search_options"})
+PRICED_APART = frozenset(
+    {"audio", "modalities", "moderation", "prompt_cache_options", "service_tier", "web_search_options"}
+)
 # OpenAI fields that litellm also reads as its own keyword arguments (`metadata` feeds its
 # logging callbacks): never passed to a litellm model.
 LITELLM_READS = frozenset({"metadata"})
 # vLLM's documented sampling parameters (its OpenAI server's "extra parameters"); the bundled
 # `local` engine takes them unless its config lists others. Not chat templates, logits
 # processors, KV-transfer parameters (which name hosts) or beam search (which it cannot meter).
-VLLM_SAMPLING = frozenset({
-    "top_k", "min_p", "repetition_penalty", "length_penalty", "stop_token_ids", "include_stop_str_in_output",
-    "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens",
-    "allowed_token_ids", "bad_words", "structured_outputs",
-})
+VLLM_SAMPLING = frozenset(
+    {
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "length_penalty",
+        "stop_token_ids",
+        "include_stop_str_in_output",
+        "ignore_eos",
+        "min_tokens",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "truncate_prompt_tokens",
+        "allowed_token_ids",
+        "bad_words",
+        "structured_outputs",
+    }
+)
 # Fields the gateway itself sets or relies on: a config may neither add nor drop them.
 MANAGED = frozenset({"model", "messages", "prompt", "input", "stream", "stream_options"})
 
 FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 # Words in a field's name that may choose where a call goes, with what credentials, to which
 # models, or what runs around it (litellm's own keyword arguments are made of these words).
-FORBIDDEN_WORDS = frozenset("""
+FORBIDDEN_WORDS = frozenset(
+    """
     api base url urls uri host hostname endpoint endpoints server servers proxy proxies port region residency
     domain address addr site bucket path dir file files s3 gcs aws azure vertex bedrock gcp cloud ssl tls verify
     dns discovery kubernetes network
@@ -99,7 +205,8 @@ FORBIDDEN_WORDS = frozenset("""
     client session headers header cookie transfer litellm mock cost price pricing budget extra cache caching
     retry retries timeout keepalive async forward drop params config fastest attempted targets vector
     function original search agentic rust ttl response pass through verbose log
-""".split())
+""".split()
+)
 
 
 def refusal(name: str) -> str | None:
@@ -110,8 +217,9 @@ def refusal(name: str) -> str | None:
         return "the gateway sets this field itself"
     words = set(name.split("_")) & FORBIDDEN_WORDS
     if words:
-        return (f"{min(words)!r} may name a host, a key, models or a callback; "
-                "a client's request must never choose those")
+        return (
+            f"{min(words)!r} may name a host, a key, models or a callback; a client's request must never choose those"
+        )
     return None
 
 
@@ -132,8 +240,9 @@ class FieldPolicy:
         dropped = () if len(kept) == len(body) else tuple(sorted(k for k in body if k not in allowed))
         return kept, dropped
 
-    def upstream(self, endpoint: str, body: Mapping[str, Any], model: str,
-                 stream: bool) -> tuple[dict[str, Any], tuple[str, ...]]:
+    def upstream(
+        self, endpoint: str, body: Mapping[str, Any], model: str, stream: bool
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The body this deployment is sent (under its own model name), and the fields left out."""
         sent, dropped = self.split(endpoint, body)
         sent["model"] = model

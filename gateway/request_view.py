@@ -47,5 +47,11 @@ class RequestView:
     @classmethod
     def of(cls, body: dict[str, Any]) -> RequestView:
         model = body.get("model")
-        return cls(model if isinstance(model, str) else "", bool(body.get("stream")), asked_output_tokens(body),
-                   completion_count(body), wants_usage_chunk(body), query_text(body))
+        return cls(
+            model if isinstance(model, str) else "",
+            bool(body.get("stream")),
+            asked_output_tokens(body),
+            completion_count(body),
+            wants_usage_chunk(body),
+            query_text(body),
+        )

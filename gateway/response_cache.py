@@ -29,8 +29,23 @@ from policies.semantic_cache.verifier import SHIPPED, Verifier
 log = logging.getLogger("costgate.cache")
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-LOOKUP_BUCKETS = (0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.004, 0.005, 0.0075, 0.01, 0.015,
-                  0.02, 0.05, 0.1)
+LOOKUP_BUCKETS = (
+    0.00025,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.004,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.05,
+    0.1,
+)
 BACKEND_ERRORS = (RedisError, OSError)
 
 
@@ -43,9 +58,13 @@ def parse_duration(text: str) -> float:
 
 
 def policies_from(config: CacheConfig) -> tuple[CachePolicy, dict[str, CachePolicy]]:
-    base = CachePolicy(exact=config.exact.enabled, semantic=config.semantic.enabled,
-                       max_false_hit_rate=config.semantic.max_false_hit_rate,
-                       max_temperature=config.max_temperature, ttl_s=parse_duration(config.ttl))
+    base = CachePolicy(
+        exact=config.exact.enabled,
+        semantic=config.semantic.enabled,
+        max_false_hit_rate=config.semantic.max_false_hit_rate,
+        max_temperature=config.max_temperature,
+        ttl_s=parse_duration(config.ttl),
+    )
     teams = {}
     for name, t in config.teams.items():
         teams[name] = CachePolicy(
@@ -53,27 +72,43 @@ def policies_from(config: CacheConfig) -> tuple[CachePolicy, dict[str, CachePoli
             semantic=base.semantic if t.semantic is None else t.semantic,
             max_false_hit_rate=base.max_false_hit_rate if t.max_false_hit_rate is None else t.max_false_hit_rate,
             max_temperature=base.max_temperature if t.max_temperature is None else t.max_temperature,
-            ttl_s=base.ttl_s if t.ttl is None else parse_duration(t.ttl), verifier=t.verifier)
+            ttl_s=base.ttl_s if t.ttl is None else parse_duration(t.ttl),
+            verifier=t.verifier,
+        )
     return base, teams
 
 
 class CacheMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.lookups = Counter("costgate_cache_lookups", "Cache lookups by result (hit rate = hit / all)",
-                               ["team", "kind", "result"], registry=registry)
-        self.saved = Counter("costgate_cache_saved_usd", "Dollars the cache's hits avoided",
-                             ["team", "kind"], registry=registry)
-        self.lookup_seconds = Histogram("costgate_cache_lookup_seconds",
-                                        "Semantic lookup time: index search, entry fetch, verifier",
-                                        buckets=LOOKUP_BUCKETS, registry=registry)
-        self.embed_seconds = Histogram("costgate_cache_embed_seconds", "Embedding one question (static vector)",
-                                       buckets=LOOKUP_BUCKETS, registry=registry)
+        self.lookups = Counter(
+            "costgate_cache_lookups",
+            "Cache lookups by result (hit rate = hit / all)",
+            ["team", "kind", "result"],
+            registry=registry,
+        )
+        self.saved = Counter(
+            "costgate_cache_saved_usd", "Dollars the cache's hits avoided", ["team", "kind"], registry=registry
+        )
+        self.lookup_seconds = Histogram(
+            "costgate_cache_lookup_seconds",
+            "Semantic lookup time: index search, entry fetch, verifier",
+            buckets=LOOKUP_BUCKETS,
+            registry=registry,
+        )
+        self.embed_seconds = Histogram(
+            "costgate_cache_embed_seconds",
+            "Embedding one question (static vector)",
+            buckets=LOOKUP_BUCKETS,
+            registry=registry,
+        )
         self.stores = Counter("costgate_cache_stores", "Answers written to the cache", ["team"], registry=registry)
-        self.entries = Gauge("costgate_cache_entries", "Entries in the cache (this replica's view)",
-                             registry=registry)
-        self.reported_false_hits = Counter("costgate_cache_reported_false_hits",
-                                           "Cache hits the team reported wrong (POST /v1/feedback)",
-                                           ["team", "kind"], registry=registry)
+        self.entries = Gauge("costgate_cache_entries", "Entries in the cache (this replica's view)", registry=registry)
+        self.reported_false_hits = Counter(
+            "costgate_cache_reported_false_hits",
+            "Cache hits the team reported wrong (POST /v1/feedback)",
+            ["team", "kind"],
+            registry=registry,
+        )
 
 
 @dataclass
@@ -126,6 +161,7 @@ class ResponseCache:
         if self._search is None:
             from policies.semantic_cache.embedder import Embedder, EmbedWorker  # onnxruntime: only when used
             from policies.semantic_cache.static_embedder import StaticEmbedder
+
             worker = self._worker = EmbedWorker(Embedder())
             self._search = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
         return self._search
@@ -140,8 +176,9 @@ class ResponseCache:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
 
-    async def lookup_semantic(self, keys: RequestKeys, vectors: QuestionVectors,
-                              policy: CachePolicy) -> SemanticHit | None:
+    async def lookup_semantic(
+        self, keys: RequestKeys, vectors: QuestionVectors, policy: CachePolicy
+    ) -> SemanticHit | None:
         started = time.perf_counter()
         now = time.time()
         try:
@@ -177,16 +214,26 @@ class ResponseCache:
             parsed = self._parsed[question] = Parsed.of(question)
         return parsed
 
-    def served_record(self, request_id: str, entry: Entry, policy: CachePolicy, query: str | None = None,
-                      cosine: float | None = None) -> ServedHit | None:
+    def served_record(
+        self, request_id: str, entry: Entry, policy: CachePolicy, query: str | None = None, cosine: float | None = None
+    ) -> ServedHit | None:
         """What a hit served, for feedback (policies/semantic_cache/served.py); None when the
         feedback window is 0. `query` only for a semantic hit whose request allows storing."""
         window = min(self.feedback_window_s, policy.ttl_s)
         if window <= 0:
             return None
         semantic = cosine is not None
-        return ServedHit(request_id, entry.team_id, "semantic" if semantic else "exact", entry.key, entry.created_at,
-                         time.time() + window, query, entry.question if semantic else None, cosine)
+        return ServedHit(
+            request_id,
+            entry.team_id,
+            "semantic" if semantic else "exact",
+            entry.key,
+            entry.created_at,
+            time.time() + window,
+            query,
+            entry.question if semantic else None,
+            cosine,
+        )
 
     async def record_hit(self, entry: Entry, served: ServedHit | None = None) -> None:
         try:
@@ -205,13 +252,19 @@ class ResponseCache:
             self.metrics.entries.set(await self.store.count())
         return removed
 
-    async def store_answer(self, keys: RequestKeys, team_id: str, team_name: str, answer: CachedAnswer,
-                           policy: CachePolicy, vector: QuestionVectors | None) -> None:
+    async def store_answer(
+        self,
+        keys: RequestKeys,
+        team_id: str,
+        team_name: str,
+        answer: CachedAnswer,
+        policy: CachePolicy,
+        vector: QuestionVectors | None,
+    ) -> None:
         now = time.time()
         if vector is None and policy.semantic and keys.question:
             vector = await self.embed(keys.question)
-        entry = Entry(keys.key, team_id, keys.namespace, keys.question, answer, now, now + policy.ttl_s,
-                      last_used=now)
+        entry = Entry(keys.key, team_id, keys.namespace, keys.question, answer, now, now + policy.ttl_s, last_used=now)
         await self.store.put(entry, vector if policy.semantic and keys.question else None)
         self.metrics.stores.labels(team_name).inc()
         self.metrics.entries.set(await self.store.count())
@@ -231,12 +284,14 @@ def backend_of(config: CacheConfig, redis_url: str | None) -> Literal["embedded"
     return config.backend
 
 
-def build_cache(config: CacheConfig, redis_url: str | None, data_dir: str,
-                registry: CollectorRegistry) -> ResponseCache:
+def build_cache(
+    config: CacheConfig, redis_url: str | None, data_dir: str, registry: CollectorRegistry
+) -> ResponseCache:
     store: CacheStore
     backend = backend_of(config, redis_url)
     if backend == "redis":
         from policies.semantic_cache.redis_store import RedisStore
+
         store = RedisStore(str(redis_url), config.redis_prefix, config.max_entries)
     else:
         store = EmbeddedStore(config.max_entries, Path(data_dir) / "cache")

@@ -31,8 +31,8 @@ from gateway.storage.feedback import FeedbackStore
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
-from gateway.storage.responses import ResponseStore
 from gateway.storage.private import private_dir
+from gateway.storage.responses import ResponseStore
 from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")
@@ -103,27 +103,45 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     private_dir(settings.data_dir)  # 0700: everything below is the gateway's alone
     db = create_engine(settings.database_url)
     keys = KeyStore(db, settings.key_cache_ttl_s)
-    ledger = LedgerWriter(db, Journal(Path(settings.data_dir) / "journal"), settings.ledger_flush_interval_s,
-                          settings.ledger_batch_size)
+    ledger = LedgerWriter(
+        db, Journal(Path(settings.data_dir) / "journal"), settings.ledger_flush_interval_s, settings.ledger_batch_size
+    )
     metrics = Metrics()
     deployments = build_deployments(settings.models, transport, settings.data_dir)
     breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
-    targets: dict[str, RouteTarget] = {name: DirectTarget(dep, deployments, metrics, breakers)
-                                       for name, dep in deployments.items()}
+    targets: dict[str, RouteTarget] = {
+        name: DirectTarget(dep, deployments, metrics, breakers) for name, dep in deployments.items()
+    }
     spend = SpendControl(settings, db, ledger, metrics.registry)
     side_lane = Pipeline(build_side_stages(ledger, metrics, spend))  # shadow samples: held and recorded
     routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics)  # joins targets
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
-    streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks,
-                            b.journal_every_s)
-    stages = build_stages(StageParts(keys, targets, deployments, spend, cache, ledger, metrics,
-                                     settings.compression, routing.metrics))
+    streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks, b.journal_every_s)
+    stages = build_stages(
+        StageParts(keys, targets, deployments, spend, cache, ledger, metrics, settings.compression, routing.metrics)
+    )
     pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
     batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
     metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in deployments.values()]))
     feedback = Feedback(FeedbackStore(db), cache, ledger, keys)
-    return Gateway(settings, admin_key_for(settings), db, keys, ledger, metrics, deployments, breakers, targets,
-                   routing, spend, cache, streams, pipeline, batch_lane, ResponseStore(db, settings.responses),
-                   feedback)
+    return Gateway(
+        settings,
+        admin_key_for(settings),
+        db,
+        keys,
+        ledger,
+        metrics,
+        deployments,
+        breakers,
+        targets,
+        routing,
+        spend,
+        cache,
+        streams,
+        pipeline,
+        batch_lane,
+        ResponseStore(db, settings.responses),
+        feedback,
+    )

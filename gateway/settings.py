@@ -18,8 +18,8 @@ from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, R
 from gateway.request_fields import FIELD_NAME, MANAGED, refusal
 from policies.breaker import BreakerConfig
 
-
 NativeApiName = Literal["chat", "responses", "messages"]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -72,8 +72,10 @@ class ModelConfig(_Strict):
     def _native_apis_over_http(self) -> ModelConfig:
         native = [a for a in self.apis if a != "chat"]
         if native and (self.provider != "openai" or not self.api_base or self.replicas):
-            raise ValueError(f"model {self.name!r}: apis {native} need provider openai with one api_base "
-                             "(the upstream's own HTTP API)")
+            raise ValueError(
+                f"model {self.name!r}: apis {native} need provider openai with one api_base "
+                "(the upstream's own HTTP API)"
+            )
         return self
 
     @property
@@ -215,7 +217,9 @@ class Settings(_Strict):
     max_body_bytes: int = 4 * 1024 * 1024
     header_timeout_s: float = Field(default=10.0, gt=0)  # a connection's request headers must be complete by then
     admin_max_body_bytes: int = Field(default=64 * 1024, ge=1024)  # admin API and /v1/batches bodies
-    metrics_key: str | None = Field(default=None, min_length=16)  # when set, GET /metrics needs it (or the admin key) as a bearer token
+    metrics_key: str | None = Field(
+        default=None, min_length=16
+    )  # when set, GET /metrics needs it (or the admin key) as a bearer token
     ledger_flush_interval_s: float = 0.05
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
@@ -255,12 +259,16 @@ def default_models(environ: dict[str, str]) -> list[ModelConfig]:
     if environ.get("OPENAI_API_KEY"):
         base = environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1")
         for name in ("gpt-4o-mini", "gpt-4o"):
-            models.append(ModelConfig(name=name, provider="openai", api_base=base,
-                                      api_key=environ["OPENAI_API_KEY"]))
+            models.append(ModelConfig(name=name, provider="openai", api_base=base, api_key=environ["OPENAI_API_KEY"]))
     if environ.get("ANTHROPIC_API_KEY"):
-        models.append(ModelConfig(name="claude-haiku-4-5", provider="litellm",
-                                  model="anthropic/claude-haiku-4-5",
-                                  api_key=environ["ANTHROPIC_API_KEY"]))
+        models.append(
+            ModelConfig(
+                name="claude-haiku-4-5",
+                provider="litellm",
+                model="anthropic/claude-haiku-4-5",
+                api_key=environ["ANTHROPIC_API_KEY"],
+            )
+        )
     return models
 
 
@@ -276,25 +284,35 @@ def default_local_models(environ: dict[str, str]) -> list[ModelConfig]:
 
     if environ.get("COSTGATE_LOCAL_MODEL", "").lower() in ("off", "0", "false", "no"):
         return []
-    embeddings = ModelConfig(name=DEFAULT_EMBEDDING_MODEL, provider="local", model=DEFAULT_EMBEDDING_MODEL,
-                             engine={"gpu_hour_usd": "0.10"})
+    embeddings = ModelConfig(
+        name=DEFAULT_EMBEDDING_MODEL, provider="local", model=DEFAULT_EMBEDDING_MODEL, engine={"gpu_hour_usd": "0.10"}
+    )
     if not default_available():
         return [embeddings]
-    return [ModelConfig(name=DEFAULT_LOCAL_MODEL, provider="local", model=DEFAULT_LOCAL_MODEL,
-                        max_output_tokens=1024,
-                        # the output-rate prior near what a small CPU machine measures (5-17 tok/s,
-                        # docs/benchmarks.md): until measured, the price errs high, not 5x low
-                        engine={"max_model_len": 2048, "gpu_hour_usd": "0.10", "tokens_per_second": 10}),
-            embeddings]
+    return [
+        ModelConfig(
+            name=DEFAULT_LOCAL_MODEL,
+            provider="local",
+            model=DEFAULT_LOCAL_MODEL,
+            max_output_tokens=1024,
+            # the output-rate prior near what a small CPU machine measures (5-17 tok/s,
+            # docs/benchmarks.md): until measured, the price errs high, not 5x low
+            engine={"max_model_len": 2048, "gpu_hour_usd": "0.10", "tokens_per_second": 10},
+        ),
+        embeddings,
+    ]
 
 
 def load_settings(path: str | Path | None = None, environ: dict[str, str] | None = None) -> Settings:
     environ = dict(os.environ if environ is None else environ)
     if path is None:
-        return Settings(admin_key=environ.get("COSTGATE_ADMIN_KEY"), metrics_key=environ.get("COSTGATE_METRICS_KEY"),
-                        database_url=environ.get("COSTGATE_DATABASE_URL", Settings().database_url),
-                        redis_url=environ.get("COSTGATE_REDIS_URL"),
-                        models=default_models(environ) + default_local_models(environ))
+        return Settings(
+            admin_key=environ.get("COSTGATE_ADMIN_KEY"),
+            metrics_key=environ.get("COSTGATE_METRICS_KEY"),
+            database_url=environ.get("COSTGATE_DATABASE_URL", Settings().database_url),
+            redis_url=environ.get("COSTGATE_REDIS_URL"),
+            models=default_models(environ) + default_local_models(environ),
+        )
     raw = yaml.safe_load(Path(path).read_text()) or {}
     settings = Settings.model_validate(resolve_env(raw, environ))
     if settings.admin_key is None and environ.get("COSTGATE_ADMIN_KEY"):

@@ -30,22 +30,34 @@ from gateway.leases import Leaseholder
 from gateway.limits_config import TeamLimits
 from gateway.settings import Settings
 from gateway.storage.budgets import BudgetTable, ledger_spend
-from gateway.storage.counters import (Admission, BudgetCheck, BudgetStore, CounterState, InProcessStore,
-                                      Outcome, RateAdjustment, Settlement, StoreUnavailable, Verdict)
-from policies.pricing import from_pico, to_pico
+from gateway.storage.counters import (
+    Admission,
+    BudgetCheck,
+    BudgetStore,
+    CounterState,
+    InProcessStore,
+    Outcome,
+    RateAdjustment,
+    Settlement,
+    StoreUnavailable,
+    Verdict,
+)
 from gateway.storage.ledger import LedgerWriter
 from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
 from policies.plans import Plan, plans_with
-from policies.pricing import format_usd
+from policies.pricing import format_usd, from_pico, to_pico
 from policies.ratelimit import Limit, RateCheck
 
 log = logging.getLogger("costgate.budgets")
 
 COUNTER_GRACE_S = 2 * 86_400  # a period's counter outlives the period, for late settles and reports
 HOUR_TTL_S = 7_200
-UNITS = {Limit.REQUESTS_PER_MINUTE: "requests per minute", Limit.TOKENS_PER_MINUTE: "tokens per minute",
-         Limit.TOKENS_PER_DAY: "tokens per day"}
+UNITS = {
+    Limit.REQUESTS_PER_MINUTE: "requests per minute",
+    Limit.TOKENS_PER_MINUTE: "tokens per minute",
+    Limit.TOKENS_PER_DAY: "tokens per day",
+}
 
 
 def build_store(settings: Settings) -> BudgetStore:
@@ -70,9 +82,15 @@ class BudgetView:
 
 
 class SpendControl:
-    def __init__(self, settings: Settings, engine: AsyncEngine, ledger: LedgerWriter,
-                 registry: CollectorRegistry, clock: Clock = time.time,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: AsyncEngine,
+        ledger: LedgerWriter,
+        registry: CollectorRegistry,
+        clock: Clock = time.time,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.config = settings.budgets
         self.clock = clock
         self.store = build_store(settings)
@@ -84,8 +102,11 @@ class SpendControl:
         self.alert_config = settings.alerts
         self.metrics = BudgetMetrics(registry)
         a = settings.alerts
-        self.notifier = None if not a.webhook_url else WebhookNotifier(
-            a.webhook_url, self.metrics, a.retries, a.backoff_s, a.timeout_s, transport)
+        self.notifier = (
+            None
+            if not a.webhook_url
+            else WebhookNotifier(a.webhook_url, self.metrics, a.retries, a.backoff_s, a.timeout_s, transport)
+        )
         self._seed_lock = asyncio.Lock()
         # Settlements the store could not take (an outage, a lost reply), retried in order until
         # it does; settling is idempotent, so one that did land is not counted twice.
@@ -154,16 +175,22 @@ class SpendControl:
 
     def request_checks(self, principal: Principal) -> list[RateCheck]:
         """The key's and the team's requests-per-minute limits, one request each."""
-        wanted = ((f"key:{principal.key_id}", self.plan(principal.plan).requests_per_minute),
-                  (f"team:{principal.team_id}", self.team_limits(principal).requests_per_minute))
-        return [RateCheck(Limit.REQUESTS_PER_MINUTE, subject, maximum, 1)
-                for subject, maximum in wanted if maximum is not None]
+        wanted = (
+            (f"key:{principal.key_id}", self.plan(principal.plan).requests_per_minute),
+            (f"team:{principal.team_id}", self.team_limits(principal).requests_per_minute),
+        )
+        return [
+            RateCheck(Limit.REQUESTS_PER_MINUTE, subject, maximum, 1)
+            for subject, maximum in wanted
+            if maximum is not None
+        ]
 
     def rate_limited(self, check: RateCheck, retry_after_s: int | None) -> RateLimited:
         kind = check.subject.split(":")[0]
         self.metrics.refused.labels(check.limit.value, kind).inc()
-        return RateLimited(f"rate limit reached: {check.maximum} {UNITS[check.limit]} for this {kind}",
-                           retry_after=retry_after_s)
+        return RateLimited(
+            f"rate limit reached: {check.maximum} {UNITS[check.limit]} for this {kind}", retry_after=retry_after_s
+        )
 
     async def refusal(self, ctx: RequestContext, err: GatewayError) -> GatewayError:
         """The error to answer a refused request with: `err`, or a 429 once the key (or team)
@@ -227,8 +254,7 @@ class SpendControl:
             self._last_outage_log = now
             log.error("budget store failed during %s (failing %s): %s", op, self.config.on_store_error, err)
 
-    async def settle(self, hold: Hold, cost_pusd: int, rates: Sequence[RateAdjustment],
-                     principal: Principal) -> None:
+    async def settle(self, hold: Hold, cost_pusd: int, rates: Sequence[RateAdjustment], principal: Principal) -> None:
         counters = tuple(b.counter(hold.now) for b in hold.budgets)
         spent = await self.settle_counters(hold.id, hold.now, counters, cost_pusd, principal.team_id, rates)
         if cost_pusd and spent:
@@ -237,8 +263,15 @@ class SpendControl:
             except StoreUnavailable as err:
                 self.outage("alert", err)
 
-    async def settle_counters(self, hold_id: str, now: float, counters: tuple[str, ...], cost_pusd: int,
-                              team_id: str, rates: Sequence[RateAdjustment] = ()) -> list[int]:
+    async def settle_counters(
+        self,
+        hold_id: str,
+        now: float,
+        counters: tuple[str, ...],
+        cost_pusd: int,
+        team_id: str,
+        rates: Sequence[RateAdjustment] = (),
+    ) -> list[int]:
         """Commit `cost_pusd` to the budget counters a hold was made on and to the hourly spend,
         and release the hold; returns the spend after it (empty if queued for later: the store
         is down). Also for a dead replica's streams, charged from its journal (no alerts)."""
@@ -259,22 +292,42 @@ class SpendControl:
         for b, total in zip(hold.budgets, spent):
             if b.amount_pusd:
                 self.metrics.used_ratio.labels(b.id or "plan-cap", f"{b.scope.value}:{b.subject}").set(
-                    total / b.amount_pusd)
+                    total / b.amount_pusd
+                )
             for t in reached(total, b.amount_pusd, b.alert_at):
                 w = window(b.period, now)
-                alert = Alert(AlertKind.BUDGET_THRESHOLD, f"{b.scope.value}:{b.subject}", b.period.value, w.key, t,
-                              format_usd(from_pico(b.amount_pusd)), format_usd(from_pico(total)), self.clock(), b.id)
+                alert = Alert(
+                    AlertKind.BUDGET_THRESHOLD,
+                    f"{b.scope.value}:{b.subject}",
+                    b.period.value,
+                    w.key,
+                    t,
+                    format_usd(from_pico(b.amount_pusd)),
+                    format_usd(from_pico(total)),
+                    self.clock(),
+                    b.id,
+                )
                 ttl = None if w.end is None else int(w.end - now) + COUNTER_GRACE_S
                 if await self._claim(b.counter(now), str(t), ttl, alert):
                     self.metrics.alert_state.labels(b.id or "plan-cap", alert.subject).set(t)
-        team_rate, all_rate = spent[len(hold.budgets):]
-        limits = ((f"team:{principal.team_id}", team_rate, self.alert_config.spend_rate_per_hour_usd),
-                  ("all", all_rate, self.alert_config.total_spend_rate_per_hour_usd))
+        team_rate, all_rate = spent[len(hold.budgets) :]
+        limits = (
+            (f"team:{principal.team_id}", team_rate, self.alert_config.spend_rate_per_hour_usd),
+            ("all", all_rate, self.alert_config.total_spend_rate_per_hour_usd),
+        )
         for subject, total, limit in limits:
             limit_pusd = None if limit is None else to_pico(Decimal(limit))
             if over_rate(total, limit_pusd):
-                alert = Alert(AlertKind.SPEND_RATE, subject, "hourly", hour_key(now), None,
-                              format_usd(Decimal(limit or 0)), format_usd(from_pico(total)), self.clock())
+                alert = Alert(
+                    AlertKind.SPEND_RATE,
+                    subject,
+                    "hourly",
+                    hour_key(now),
+                    None,
+                    format_usd(Decimal(limit or 0)),
+                    format_usd(from_pico(total)),
+                    self.clock(),
+                )
                 await self._claim(f"rate:{subject}:{hour_key(now)}", "rate", HOUR_TTL_S, alert)
 
     async def _claim(self, counter: str, label: str, ttl: int | None, alert: Alert) -> bool:
@@ -288,9 +341,14 @@ class SpendControl:
         self._claimed.add(memo)
         if new:
             self.metrics.alerts.labels(alert.kind.value, alert.subject, str(alert.threshold or "")).inc()
-            log.warning("alert %s %s %s: spent $%s of $%s", alert.kind.value, alert.subject,
-                        alert.threshold if alert.threshold is not None else "hourly", alert.spent_usd,
-                        alert.amount_usd)
+            log.warning(
+                "alert %s %s %s: spent $%s of $%s",
+                alert.kind.value,
+                alert.subject,
+                alert.threshold if alert.threshold is not None else "hourly",
+                alert.spent_usd,
+                alert.amount_usd,
+            )
             if self.notifier is not None:
                 self.notifier.send(alert)
         return new
@@ -308,8 +366,10 @@ class SpendControl:
         if missing:
             await self.seed(missing, budgets, now)
             states = await self.store.read(counters)
-        return [BudgetView(b, window(b.period, now), s, await self.store.alert_state(c))
-                for b, c, s in zip(budgets, counters, states)]
+        return [
+            BudgetView(b, window(b.period, now), s, await self.store.alert_state(c))
+            for b, c, s in zip(budgets, counters, states)
+        ]
 
     async def rate_view(self, subjects: Sequence[str]) -> list[dict[str, str | float | None]]:
         """The current hour's spend and spend-rate alert for each subject (`all`, `team:<id>`)."""
@@ -318,12 +378,21 @@ class SpendControl:
         states = await self.store.read([f"spend:{s}:{hour}" for s in subjects])
         out: list[dict[str, str | float | None]] = []
         for subject, state in zip(subjects, states):
-            limit = (self.alert_config.total_spend_rate_per_hour_usd if subject == "all"
-                     else self.alert_config.spend_rate_per_hour_usd)
+            limit = (
+                self.alert_config.total_spend_rate_per_hour_usd
+                if subject == "all"
+                else self.alert_config.spend_rate_per_hour_usd
+            )
             fired = await self.store.alert_state(f"rate:{subject}:{hour}")
-            out.append({"subject": subject, "hour": hour, "spent_usd": format_usd(from_pico(state.spent_pusd)),
-                        "limit_per_hour_usd": None if limit is None else format_usd(Decimal(limit)),
-                        "alerted_at": fired.get("rate")})
+            out.append(
+                {
+                    "subject": subject,
+                    "hour": hour,
+                    "spent_usd": format_usd(from_pico(state.spent_pusd)),
+                    "limit_per_hour_usd": None if limit is None else format_usd(Decimal(limit)),
+                    "alerted_at": fired.get("rate"),
+                }
+            )
         return out
 
 
@@ -331,5 +400,7 @@ def budget_checks(budgets: Sequence[Budget], now: float) -> tuple[BudgetCheck, .
     out = []
     for b in budgets:
         end = window(b.period, now).end
-        out.append(BudgetCheck(b.counter(now), b.amount_pusd, None if end is None else int(end - now) + COUNTER_GRACE_S))
+        out.append(
+            BudgetCheck(b.counter(now), b.amount_pusd, None if end is None else int(end - now) + COUNTER_GRACE_S)
+        )
     return tuple(out)

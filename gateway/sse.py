@@ -48,12 +48,18 @@ def typed_event(data: dict[str, Any]) -> bytes:
 def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:
     """OpenAI's final usage chunk, with the request's cost added as `usage.cost_usd`."""
     return {
-        "id": last.get("id", ""), "object": last.get("object", "chat.completion.chunk"),
-        "created": last.get("created", int(time.time())), "model": last.get("model", ""),
+        "id": last.get("id", ""),
+        "object": last.get("object", "chat.completion.chunk"),
+        "created": last.get("created", int(time.time())),
+        "model": last.get("model", ""),
         "choices": [],
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.total_tokens,
-                  "prompt_tokens_details": {"cached_tokens": usage.cached_tokens}, "cost_usd": cost},
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "cost_usd": cost,
+        },
     }
 
 
@@ -69,15 +75,19 @@ def _pieces(text: str, words_per_chunk: int | None) -> list[str]:
     if words_per_chunk is None:
         return [text]
     pieces = PIECE.findall(text) or [""]
-    return ["".join(pieces[i:i + words_per_chunk]) for i in range(0, len(pieces), words_per_chunk)]
+    return ["".join(pieces[i : i + words_per_chunk]) for i in range(0, len(pieces), words_per_chunk)]
 
 
 def chunks(endpoint: Endpoint, body: dict[str, Any], words_per_chunk: int | None = None) -> list[dict[str, Any]]:
     """The chunk events a streaming upstream would have sent for `body`: each choice's content
     (in pieces of `words_per_chunk` words, or whole), then its finish."""
     chat = endpoint is Endpoint.CHAT
-    base = {"id": body.get("id", ""), "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": body.get("created", int(time.time())), "model": body.get("model", "")}
+    base = {
+        "id": body.get("id", ""),
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": body.get("created", int(time.time())),
+        "model": body.get("model", ""),
+    }
     if body.get("system_fingerprint"):
         base["system_fingerprint"] = body["system_fingerprint"]
     events = []
@@ -111,8 +121,14 @@ def chunk_text(endpoint: Endpoint, data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-async def replay(endpoint: Endpoint, body: dict[str, Any], usage: Usage, cost: str, include_usage: bool,
-                 words_per_chunk: int | None = None) -> AsyncIterator[bytes]:
+async def replay(
+    endpoint: Endpoint,
+    body: dict[str, Any],
+    usage: Usage,
+    cost: str,
+    include_usage: bool,
+    words_per_chunk: int | None = None,
+) -> AsyncIterator[bytes]:
     """A whole answer as SSE, then the tail every stream ends with."""
     events = chunks(endpoint, body, words_per_chunk)
     for data in events:

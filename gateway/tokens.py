@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import tiktoken  # noqa: E402  (TIKTOKEN_CACHE_DIR must be set before the first encoding load)
+import tiktoken
 
 from gateway.images import TileRule, data_url_size, rule_for
 
@@ -74,8 +74,7 @@ def count_messages(messages: list[dict[str, Any]], model: str = "") -> int:
             total += 1
         for call in message.get("tool_calls") or ():
             fn = call.get("function") or {}
-            total += len(enc.encode(str(fn.get("name", "")) + str(fn.get("arguments", "")),
-                                    disallowed_special=()))
+            total += len(enc.encode(str(fn.get("name", "")) + str(fn.get("arguments", "")), disallowed_special=()))
     return total
 
 
@@ -109,8 +108,9 @@ def _media_apart(body: dict[str, Any], rule: TileRule) -> tuple[dict[str, Any], 
     """The body with image URLs blanked (their data is not text to a provider), and the tokens
     its images and files bill."""
     messages = body.get("messages")
-    if not isinstance(messages, list) or not any(isinstance(m, dict) and isinstance(m.get("content"), list)
-                                                 for m in messages):
+    if not isinstance(messages, list) or not any(
+        isinstance(m, dict) and isinstance(m.get("content"), list) for m in messages
+    ):
         return body, 0
     tokens, stripped, files = 0, [], False
     for message in messages:

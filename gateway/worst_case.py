@@ -111,8 +111,10 @@ class StreamMeter:
         """A `finish_reason: length` chunk for every choice still open (the SDKs' ending)."""
         base: dict[str, Any] = {k: last[k] for k in ("id", "object", "created", "model") if k in last}
         ending: dict[str, Any] = {"delta": {}} if endpoint is Endpoint.CHAT else {"text": "", "logprobs": None}
-        return [{**base, "choices": [{"index": i, **ending, "finish_reason": "length"}]}
-                for i in (self.open_choices or {0: None})]
+        return [
+            {**base, "choices": [{"index": i, **ending, "finish_reason": "length"}]}
+            for i in (self.open_choices or {0: None})
+        ]
 
 
 def _tokens(value: Any, model: str) -> int:

@@ -49,6 +49,14 @@ class Alert:
     budget_id: str | None = None
 
     def payload(self) -> dict[str, object]:
-        return {"type": self.kind.value, "subject": self.subject, "period": self.period,
-                "period_key": self.period_key, "threshold": self.threshold, "amount_usd": self.amount_usd,
-                "spent_usd": self.spent_usd, "budget_id": self.budget_id, "at": self.at}
+        return {
+            "type": self.kind.value,
+            "subject": self.subject,
+            "period": self.period,
+            "period_key": self.period_key,
+            "threshold": self.threshold,
+            "amount_usd": self.amount_usd,
+            "spent_usd": self.spent_usd,
+            "budget_id": self.budget_id,
+            "at": self.at,
+        }

@@ -147,4 +147,3 @@ class Breakers:
 
     def views(self) -> dict[str, BreakerView]:
         return {name: b.view() for name, b in sorted(self._by_name.items())}
-

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
 Clock = Callable[[], float]  # seconds since the epoch; time.time in production, a fake in tests
@@ -51,7 +51,7 @@ def window(period: Period, now: float) -> Window:
 
 @lru_cache(maxsize=256)
 def _window_of_day(period: Period, day_index: int) -> Window:
-    day = datetime.fromtimestamp(day_index * 86_400, timezone.utc)
+    day = datetime.fromtimestamp(day_index * 86_400, UTC)
     if period is Period.DAILY:
         return Window(day.strftime("%Y-%m-%d"), day.timestamp(), (day + timedelta(days=1)).timestamp())
     if period is Period.WEEKLY:

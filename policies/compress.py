@@ -41,8 +41,9 @@ def text_of(message: Message) -> str:
     return ""
 
 
-def split(messages: Sequence[Message], budget_tokens: int, keep_recent: int,
-          count: Callable[[Sequence[Message]], int]) -> Split | None:
+def split(
+    messages: Sequence[Message], budget_tokens: int, keep_recent: int, count: Callable[[Sequence[Message]], int]
+) -> Split | None:
     """What to keep and what to summarize; None when the prompt fits or nothing can go."""
     if count(messages) <= budget_tokens:
         return None
@@ -69,8 +70,11 @@ def extractive_summary(older: Sequence[Message], max_tokens: int, count_text: Ca
             continue
         first = SENTENCE.split(text, maxsplit=1)[0]
         words = first.split()
-        line = f"- {message.get('role', 'user')}: " + " ".join(words[:MAX_WORDS_PER_TURN]) + \
-            (" ..." if len(words) > MAX_WORDS_PER_TURN else "")
+        line = (
+            f"- {message.get('role', 'user')}: "
+            + " ".join(words[:MAX_WORDS_PER_TURN])
+            + (" ..." if len(words) > MAX_WORDS_PER_TURN else "")
+        )
         cost = count_text(line) + 1
         if used + cost > max_tokens:
             break
@@ -81,9 +85,14 @@ def extractive_summary(older: Sequence[Message], max_tokens: int, count_text: Ca
 
 def summary_request(older: Sequence[Message], max_tokens: int) -> list[Message]:
     transcript = "\n".join(f"{m.get('role', 'user')}: {text_of(m)}" for m in older if text_of(m))
-    return [{"role": "system", "content": f"Summarize this conversation in at most {max_tokens} tokens. "
-                                          "Keep names, numbers, decisions and open questions."},
-            {"role": "user", "content": transcript}]
+    return [
+        {
+            "role": "system",
+            "content": f"Summarize this conversation in at most {max_tokens} tokens. "
+            "Keep names, numbers, decisions and open questions.",
+        },
+        {"role": "user", "content": transcript},
+    ]
 
 
 def compressed(p: Split, summary: str) -> list[Message]:

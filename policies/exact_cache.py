@@ -19,8 +19,16 @@ from typing import Any
 import orjson
 
 NOT_IN_KEY = frozenset({"stream", "stream_options", "user", "metadata", "model", "messages", "prompt"})
-DEFAULTS: dict[str, Any] = {"temperature": 1, "top_p": 1, "n": 1, "presence_penalty": 0,
-                            "frequency_penalty": 0, "logit_bias": {}, "stop": [], "parallel_tool_calls": True}
+DEFAULTS: dict[str, Any] = {
+    "temperature": 1,
+    "top_p": 1,
+    "n": 1,
+    "presence_penalty": 0,
+    "frequency_penalty": 0,
+    "logit_bias": {},
+    "stop": [],
+    "parallel_tool_calls": True,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +88,11 @@ def _text(content: Any) -> str | None:
 
 
 def _canonical(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in sorted(body.items())
-            if k not in NOT_IN_KEY and v is not None and DEFAULTS.get(k, object()) != v}
+    return {
+        k: v
+        for k, v in sorted(body.items())
+        if k not in NOT_IN_KEY and v is not None and DEFAULTS.get(k, object()) != v
+    }
 
 
 def _hash(*parts: Any) -> str:
@@ -118,10 +129,14 @@ def answer_of(body: dict[str, Any] | None, served_model: str) -> CachedAnswer | 
         text = message.get("content")
     else:
         text = choice.get("text")
-    if not isinstance(text, str) or choice.get("finish_reason") in ("tool_calls", "function_call",
-                                                                    "content_filter"):
+    if not isinstance(text, str) or choice.get("finish_reason") in ("tool_calls", "function_call", "content_filter"):
         return None
     usage = body.get("usage") or {}
-    return CachedAnswer(text, choice.get("finish_reason") or "stop", str(body.get("model") or served_model),
-                        served_model, int(usage.get("prompt_tokens") or 0),
-                        int(usage.get("completion_tokens") or 0))
+    return CachedAnswer(
+        text,
+        choice.get("finish_reason") or "stop",
+        str(body.get("model") or served_model),
+        served_model,
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+    )

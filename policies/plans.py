@@ -36,8 +36,14 @@ class Plan:
 
 
 DEFAULT_PLANS: dict[str, Plan] = {
-    "free": Plan("free", requests_per_minute=20, tokens_per_minute=40_000, tokens_per_day=200_000,
-                 max_output_per_mtok=Decimal("1.00"), dollar_cap=Decimal("1")),
+    "free": Plan(
+        "free",
+        requests_per_minute=20,
+        tokens_per_minute=40_000,
+        tokens_per_day=200_000,
+        max_output_per_mtok=Decimal("1.00"),
+        dollar_cap=Decimal("1"),
+    ),
     # pro: no per-minute limits by default (set them per plan or per team in the config)
     "pro": Plan("pro", tokens_per_day=100_000_000),
     "enterprise": Plan("enterprise"),

@@ -42,8 +42,9 @@ class Price:
     cached_input: Decimal | None = None
 
     @classmethod
-    def per_million(cls, input_per_mtok: Decimal, output_per_mtok: Decimal,
-                    cached_input_per_mtok: Decimal | None = None) -> Price:
+    def per_million(
+        cls, input_per_mtok: Decimal, output_per_mtok: Decimal, cached_input_per_mtok: Decimal | None = None
+    ) -> Price:
         cached = None if cached_input_per_mtok is None else Decimal(cached_input_per_mtok) / MILLION
         return cls(Decimal(input_per_mtok) / MILLION, Decimal(output_per_mtok) / MILLION, cached)
 
@@ -111,9 +112,11 @@ def lookup(model: str) -> ModelInfo | None:
     entry = table.get(model) or table.get(model.split("/", 1)[-1])
     if entry is None or entry.get("input_cost_per_token") is None:
         return None
-    price = Price(_dec(entry["input_cost_per_token"]) or ZERO,
-                  _dec(entry.get("output_cost_per_token")) or ZERO,
-                  _dec(entry.get("cache_read_input_token_cost")))
+    price = Price(
+        _dec(entry["input_cost_per_token"]) or ZERO,
+        _dec(entry.get("output_cost_per_token")) or ZERO,
+        _dec(entry.get("cache_read_input_token_cost")),
+    )
     return ModelInfo(price, entry.get("max_output_tokens"), entry.get("max_input_tokens"))
 
 

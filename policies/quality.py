@@ -79,8 +79,12 @@ class TrafficCurve:
         return cls(np.zeros(size), np.zeros(size), np.zeros(size), 0.0)
 
     def at(self, index: int) -> Traffic:
-        return Traffic(float(self.accepted[index]), float(self.disagree[index]), self.effective,
-                       float(self.accepted_effective[index]))
+        return Traffic(
+            float(self.accepted[index]),
+            float(self.disagree[index]),
+            self.effective,
+            float(self.accepted_effective[index]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,12 +108,21 @@ class Bounds:
 
     @classmethod
     def of(cls, found: Sequence[Bound]) -> Bounds:
-        return cls(*(np.array([getattr(b, name) for b in found], dtype=float)
-                     for name in ("threshold", "ratio", "lower", "upper", "accepted")))
+        return cls(
+            *(
+                np.array([getattr(b, name) for b in found], dtype=float)
+                for name in ("threshold", "ratio", "lower", "upper", "accepted")
+            )
+        )
 
     def at(self, index: int) -> Bound:
-        return Bound(float(self.threshold[index]), float(self.ratio[index]), float(self.lower[index]),
-                     float(self.upper[index]), float(self.accepted[index]))
+        return Bound(
+            float(self.threshold[index]),
+            float(self.ratio[index]),
+            float(self.lower[index]),
+            float(self.upper[index]),
+            float(self.accepted[index]),
+        )
 
 
 def z_of(confidence: float) -> float:
@@ -150,8 +163,9 @@ def contributions(sample: Sample, candidates: np.ndarray) -> tuple[np.ndarray, n
     return accepted, disagree
 
 
-def last_tier_quality(configured: float | None, calibration: Calibration | None,
-                      feedback: tuple[int, int] | None = None) -> LastTierQuality:
+def last_tier_quality(
+    configured: float | None, calibration: Calibration | None, feedback: tuple[int, int] | None = None
+) -> LastTierQuality:
     """Where A comes from: labelled feedback (right, labelled), the config, the calibration, a default."""
     if feedback is not None and feedback[1] > 0:
         right, n = feedback
@@ -173,8 +187,9 @@ def loss_per_disagreement(lost: ArrayLike, gained: ArrayLike, disagree: ArrayLik
     return lam, np.maximum(0.0, second - lam * lam) / n
 
 
-def pooled(prior: ArrayLike, prior_n: float, traffic: ArrayLike, traffic_n: float,
-           pseudo: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def pooled(
+    prior: ArrayLike, prior_n: float, traffic: ArrayLike, traffic_n: float, pseudo: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """A share pooled from the calibration (as `prior_n` pseudo-samples; 0 without one) and the
     traffic (as `traffic_n`), with `pseudo` extra pseudo-samples at 1: (estimate, variance).
     With no evidence at all the share is 1."""
@@ -185,20 +200,27 @@ def pooled(prior: ArrayLike, prior_n: float, traffic: ArrayLike, traffic_n: floa
     return value, value * (1 - value) / n
 
 
-def ratio_bound(lam: tuple[ArrayLike, ArrayLike], disagree: tuple[ArrayLike, ArrayLike], last: LastTierQuality,
-                z: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ratio_bound(
+    lam: tuple[ArrayLike, ArrayLike], disagree: tuple[ArrayLike, ArrayLike], last: LastTierQuality, z: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ratio, lower, upper) for ratio = 1 - λ D / A, SE by the delta method. Elementwise."""
-    l, var_l = np.asarray(lam[0], dtype=float), np.asarray(lam[1], dtype=float)
+    lam_, var_l = np.asarray(lam[0], dtype=float), np.asarray(lam[1], dtype=float)
     d, var_d = np.asarray(disagree[0], dtype=float), np.asarray(disagree[1], dtype=float)
     a = last.value
-    loss = l * d / a
-    variance = (d / a) ** 2 * var_l + (l / a) ** 2 * var_d + (l * d / a ** 2) ** 2 * last.variance
+    loss = lam_ * d / a
+    variance = (d / a) ** 2 * var_l + (lam_ / a) ** 2 * var_d + (lam_ * d / a**2) ** 2 * last.variance
     se = np.sqrt(variance)
     return 1 - loss, 1 - loss - z * se, 1 - loss + z * se
 
 
-def bounds(traffic: TrafficCurve, calibration: Calibration | None, last: LastTierQuality, confidence: float,
-           prior_weight: float, candidates: Sequence[float] = CANDIDATES) -> Bounds:
+def bounds(
+    traffic: TrafficCurve,
+    calibration: Calibration | None,
+    last: LastTierQuality,
+    confidence: float,
+    prior_weight: float,
+    candidates: Sequence[float] = CANDIDATES,
+) -> Bounds:
     """The quality bound at every candidate threshold."""
     n = len(candidates)
     if calibration is not None:

@@ -27,16 +27,26 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 
-from policies.quality import Bounds, Sample, TrafficCurve, bounds, cheapest_certified, contradicts, contributions, \
-    last_tier_quality, worth_trying, z_of
+from policies.quality import (
+    Bounds,
+    Sample,
+    TrafficCurve,
+    bounds,
+    cheapest_certified,
+    contradicts,
+    contributions,
+    last_tier_quality,
+    worth_trying,
+    z_of,
+)
 from policies.scorers.calibration import CANDIDATES, Calibration
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     CERTIFIED = "certified"
     LEARNING = "learning"
     SKIP = "skip"
@@ -110,14 +120,16 @@ class Evidence:
         if self.weight <= 0:
             return TrafficCurve.empty(len(self.grid))
         with np.errstate(divide="ignore", invalid="ignore"):
-            accepted_effective = np.where(self.accepted2 > 0, self.accepted ** 2 / self.accepted2, 0.0)
-        return TrafficCurve(self.accepted / self.weight, self.disagree / self.weight, accepted_effective,
-                            self.weight ** 2 / self.weight2)
+            accepted_effective = np.where(self.accepted2 > 0, self.accepted**2 / self.accepted2, 0.0)
+        return TrafficCurve(
+            self.accepted / self.weight, self.disagree / self.weight, accepted_effective, self.weight**2 / self.weight2
+        )
 
 
 class QualityController:
-    def __init__(self, policy: Policy, calibration: Calibration | None,
-                 candidates: tuple[float, ...] = CANDIDATES) -> None:
+    def __init__(
+        self, policy: Policy, calibration: Calibration | None, candidates: tuple[float, ...] = CANDIDATES
+    ) -> None:
         self.policy, self.calibration, self.candidates = policy, calibration, candidates
         self.samples: deque[Sample] = deque()
         self.evidence = Evidence(candidates)
@@ -187,8 +199,10 @@ class QualityController:
         found = self._bounds(traffic)
         self._mode, self._threshold, reason = self._decide(found)
         if self.rejected:
-            reason = (f"the traffic contradicts the calibration (it disagrees with the last tier more often than "
-                      f"the calibration said at threshold {self.promised:.2f}), which is set aside; " + reason)
+            reason = (
+                f"the traffic contradicts the calibration (it disagrees with the last tier more often than "
+                f"the calibration said at threshold {self.promised:.2f}), which is set aside; " + reason
+            )
         self._estimate = self._describe(found, reason)
 
     def _decide(self, found: Bounds) -> tuple[Mode, float | None, str]:
@@ -196,20 +210,44 @@ class QualityController:
         if not p.adaptive:
             return Mode.FIXED, p.fixed_threshold, "adaptive is off: the configured threshold applies"
         if (self.calibration is None or self.rejected) and len(self.samples) < p.min_samples:
-            return Mode.LEARNING, None, (f"no calibration: escalating every request while collecting samples "
-                                         f"({len(self.samples)} of {p.min_samples})")
+            return (
+                Mode.LEARNING,
+                None,
+                (
+                    f"no calibration: escalating every request while collecting samples "
+                    f"({len(self.samples)} of {p.min_samples})"
+                ),
+            )
         chosen = cheapest_certified(found, p.target)
         b = found.at(self._index(chosen)) if chosen is not None else None
         if chosen is not None and b is not None and b.accepted >= p.min_accept:
-            return Mode.CERTIFIED, chosen, (f"threshold {chosen:.2f} keeps {b.ratio:.1%} of the last tier's quality "
-                                            f"(lower bound {b.lower:.1%} >= target {p.target:.1%})")
+            return (
+                Mode.CERTIFIED,
+                chosen,
+                (
+                    f"threshold {chosen:.2f} keeps {b.ratio:.1%} of the last tier's quality "
+                    f"(lower bound {b.lower:.1%} >= target {p.target:.1%})"
+                ),
+            )
         best = found.at(int(np.argmax(found.lower)))
         if worth_trying(found, p.target, p.min_accept):
-            return Mode.LEARNING, None, (f"no threshold proven yet: escalating every request (best lower bound "
-                                         f"{best.lower:.1%} at {best.threshold:.2f}, target {p.target:.1%})")
-        return Mode.SKIP, None, (f"the scorer cannot separate at this target: no threshold accepting at least "
-                                 f"{p.min_accept:.0%} of requests can reach {p.target:.1%} of the last tier's "
-                                 f"quality; skipping the cheap tier (probing {p.probe_rate:.0%})")
+            return (
+                Mode.LEARNING,
+                None,
+                (
+                    f"no threshold proven yet: escalating every request (best lower bound "
+                    f"{best.lower:.1%} at {best.threshold:.2f}, target {p.target:.1%})"
+                ),
+            )
+        return (
+            Mode.SKIP,
+            None,
+            (
+                f"the scorer cannot separate at this target: no threshold accepting at least "
+                f"{p.min_accept:.0%} of requests can reach {p.target:.1%} of the last tier's "
+                f"quality; skipping the cheap tier (probing {p.probe_rate:.0%})"
+            ),
+        )
 
     def _describe(self, found: Bounds, reason: str) -> Estimate:
         p = self.policy
@@ -223,10 +261,21 @@ class QualityController:
         quality = at.ratio if at is not None else 1.0
         quality_lower = at.lower if at is not None else 1.0
         escalation = 1 - at.accepted if at is not None else 1.0
-        return Estimate(self._mode, self._threshold, len(self.samples),
-                        self._traffic.effective,
-                        None if agreement is None else float(agreement), None if lower is None else float(lower),
-                        float(quality), float(quality_lower), float(escalation), self.shadow_probability(),
-                        self.last.value, self.last.source,
-                        "none" if self.calibration is None else "rejected" if self.rejected else "in use",
-                        bool(quality_lower >= p.target), reason, self._mode is not Mode.FIXED)
+        return Estimate(
+            self._mode,
+            self._threshold,
+            len(self.samples),
+            self._traffic.effective,
+            None if agreement is None else float(agreement),
+            None if lower is None else float(lower),
+            float(quality),
+            float(quality_lower),
+            float(escalation),
+            self.shadow_probability(),
+            self.last.value,
+            self.last.source,
+            "none" if self.calibration is None else "rejected" if self.rejected else "in use",
+            bool(quality_lower >= p.target),
+            reason,
+            self._mode is not Mode.FIXED,
+        )

@@ -8,7 +8,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.support import FakeUpstream, GatewayProcess, model  # noqa: E402
+from tests.support import FakeUpstream, GatewayProcess, model
 
 
 @pytest.fixture(scope="session")

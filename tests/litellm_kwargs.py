@@ -18,7 +18,9 @@ from functools import cache
 from pathlib import Path
 
 LISTENER = "{listener}"  # replaced by the listener's URL
-KWARG_READ = re.compile(r"""kwargs(?:\.get|\.pop)\(\s*["']([A-Za-z_][A-Za-z0-9_-]*)["']|kwargs\[\s*["']([A-Za-z_][A-Za-z0-9_-]*)["']\s*\]""")
+KWARG_READ = re.compile(
+    r"""kwargs(?:\.get|\.pop)\(\s*["']([A-Za-z_][A-Za-z0-9_-]*)["']|kwargs\[\s*["']([A-Za-z_][A-Za-z0-9_-]*)["']\s*\]"""
+)
 SCANNED = ("main.py", "utils.py", "litellm_core_utils/litellm_logging.py")
 
 # Values that would steer litellm to the listener had the name reached it, for the names whose
@@ -26,8 +28,9 @@ SCANNED = ("main.py", "utils.py", "litellm_core_utils/litellm_logging.py")
 # for the environment's), headers, callbacks (integrations whose hosts are named too).
 STEERING: dict[str, object] = {
     "fallbacks": [{"model": "openai/gpt-4o-mini", "api_base": LISTENER, "api_key": None}],
-    "model_list": [{"model_name": "openai/fail-500",
-                    "litellm_params": {"model": "openai/gpt-4o-mini", "api_base": LISTENER}}],
+    "model_list": [
+        {"model_name": "openai/fail-500", "litellm_params": {"model": "openai/gpt-4o-mini", "api_base": LISTENER}}
+    ],
     "context_window_fallback_dict": {"openai/fail-500": "openai/gpt-4o-mini"},
     "api_key": None,
     "metadata": {"langfuse_host": LISTENER, "api_base": LISTENER},
@@ -53,8 +56,9 @@ def litellm_kwargs() -> frozenset[str]:
 
     names = set(all_litellm_params)
     for fn in (litellm.completion, litellm.text_completion, litellm.embedding, get_litellm_params):
-        names |= {p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+        names |= {
+            p.name for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+        }
     root = Path(litellm.__file__).parent
     for relative in SCANNED:
         for match in KWARG_READ.finditer((root / relative).read_text()):

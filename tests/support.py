@@ -36,8 +36,9 @@ def wait_until(condition: Callable[[], T], timeout: float = 30.0, interval: floa
         time.sleep(interval)
 
 
-async def wait_until_async(condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.005,
-                           what: str = "") -> T:
+async def wait_until_async(
+    condition: Callable[[], T], timeout: float = 30.0, interval: float = 0.005, what: str = ""
+) -> T:
     """`wait_until` for a test on the event loop: polls between the loop's other work."""
     deadline = time.monotonic() + timeout
     while True:
@@ -83,8 +84,13 @@ class FakeUpstream:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self._log = open(log_dir / f"{module.rsplit('.', 1)[-1]}-{self.port}.log", "wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", module, "--port", str(self.port), *args],
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--port", str(self.port), *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=_env(),
+            cwd=ROOT,
+        )
         wait_http(f"http://127.0.0.1:{self.port}/_stats", self.proc)
 
     def stats(self) -> dict[str, int]:
@@ -105,8 +111,12 @@ class GatewayProcess:
     def __init__(self, config: dict[str, Any], workdir: Path, env: dict[str, str] | None = None) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        config = {"admin_key": ADMIN_KEY, "database_url": f"sqlite:///{workdir}/costgate.db",
-                  "data_dir": str(workdir / "data"), **config}
+        config = {
+            "admin_key": ADMIN_KEY,
+            "database_url": f"sqlite:///{workdir}/costgate.db",
+            "data_dir": str(workdir / "data"),
+            **config,
+        }
         self.config = config
         self.config_path = workdir / "config.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -120,9 +130,23 @@ class GatewayProcess:
     def start(self) -> None:
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config_path),
-             "--port", str(self.port), "--log-level", "warning"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=_env(self._env), cwd=self.workdir)
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--config",
+                str(self.config_path),
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=_env(self._env),
+            cwd=self.workdir,
+        )
         wait_http(self.url + "/healthz", self.proc)
 
     def stop(self) -> None:
@@ -139,8 +163,9 @@ class GatewayProcess:
 
     # admin API
     def admin(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        return httpx.request(method, self.url + path, headers={"authorization": f"Bearer {ADMIN_KEY}"},
-                             timeout=30, **kwargs)
+        return httpx.request(
+            method, self.url + path, headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30, **kwargs
+        )
 
     def new_key(self, team: str = "team-a", **fields: Any) -> str:
         teams = self.admin("GET", "/admin/teams").json()["data"]
@@ -153,8 +178,9 @@ class GatewayProcess:
     def key_with_budget(self, team: str, amount_usd: str, period: str = "daily") -> str:
         """A new key of `team`, whose team budget is `amount_usd` a `period`."""
         key = self.new_key(team)
-        budget = self.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": amount_usd,
-                                                            "period": period})
+        budget = self.admin(
+            "PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": amount_usd, "period": period}
+        )
         assert budget.status_code == 200, budget.text
         return key
 
@@ -168,8 +194,16 @@ class GatewayProcess:
         return self.admin("GET", f"/admin/spend?group_by={group_by}").json()
 
 
-def model(name: str, upstream: str, api_base: str, input_per_mtok: str = "1.5",
-          output_per_mtok: str = "6", **extra: Any) -> dict[str, Any]:
+def model(
+    name: str, upstream: str, api_base: str, input_per_mtok: str = "1.5", output_per_mtok: str = "6", **extra: Any
+) -> dict[str, Any]:
     """A config entry for a model served by the fake upstream, at a chosen price."""
-    return {"name": name, "provider": "openai", "model": upstream, "api_base": api_base, "api_key": "fake-key",
-            "price": {"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok}, **extra}
+    return {
+        "name": name,
+        "provider": "openai",
+        "model": upstream,
+        "api_base": api_base,
+        "api_key": "fake-key",
+        "price": {"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok},
+        **extra,
+    }

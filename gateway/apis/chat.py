@@ -36,8 +36,11 @@ class ChatUsage(_Read):
     @classmethod
     def of(cls, usage: Usage) -> ChatUsage:
         """The usage costgate charged (counted when the upstream sent none), for a stream's end."""
-        return cls(prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-                   prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens))
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
+        )
 
     @property
     def cached_tokens(self) -> int:
@@ -93,8 +96,9 @@ class ChatCompletion(_Read):
         return self.choices[0] if self.choices else None
 
 
-def function_tool(name: str, parameters: dict[str, Any] | None, description: str | None = None,
-                  strict: bool | None = None) -> dict[str, Any]:
+def function_tool(
+    name: str, parameters: dict[str, Any] | None, description: str | None = None, strict: bool | None = None
+) -> dict[str, Any]:
     """A Chat Completions function tool; unset settings are left out, not sent as null."""
     function: dict[str, Any] = {"name": name}
     for key, value in (("description", description), ("parameters", parameters), ("strict", strict)):
@@ -108,5 +112,6 @@ def read_chat(data: Any) -> ChatCompletion:
     try:
         return ChatCompletion.model_validate(data)
     except ValidationError as err:
-        raise UpstreamError(f"upstream sent a malformed chat answer: {err.errors()[0]['msg']}",
-                            code="bad_upstream_body") from None
+        raise UpstreamError(
+            f"upstream sent a malformed chat answer: {err.errors()[0]['msg']}", code="bad_upstream_body"
+        ) from None

@@ -41,8 +41,7 @@ def validate(model: type[M], data: Any, at: str = "") -> M:
         first = err.errors()[0]
         param = param_path(first["loc"], at)
         if first["type"] == "extra_forbidden":
-            raise InvalidRequest(f"Unknown parameter: '{param}'.", param=param,
-                                 code="unknown_parameter") from None
+            raise InvalidRequest(f"Unknown parameter: '{param}'.", param=param, code="unknown_parameter") from None
         raise InvalidRequest(f"Invalid '{param}': {first['msg']}.", param=param) from None
 
 

@@ -51,8 +51,9 @@ def _check(number: int, raw: bytes, endpoint: str) -> tuple[str, dict[str, Any]]
         return _error("invalid_json_line", "this line is not a JSON object", number)
     custom_id = item.get("custom_id")
     if not isinstance(custom_id, str) or not 0 < len(custom_id) <= MAX_CUSTOM_ID:
-        return _error("invalid_custom_id", f"custom_id must be a string of 1 to {MAX_CUSTOM_ID} characters",
-                      number, "custom_id")
+        return _error(
+            "invalid_custom_id", f"custom_id must be a string of 1 to {MAX_CUSTOM_ID} characters", number, "custom_id"
+        )
     if str(item.get("method", "")).upper() != "POST":
         return _error("invalid_method", "method must be POST", number, "method")
     if item.get("url") != endpoint:
@@ -66,8 +67,7 @@ def _check(number: int, raw: bytes, endpoint: str) -> tuple[str, dict[str, Any]]
 def parse_input(data: bytes, endpoint: str, max_lines: int) -> tuple[list[BatchLine], list[dict[str, Any]]]:
     """The lines to run, and the errors that refuse the file (empty when it is fine)."""
     if endpoint not in ENDPOINTS:
-        return [], [_error("invalid_endpoint", f"endpoint must be one of {', '.join(ENDPOINTS)}",
-                           param="endpoint")]
+        return [], [_error("invalid_endpoint", f"endpoint must be one of {', '.join(ENDPOINTS)}", param="endpoint")]
     lines: list[BatchLine] = []
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -80,8 +80,7 @@ def parse_input(data: bytes, endpoint: str, max_lines: int) -> tuple[list[BatchL
             continue
         custom_id, body = checked
         if custom_id in seen:
-            errors.append(_error("duplicate_custom_id", f"custom_id {custom_id[:80]!r} repeats", number,
-                                 "custom_id"))
+            errors.append(_error("duplicate_custom_id", f"custom_id {custom_id[:80]!r} repeats", number, "custom_id"))
             continue
         seen.add(custom_id)
         lines.append(BatchLine(len(lines), custom_id, body))
@@ -90,6 +89,7 @@ def parse_input(data: bytes, endpoint: str, max_lines: int) -> tuple[list[BatchL
     if len(lines) > max_lines:
         errors.append(_error("too_many_lines", f"a batch may hold at most {max_lines} requests"))
     if len(errors) > MAX_ERRORS:
-        errors = errors[:MAX_ERRORS - 1] + [_error("too_many_errors",
-                                                   f"{len(errors) - MAX_ERRORS + 1} more errors not listed")]
+        errors = errors[: MAX_ERRORS - 1] + [
+            _error("too_many_errors", f"{len(errors) - MAX_ERRORS + 1} more errors not listed")
+        ]
     return lines, errors

@@ -18,14 +18,14 @@ import logging
 import secrets
 import time
 from collections import deque
-from decimal import Decimal
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter
-from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
@@ -33,9 +33,9 @@ from gateway.context import RequestContext
 from gateway.errors import GatewayError, error_body
 from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
-from policies.pricing import to_pico
 from gateway.storage.files import FileStore
 from gateway.storage.keys import KeyStore
+from policies.pricing import to_pico
 
 log = logging.getLogger("costgate.batch")
 
@@ -45,10 +45,21 @@ LANE_TAG = "lane:batch"
 
 def output_line(row: ResultRow) -> bytes:
     """OpenAI's output/error file line for one request."""
-    return orjson.dumps({"id": "batch_req_" + row.request_id.removeprefix("req_"), "custom_id": row.custom_id,
-                         "response": {"status_code": row.status_code, "request_id": row.request_id,
-                                      "body": orjson.loads(row.body)},
-                         "error": None}) + b"\n"
+    return (
+        orjson.dumps(
+            {
+                "id": "batch_req_" + row.request_id.removeprefix("req_"),
+                "custom_id": row.custom_id,
+                "response": {
+                    "status_code": row.status_code,
+                    "request_id": row.request_id,
+                    "body": orjson.loads(row.body),
+                },
+                "error": None,
+            }
+        )
+        + b"\n"
+    )
 
 
 def failures_after(row: ResultRow, failures: int) -> int:
@@ -74,8 +85,15 @@ async def _body_of(response: Response) -> bytes:
 class BatchRunner:
     """Claims unfinished batches (a lease per batch) and runs each in its own task."""
 
-    def __init__(self, config: BatchConfig, db: AsyncEngine, data_dir: str, keys: KeyStore,
-                 handle: Callable[[RequestContext], Awaitable[Response]], registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        config: BatchConfig,
+        db: AsyncEngine,
+        data_dir: str,
+        keys: KeyStore,
+        handle: Callable[[RequestContext], Awaitable[Response]],
+        registry: CollectorRegistry,
+    ) -> None:
         self.config = config
         self.keys = keys
         self.handle = handle  # the gateway pipeline: every line runs through it like a request
@@ -87,8 +105,12 @@ class BatchRunner:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.stopping = False  # set at shutdown: jobs take no new lines
-        self.lines = Counter("costgate_batch_lines", "Batch lines answered (ok: 2xx, failed: in the error file)",
-                             ["outcome"], registry=registry)
+        self.lines = Counter(
+            "costgate_batch_lines",
+            "Batch lines answered (ok: 2xx, failed: in the error file)",
+            ["outcome"],
+            registry=registry,
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="batch-runner")
@@ -135,7 +157,7 @@ class BatchRunner:
             await self.store.release(batch_id, self.owner)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 — logged; the lease lapses and the batch is tried again
+        except Exception:
             log.exception("batch %s stopped; it will be resumed", batch_id)
         finally:
             self._jobs.pop(batch_id, None)
@@ -176,8 +198,14 @@ class BatchJob:
         try:
             data = await asyncio.to_thread(path.read_bytes)
         except FileNotFoundError:
-            errors = [{"code": "missing_input_file", "message": "the input file is gone", "line": None,
-                       "param": "input_file_id"}]
+            errors = [
+                {
+                    "code": "missing_input_file",
+                    "message": "the input file is gone",
+                    "line": None,
+                    "param": "input_file_id",
+                }
+            ]
             await self.store.set_status(self.batch.id, "failed", errors=orjson.dumps(errors).decode())
             return None
         lines, _ = await asyncio.to_thread(parse_input, data, self.batch.endpoint, self.config.max_lines)
@@ -230,20 +258,35 @@ class BatchJob:
             principal = await self.runner.keys.principal_for_id(self.batch.key_id)
         except GatewayError as err:
             return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())
-        headers = {"x-costgate-priority": "batch", "x-costgate-tags": LANE_TAG,
-                   "x-costgate-trace-id": self.batch.id}
-        ctx = RequestContext(request_id=request_id, endpoint=endpoint, body=body, api_key=None, headers=headers,
-                             principal=principal, price_factor=self.runner.price_factor)
+        headers = {"x-costgate-priority": "batch", "x-costgate-tags": LANE_TAG, "x-costgate-trace-id": self.batch.id}
+        ctx = RequestContext(
+            request_id=request_id,
+            endpoint=endpoint,
+            body=body,
+            api_key=None,
+            headers=headers,
+            principal=principal,
+            price_factor=self.runner.price_factor,
+        )
         try:
             response = await self.runner.handle(ctx)
-        except Exception:  # noqa: BLE001 — a bug in a stage: this line fails, the batch goes on
+        except Exception:
             log.exception("batch %s line %d: the pipeline raised", self.batch.id, line.line)
             bug = GatewayError("internal error in the gateway")
             return ResultRow(line.line, line.custom_id, request_id, bug.status, error_body(bug).decode())
         raw = await _body_of(response)
         u = ctx.usage
-        return ResultRow(line.line, line.custom_id, request_id, response.status_code, raw.decode(),
-                         u.prompt_tokens, u.completion_tokens, u.cached_tokens, to_pico(ctx.cost))
+        return ResultRow(
+            line.line,
+            line.custom_id,
+            request_id,
+            response.status_code,
+            raw.decode(),
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.cached_tokens,
+            to_pico(ctx.cost),
+        )
 
     async def finalize(self, final: str) -> None:
         """Write the output and error files (idempotent: their ids derive from the batch's),
@@ -254,8 +297,13 @@ class BatchJob:
         suffix = self.batch.id.removeprefix("batch_")
         output = await self._write(f"file-{suffix}-output", [r for r in results if r.ok])
         errors = await self._write(f"file-{suffix}-errors", [r for r in results if not r.ok])
-        await self.store.set_status(self.batch.id, final, only_from=("in_progress", "finalizing", "cancelling"),
-                                    output_file_id=output, error_file_id=errors)
+        await self.store.set_status(
+            self.batch.id,
+            final,
+            only_from=("in_progress", "finalizing", "cancelling"),
+            output_file_id=output,
+            error_file_id=errors,
+        )
 
     async def _write(self, file_id: str, rows: list[ResultRow]) -> str | None:
         if not rows:
@@ -272,6 +320,13 @@ class BatchJob:
                 yield output_line(row)
 
         name = f"{self.batch.id}_{'output' if file_id.endswith('output') else 'error'}.jsonl"
-        await files.save(chunks(), team_id=self.batch.team_id, key_id=self.batch.key_id, filename=name,
-                         purpose="batch_output", limit=1 << 62, file_id=file_id)
+        await files.save(
+            chunks(),
+            team_id=self.batch.team_id,
+            key_id=self.batch.key_id,
+            filename=name,
+            purpose="batch_output",
+            limit=1 << 62,
+            file_id=file_id,
+        )
         return file_id

@@ -60,7 +60,7 @@ def typed_data(piece: bytes | str) -> dict[str, Any] | None:
     start = raw.find(b"data:")
     if start < 0:
         return None
-    data = orjson.loads(raw[start + 5:].strip())
+    data = orjson.loads(raw[start + 5 :].strip())
     return data if isinstance(data, dict) else None
 
 
@@ -74,8 +74,12 @@ class Translator(Protocol):
     def fail(self, err: GatewayError) -> list[dict[str, Any]]: ...
 
 
-async def translate(ctx: RequestContext, chat: AsyncIterator[Any], translator: Translator,
-                    finish: Callable[[], Awaitable[list[dict[str, Any]]]]) -> AsyncIterator[bytes]:
+async def translate(
+    ctx: RequestContext,
+    chat: AsyncIterator[Any],
+    translator: Translator,
+    finish: Callable[[], Awaitable[list[dict[str, Any]]]],
+) -> AsyncIterator[bytes]:
     """The client's stream: `translator`'s events for `chat`, ended by `finish()` after [DONE]."""
     for event in translator.start():
         yield typed_event(event)

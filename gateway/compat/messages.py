@@ -65,8 +65,9 @@ class MessagesShape:
             async for piece in chat:
                 yield piece
             return
-        translator = MessagesStream(self._meta(), input_tokens=count_messages(ctx.body["messages"],
-                                                                              ctx.requested_model))
+        translator = MessagesStream(
+            self._meta(), input_tokens=count_messages(ctx.body["messages"], ctx.requested_model)
+        )
 
         async def finish() -> list[dict[str, Any]]:
             ending = translator.finish(ChatUsage.of(ctx.usage))

@@ -36,8 +36,9 @@ class AdminClient:
 
     async def call(self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None) -> AdminReply:
         transport = httpx.ASGITransport(app=self._app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://costgate.internal",
-                                     headers=self._headers, timeout=30) as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://costgate.internal", headers=self._headers, timeout=30
+        ) as client:
             response = await client.request(method, path, json=json, params=params)
         try:
             body = response.json()

@@ -56,6 +56,5 @@ def budget_rows(body: Any, team_names: Mapping[str, str]) -> list[BudgetRow]:
         if e.get("scope") == "team":
             subject = str(e.get("team_name") or team_names.get(subject, subject))
         bar = meter([("spent", spent, "spent"), ("reserved", reserved, "reserved")], limit)
-        rows.append(BudgetRow(str(e.get("scope", "")), subject, str(e.get("period", "")), limit, spent, reserved,
-                              bar))
+        rows.append(BudgetRow(str(e.get("scope", "")), subject, str(e.get("period", "")), limit, spent, reserved, bar))
     return sorted(rows, key=lambda r: -r.used)

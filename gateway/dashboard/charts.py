@@ -68,8 +68,9 @@ def _money(value: Decimal) -> str:
     return "$" + format(value.quantize(Decimal(1).scaleb(value.adjusted() - 2)).normalize(), "f")
 
 
-def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str, width: int = 720,
-                 height: int = 240) -> str:
+def stacked_bars(
+    labels: Sequence[str], series: Sequence[Series], *, title: str, width: int = 720, height: int = 240
+) -> str:
     """A stacked column chart (one column per label, one colour per series) with a legend."""
     totals = [sum((s.values[i] for s in series), Decimal(0)) for i in range(len(labels))]
     top = nice_ceiling(max(totals, default=Decimal(0)))
@@ -78,13 +79,17 @@ def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str,
     pad_left = max(64, 10 + AXIS_CHAR_PX * max(len(t) for t in ticks))
     pad_bottom, pad_top, legend_h = 28, 12, 20 * ((len(series) + 3) // 4)
     plot_w, plot_h = width - pad_left - 8, height - pad_bottom - pad_top
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" viewBox="0 0 {width} '
-             f'{height + legend_h}" width="{width}" height="{height + legend_h}"><title>{escape(title)}</title>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" viewBox="0 0 {width} '
+        f'{height + legend_h}" width="{width}" height="{height + legend_h}"><title>{escape(title)}</title>'
+    ]
     for tick in range(5):
         y = pad_top + plot_h - plot_h * tick / 4
-        parts.append(f'<line x1="{pad_left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                     f'<text x="{pad_left - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
-                     f'{escape(ticks[tick])}</text>')
+        parts.append(
+            f'<line x1="{pad_left}" x2="{width - 8}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{pad_left - 6}" y="{y + 4:.1f}" class="axis" text-anchor="end">'
+            f"{escape(ticks[tick])}</text>"
+        )
     slot = plot_w / max(len(labels), 1)
     bar_w = max(slot * 0.75, 1.0)
     label_every = max(1, len(labels) // 10)
@@ -95,31 +100,41 @@ def stacked_bars(labels: Sequence[str], series: Sequence[Series], *, title: str,
             h = plot_h * float(s.values[i] / top) if top else 0.0
             if h > 0:
                 base -= h
-                parts.append(f'<rect x="{x:.1f}" y="{base:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
-                             f'fill="{PALETTE[k % len(PALETTE)]}"><title>{escape(s.name)} {escape(label)}: '
-                             f'{escape(_money(s.values[i]))}</title></rect>')
+                parts.append(
+                    f'<rect x="{x:.1f}" y="{base:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
+                    f'fill="{PALETTE[k % len(PALETTE)]}"><title>{escape(s.name)} {escape(label)}: '
+                    f"{escape(_money(s.values[i]))}</title></rect>"
+                )
         if i % label_every == 0:
-            parts.append(f'<text x="{x + bar_w / 2:.1f}" y="{height - 10}" class="axis" text-anchor="middle">'
-                         f'{escape(label[5:] if len(label) == 10 else label)}</text>')
+            parts.append(
+                f'<text x="{x + bar_w / 2:.1f}" y="{height - 10}" class="axis" text-anchor="middle">'
+                f"{escape(label[5:] if len(label) == 10 else label)}</text>"
+            )
     for k, s in enumerate(series):
         lx, ly = pad_left + (k % 4) * (plot_w / 4), height + 14 + 20 * (k // 4)
-        parts.append(f'<rect x="{lx:.1f}" y="{ly - 10}" width="12" height="12" fill="{PALETTE[k % len(PALETTE)]}"/>'
-                     f'<text x="{lx + 16:.1f}" y="{ly}" class="legend">{escape(s.name[:28])}</text>')
+        parts.append(
+            f'<rect x="{lx:.1f}" y="{ly - 10}" width="12" height="12" fill="{PALETTE[k % len(PALETTE)]}"/>'
+            f'<text x="{lx + 16:.1f}" y="{ly}" class="legend">{escape(s.name[:28])}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def meter(parts: Sequence[tuple[str, Decimal, str]], limit: Decimal, *, width: int = 360) -> str:
     """A horizontal budget bar: segments (label, amount, css class) laid end to end against a limit."""
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="meter" viewBox="0 0 {width} 16" width="{width}" '
-           f'height="16" role="img"><rect x="0" y="0" width="{width}" height="16" rx="3" class="meter-bg"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="meter" viewBox="0 0 {width} 16" width="{width}" '
+        f'height="16" role="img"><rect x="0" y="0" width="{width}" height="16" rx="3" class="meter-bg"/>'
+    ]
     x, used = 0.0, Decimal(0)
     for label, amount, css in parts:
         used += amount
         end = width * fraction(used, limit)
         if end > x:
-            out.append(f'<rect x="{x:.1f}" y="0" width="{end - x:.1f}" height="16" class="{escape(css)}">'
-                       f'<title>{escape(label)}: {escape(_money(amount))}</title></rect>')
+            out.append(
+                f'<rect x="{x:.1f}" y="0" width="{end - x:.1f}" height="16" class="{escape(css)}">'
+                f"<title>{escape(label)}: {escape(_money(amount))}</title></rect>"
+            )
             x = end
     out.append("</svg>")
     return "".join(out)

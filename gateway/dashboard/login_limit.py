@@ -31,9 +31,11 @@ class LoginLimiter:
         """Seconds until `address` may try again; None: it may now."""
         now = self.clock()
         self._forget_before(now - self.window_s)
-        waits = [math.ceil(q[0] + self.window_s - now) for q, limit in
-                 ((self._by_address.get(address), self.per_address), (self._all, self.overall))
-                 if q is not None and len(q) >= limit]
+        waits = [
+            math.ceil(q[0] + self.window_s - now)
+            for q, limit in ((self._by_address.get(address), self.per_address), (self._all, self.overall))
+            if q is not None and len(q) >= limit
+        ]
         return max(1, *waits) if waits else None
 
     def failed(self, address: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from importlib.resources import files
 from typing import Any
@@ -18,7 +18,7 @@ STATIC = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/java
 # Everything the pages load comes from the gateway itself; inline scripts and styles are refused.
 SECURITY_HEADERS = {
     "content-security-policy": "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; "
-                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
     "referrer-policy": "same-origin",  # "no-referrer" would make browsers send `Origin: null` on form posts
@@ -73,13 +73,17 @@ def pct(value: float) -> str:
 def when(epoch: float | None) -> str:
     if epoch is None:
         return ""
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class Pages:
     def __init__(self) -> None:
-        self.env = Environment(loader=PackageLoader("gateway.dashboard", "templates"),
-                               autoescape=select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
+        self.env = Environment(
+            loader=PackageLoader("gateway.dashboard", "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         self.env.filters.update(usd=usd, usd_short=usd_short, usd_exact=usd_exact, pct=pct, when=when, svg=Markup)
         self._static = {name: (files("gateway.dashboard") / "static" / name).read_bytes() for name in STATIC}
 
@@ -90,5 +94,8 @@ class Pages:
     def static(self, name: str) -> Response:
         if name not in STATIC:
             return Response("not found", status_code=404)
-        return Response(self._static[name], media_type=STATIC[name],
-                        headers={"cache-control": "max-age=3600", "x-content-type-options": "nosniff"})
+        return Response(
+            self._static[name],
+            media_type=STATIC[name],
+            headers={"cache-control": "max-age=3600", "x-content-type-options": "nosniff"},
+        )

@@ -15,8 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.dashboard.charts import Series
 from gateway.dashboard.rollup import Rollup, Window, summed
 from gateway.storage.db import ledger
-from policies.pricing import from_pico
-from policies.pricing import Price
+from policies.pricing import Price, from_pico
 
 ZERO = Decimal(0)
 CACHE_HITS = ("exact", "semantic")
@@ -111,9 +110,14 @@ class Summary:
 
     def totals(self) -> Totals:
         f = self.facts
-        return Totals(sum(x.requests for x in f), sum(x.errors for x in f), sum(x.prompt_tokens for x in f),
-                      sum(x.completion_tokens for x in f), sum((x.cost for x in f), ZERO),
-                      sum((x.saved for x in f), ZERO))
+        return Totals(
+            sum(x.requests for x in f),
+            sum(x.errors for x in f),
+            sum(x.prompt_tokens for x in f),
+            sum(x.completion_tokens for x in f),
+            sum((x.cost for x in f), ZERO),
+            sum((x.saved for x in f), ZERO),
+        )
 
     def top_spenders(self, names: Mapping[str, str], limit: int = 10) -> list[Spender]:
         by_team: dict[str, list] = {}
@@ -125,16 +129,19 @@ class Summary:
             acc[3] += x.saved
         whole = sum((a[2] for a in by_team.values()), ZERO)
         ranked = sorted(by_team.items(), key=lambda kv: kv[1][2], reverse=True)[:limit]
-        return [Spender(names.get(team, team) or "(no key)", a[0], a[1], a[2], a[3],
-                        float(a[2] / whole) if whole else 0.0) for team, a in ranked]
+        return [
+            Spender(names.get(team, team) or "(no key)", a[0], a[1], a[2], a[3], float(a[2] / whole) if whole else 0.0)
+            for team, a in ranked
+        ]
 
     def cache(self) -> CacheStats:
         hits = {s: sum(x.requests for x in self.facts if x.cache_status == s) for s in CACHE_HITS}
         saved = sum((x.saved for x in self.facts if x.cache_status in CACHE_HITS), ZERO)
         return CacheStats(sum(x.requests for x in self.facts), hits, saved)
 
-    def cascades(self, cascades: Iterable[tuple[str, tuple[str, ...]]],
-                 prices: Mapping[str, Price]) -> list[CascadeStats]:
+    def cascades(
+        self, cascades: Iterable[tuple[str, tuple[str, ...]]], prices: Mapping[str, Price]
+    ) -> list[CascadeStats]:
         """Escalation per configured cascade: requests asked of the cascade's name, by the tier that
         answered (cache hits left out: no tier ran).
 
@@ -149,11 +156,21 @@ class Summary:
             for x in mine:
                 by_tier[x.served_model] = by_tier.get(x.served_model, 0) + x.requests
             last = prices.get(tiers[-1]) if tiers else None
-            estimate = None if last is None else sum(
-                (x.prompt_tokens * last.input + x.completion_tokens * last.output - x.cost
-                 for x in mine if x.served_model != tiers[-1] and x.errors < x.requests), ZERO)
-            out.append(CascadeStats(name, tiers, sum(by_tier.values()), by_tier,
-                                    sum((x.saved for x in mine), ZERO), estimate))
+            estimate = (
+                None
+                if last is None
+                else sum(
+                    (
+                        x.prompt_tokens * last.input + x.completion_tokens * last.output - x.cost
+                        for x in mine
+                        if x.served_model != tiers[-1] and x.errors < x.requests
+                    ),
+                    ZERO,
+                )
+            )
+            out.append(
+                CascadeStats(name, tiers, sum(by_tier.values()), by_tier, sum((x.saved for x in mine), ZERO), estimate)
+            )
         return out
 
 
@@ -169,9 +186,23 @@ class DashboardQueries:
 
     async def summary(self, window: Window) -> Summary:
         rows = await self._rows(window, "team_id", "requested_model", "served_model", "cache_status")
-        return Summary(tuple(Fact(r.team_id, r.requested_model, r.served_model, r.cache_status, int(r.requests),
-                                  int(r.errors), int(r.prompt_tokens), int(r.completion_tokens),
-                                  from_pico(int(r.cost_pusd)), from_pico(int(r.saved_pusd))) for r in rows))
+        return Summary(
+            tuple(
+                Fact(
+                    r.team_id,
+                    r.requested_model,
+                    r.served_model,
+                    r.cache_status,
+                    int(r.requests),
+                    int(r.errors),
+                    int(r.prompt_tokens),
+                    int(r.completion_tokens),
+                    from_pico(int(r.cost_pusd)),
+                    from_pico(int(r.saved_pusd)),
+                )
+                for r in rows
+            )
+        )
 
     async def spend_series(self, window: Window, dimension: str, names: Mapping[str, str]) -> list[Series]:
         """Spend per day, one series per team (`team_id`) or model (`served_model`)."""
@@ -185,14 +216,46 @@ class DashboardQueries:
 
     async def recent(self, names: Mapping[str, str], limit: int = 50) -> list[RecentRequest]:
         """The newest ledger rows (the ledger holds no prompt or completion text)."""
-        query = select(ledger.c.request_id, ledger.c.created_at, ledger.c.team_id, ledger.c.key_id, ledger.c.user,
-                       ledger.c.tags, ledger.c.endpoint, ledger.c.requested_model, ledger.c.served_model,
-                       ledger.c.prompt_tokens, ledger.c.completion_tokens, ledger.c.cost_pusd,
-                       ledger.c.cache_status, ledger.c.status, ledger.c.latency_ms
-                       ).order_by(ledger.c.created_at.desc()).limit(limit)
+        query = (
+            select(
+                ledger.c.request_id,
+                ledger.c.created_at,
+                ledger.c.team_id,
+                ledger.c.key_id,
+                ledger.c.user,
+                ledger.c.tags,
+                ledger.c.endpoint,
+                ledger.c.requested_model,
+                ledger.c.served_model,
+                ledger.c.prompt_tokens,
+                ledger.c.completion_tokens,
+                ledger.c.cost_pusd,
+                ledger.c.cache_status,
+                ledger.c.status,
+                ledger.c.latency_ms,
+            )
+            .order_by(ledger.c.created_at.desc())
+            .limit(limit)
+        )
         async with self._engine.connect() as conn:
             rows = list(await conn.execute(query))
-        return [RecentRequest(r.request_id, r.created_at, names.get(r.team_id or "", r.team_id or "(no key)"),
-                              r.key_id, r.user, (r.tags or "").strip(","), r.endpoint, r.requested_model,
-                              r.served_model, r.prompt_tokens, r.completion_tokens, from_pico(r.cost_pusd),
-                              r.cache_status, r.status, r.latency_ms) for r in rows]
+        return [
+            RecentRequest(
+                r.request_id,
+                r.created_at,
+                names.get(r.team_id or "", r.team_id or "(no key)"),
+                r.key_id,
+                r.user,
+                (r.tags or "").strip(","),
+                r.endpoint,
+                r.requested_model,
+                r.served_model,
+                r.prompt_tokens,
+                r.completion_tokens,
+                from_pico(r.cost_pusd),
+                r.cache_status,
+                r.status,
+                r.latency_ms,
+            )
+            for r in rows
+        ]

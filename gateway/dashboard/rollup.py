@@ -22,10 +22,24 @@ itself and has it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 
-from sqlalchemy import (BigInteger, Column, Float, Index, Integer, PrimaryKeyConstraint, String, Table, case, func,
-                        literal, select, union_all, update)
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    case,
+    func,
+    literal,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,7 +51,8 @@ GRACE_S = 3600.0  # rows created longer ago than this are rolled up (see the lim
 STEP_S = 60.0  # advance only when the watermark lags by more: most page views write nothing
 
 ledger_daily = Table(
-    "ledger_daily", metadata,
+    "ledger_daily",
+    metadata,
     Column("day", String(10), nullable=False),
     Column("team_id", String(40), nullable=False),  # '' for requests no key could be tied to
     Column("requested_model", String(200), nullable=False),
@@ -53,7 +68,8 @@ ledger_daily = Table(
 )
 
 ledger_rollup = Table(
-    "ledger_rollup", metadata,
+    "ledger_rollup",
+    metadata,
     Column("name", String(40), primary_key=True),
     Column("rolled_until", Float, nullable=False),  # every ledger row created before this is in ledger_daily
 )
@@ -61,9 +77,20 @@ ledger_rollup = Table(
 # The live part of every page (rows since the watermark) reads only this index: a range on
 # created_at, covering every column summed. Created with the tables on a new database; an
 # existing one needs `CREATE INDEX` once (bench/dashboard.py does).
-LIVE_INDEX = Index("ix_ledger_live", ledger.c.created_at, ledger.c.day, ledger.c.team_id,
-                   ledger.c.requested_model, ledger.c.served_model, ledger.c.cache_status, ledger.c.status,
-                   ledger.c.prompt_tokens, ledger.c.completion_tokens, ledger.c.cost_pusd, ledger.c.saved_pusd)
+LIVE_INDEX = Index(
+    "ix_ledger_live",
+    ledger.c.created_at,
+    ledger.c.day,
+    ledger.c.team_id,
+    ledger.c.requested_model,
+    ledger.c.served_model,
+    ledger.c.cache_status,
+    ledger.c.status,
+    ledger.c.prompt_tokens,
+    ledger.c.completion_tokens,
+    ledger.c.cost_pusd,
+    ledger.c.saved_pusd,
+)
 
 DIMENSIONS = ("day", "team_id", "requested_model", "served_model", "cache_status")
 MEASURES = ("requests", "errors", "prompt_tokens", "completion_tokens", "cost_pusd", "saved_pusd")
@@ -79,7 +106,7 @@ class Window:
 
     @classmethod
     def ending_at(cls, now: float, days: int) -> Window:
-        return cls(datetime.fromtimestamp(now, timezone.utc).date(), days)
+        return cls(datetime.fromtimestamp(now, UTC).date(), days)
 
     @property
     def first(self) -> str:
@@ -89,7 +116,7 @@ class Window:
     def start(self) -> float:
         """The first day's midnight (UTC), as a timestamp."""
         first = self.today - timedelta(days=self.days - 1)
-        return datetime(first.year, first.month, first.day, tzinfo=timezone.utc).timestamp()
+        return datetime(first.year, first.month, first.day, tzinfo=UTC).timestamp()
 
     @property
     def last(self) -> str:
@@ -101,17 +128,26 @@ class Window:
 
 def _grouped(*conditions) -> Select:
     """Ledger rows matching `conditions`, summed to roll-up shape."""
-    keys = (ledger.c.day, func.coalesce(ledger.c.team_id, ""), func.coalesce(ledger.c.requested_model, ""),
-            func.coalesce(ledger.c.served_model, ""), ledger.c.cache_status)
-    return select(
-        *(k.label(n) for k, n in zip(keys, DIMENSIONS)),
-        func.count().label("requests"),
-        func.sum(case((ledger.c.status >= 400, 1), else_=0)).label("errors"),
-        func.sum(ledger.c.prompt_tokens).label("prompt_tokens"),
-        func.sum(ledger.c.completion_tokens).label("completion_tokens"),
-        func.sum(ledger.c.cost_pusd).label("cost_pusd"),
-        func.sum(ledger.c.saved_pusd).label("saved_pusd"),
-    ).where(*conditions).group_by(*keys)
+    keys = (
+        ledger.c.day,
+        func.coalesce(ledger.c.team_id, ""),
+        func.coalesce(ledger.c.requested_model, ""),
+        func.coalesce(ledger.c.served_model, ""),
+        ledger.c.cache_status,
+    )
+    return (
+        select(
+            *(k.label(n) for k, n in zip(keys, DIMENSIONS)),
+            func.count().label("requests"),
+            func.sum(case((ledger.c.status >= 400, 1), else_=0)).label("errors"),
+            func.sum(ledger.c.prompt_tokens).label("prompt_tokens"),
+            func.sum(ledger.c.completion_tokens).label("completion_tokens"),
+            func.sum(ledger.c.cost_pusd).label("cost_pusd"),
+            func.sum(ledger.c.saved_pusd).label("saved_pusd"),
+        )
+        .where(*conditions)
+        .group_by(*keys)
+    )
 
 
 class Rollup:
@@ -120,8 +156,9 @@ class Rollup:
 
     async def mark(self) -> float:
         async with self._engine.connect() as conn:
-            value = (await conn.execute(select(ledger_rollup.c.rolled_until).where(
-                ledger_rollup.c.name == MARK))).scalar()
+            value = (
+                await conn.execute(select(ledger_rollup.c.rolled_until).where(ledger_rollup.c.name == MARK))
+            ).scalar()
         return 0.0 if value is None else float(value)
 
     async def advance(self, now: float) -> bool:
@@ -134,17 +171,22 @@ class Rollup:
             return False
         dialect = postgresql if self._engine.dialect.name == "postgresql" else sqlite
         rows = dialect.insert(ledger_daily).from_select(
-            [*DIMENSIONS, *MEASURES], _grouped(ledger.c.created_at >= old, ledger.c.created_at < target))
+            [*DIMENSIONS, *MEASURES], _grouped(ledger.c.created_at >= old, ledger.c.created_at < target)
+        )
         upsert = rows.on_conflict_do_update(
-            index_elements=list(DIMENSIONS),
-            set_={m: ledger_daily.c[m] + rows.excluded[m] for m in MEASURES})
+            index_elements=list(DIMENSIONS), set_={m: ledger_daily.c[m] + rows.excluded[m] for m in MEASURES}
+        )
         try:
             async with self._engine.begin() as conn:
                 if old == 0.0:
-                    await conn.execute(dialect.insert(ledger_rollup).values(name=MARK, rolled_until=0.0)
-                                       .on_conflict_do_nothing())
-                moved = await conn.execute(update(ledger_rollup).where(
-                    ledger_rollup.c.name == MARK, ledger_rollup.c.rolled_until == old).values(rolled_until=target))
+                    await conn.execute(
+                        dialect.insert(ledger_rollup).values(name=MARK, rolled_until=0.0).on_conflict_do_nothing()
+                    )
+                moved = await conn.execute(
+                    update(ledger_rollup)
+                    .where(ledger_rollup.c.name == MARK, ledger_rollup.c.rolled_until == old)
+                    .values(rolled_until=target)
+                )
                 if moved.rowcount != 1:
                     await conn.rollback()  # another replica moved it first
                     return False
@@ -158,10 +200,12 @@ class Rollup:
         summed live. The watermark is read inside the same statement, so the two parts come
         from one snapshot even while another replica advances it. Callers group this subquery
         by the dimensions they need."""
-        mark = func.coalesce(select(ledger_rollup.c.rolled_until).where(ledger_rollup.c.name == MARK)
-                             .scalar_subquery(), 0.0)
+        mark = func.coalesce(
+            select(ledger_rollup.c.rolled_until).where(ledger_rollup.c.name == MARK).scalar_subquery(), 0.0
+        )
         rolled = select(*(ledger_daily.c[n] for n in (*DIMENSIONS, *MEASURES))).where(
-            ledger_daily.c.day >= window.first, ledger_daily.c.day <= window.last)
+            ledger_daily.c.day >= window.first, ledger_daily.c.day <= window.last
+        )
         # Only created_at bounds the live rows (nothing is created after today): a condition on
         # `day` would let the planner pick a `day` index and scan the whole window.
         live = _grouped(ledger.c.created_at >= mark, ledger.c.created_at >= window.start)
@@ -171,5 +215,6 @@ class Rollup:
 def summed(facts, *group: str) -> Select:
     """SELECT group..., sum(measure)... FROM facts GROUP BY group."""
     columns = [facts.c[g] for g in group]
-    return select(*columns, *(func.coalesce(func.sum(facts.c[m]), literal(0)).label(m) for m in MEASURES)
-                  ).group_by(*columns)
+    return select(*columns, *(func.coalesce(func.sum(facts.c[m]), literal(0)).label(m) for m in MEASURES)).group_by(
+        *columns
+    )

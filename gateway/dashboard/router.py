@@ -47,8 +47,9 @@ class Dashboard:
         # The sign-in page says where a generated admin key is (service.py `admin_key_for`), so a
         # newcomer who set none can find it.
         settings = gateway.settings
-        self.pages.env.globals["admin_key_file"] = (None if settings.admin_key
-                                                    else str(Path(settings.data_dir) / "admin_key"))
+        self.pages.env.globals["admin_key_file"] = (
+            None if settings.admin_key else str(Path(settings.data_dir) / "admin_key")
+        )
 
 
 def install(app: FastAPI) -> None:
@@ -108,9 +109,12 @@ async def _authorized_form(request: Request) -> tuple[Session, dict[str, str]] |
     form = await _form(request)
     token = request.headers.get("x-csrf-token") or (form or {}).get("csrf")
     if form is None or not _same_origin(request) or not csrf_valid(session.id, token):
-        return _dash(request).pages.render("error.html", status=403, session=session,
-                                           message="This form expired or did not come from this dashboard. "
-                                                   "Reload the page and try again.")
+        return _dash(request).pages.render(
+            "error.html",
+            status=403,
+            session=session,
+            message="This form expired or did not come from this dashboard. Reload the page and try again.",
+        )
     return session, form
 
 
@@ -130,8 +134,9 @@ async def login(request: Request) -> Response:
     address = request.client.host if request.client else ""
     wait = dash.login_limit.retry_after(address)
     if wait is not None:
-        refused = dash.pages.render("login.html", status=429, session=None,
-                                    error=f"Too many wrong keys: try again in {wait} s.")
+        refused = dash.pages.render(
+            "login.html", status=429, session=None, error=f"Too many wrong keys: try again in {wait} s."
+        )
         refused.headers["retry-after"] = str(wait)
         return refused
     form = await _form(request) or {}
@@ -142,8 +147,15 @@ async def login(request: Request) -> Response:
     dash.login_limit.succeeded(address)
     session = await dash.sessions.create()
     response = RedirectResponse("/admin/ui", status_code=303)
-    response.set_cookie(COOKIE, session.id, max_age=int(session.expires_at - time.time()),
-                        path=COOKIE_PATH, httponly=True, samesite="strict", secure=_https(request))
+    response.set_cookie(
+        COOKIE,
+        session.id,
+        max_age=int(session.expires_at - time.time()),
+        path=COOKIE_PATH,
+        httponly=True,
+        samesite="strict",
+        secure=_https(request),
+    )
     return response
 
 

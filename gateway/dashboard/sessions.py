@@ -25,7 +25,8 @@ COOKIE_PATH = "/admin/ui"
 LIFETIME_S = 12 * 3600
 
 dashboard_sessions = Table(
-    "dashboard_sessions", metadata,
+    "dashboard_sessions",
+    metadata,
     Column("id_hash", String(64), primary_key=True),
     Column("created_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False, index=True),
@@ -63,16 +64,22 @@ class SessionStore:
         session = Session(secrets.token_urlsafe(32), time.time() + self._lifetime)
         async with self._engine.begin() as conn:
             await conn.execute(delete(dashboard_sessions).where(dashboard_sessions.c.expires_at < time.time()))
-            await conn.execute(insert(dashboard_sessions).values(
-                id_hash=_digest(session.id), created_at=time.time(), expires_at=session.expires_at))
+            await conn.execute(
+                insert(dashboard_sessions).values(
+                    id_hash=_digest(session.id), created_at=time.time(), expires_at=session.expires_at
+                )
+            )
         return session
 
     async def find(self, session_id: str | None) -> Session | None:
         if not session_id or len(session_id) > 100:
             return None
         async with self._engine.connect() as conn:
-            row = (await conn.execute(select(dashboard_sessions.c.expires_at).where(
-                dashboard_sessions.c.id_hash == _digest(session_id)))).first()
+            row = (
+                await conn.execute(
+                    select(dashboard_sessions.c.expires_at).where(dashboard_sessions.c.id_hash == _digest(session_id))
+                )
+            ).first()
         if row is None or row.expires_at <= time.time():
             return None
         return Session(session_id, row.expires_at)

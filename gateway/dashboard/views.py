@@ -26,10 +26,12 @@ class Views:
         self.pages = pages
         self.gateway = gateway
 
-    def _render(self, template: str, session: Session, window: Window | None = None, status: int = 200,
-                **context: Any) -> Response:
-        return self.pages.render(template, status=status, session=session, csrf=session.csrf,
-                                 days=window.days if window else None, **context)
+    def _render(
+        self, template: str, session: Session, window: Window | None = None, status: int = 200, **context: Any
+    ) -> Response:
+        return self.pages.render(
+            template, status=status, session=session, csrf=session.csrf, days=window.days if window else None, **context
+        )
 
     async def _team_names(self) -> dict[str, str]:
         return {t["id"]: t["name"] for t in await self.admin.data("/admin/teams")}
@@ -44,8 +46,16 @@ class Views:
         names = await self._team_names()
         chart = await self._chart(window, "team_id", names, "Spend per day by team")
         summary = await self.queries.summary(window)
-        return self._render("overview.html", session, window, page="overview", chart=chart,
-                            totals=summary.totals(), cache=summary.cache(), spenders=summary.top_spenders(names))
+        return self._render(
+            "overview.html",
+            session,
+            window,
+            page="overview",
+            chart=chart,
+            totals=summary.totals(),
+            cache=summary.cache(),
+            spenders=summary.top_spenders(names),
+        )
 
     async def spend(self, session: Session, window: Window) -> Response:
         await self.queries.rollup.advance(time.time())
@@ -53,37 +63,80 @@ class Views:
         by_team = await self._chart(window, "team_id", names, "Spend per day by team")
         by_model = await self._chart(window, "served_model", {}, "Spend per day by model")
         summary = await self.queries.summary(window)
-        return self._render("spend.html", session, window, page="spend", by_team=by_team, by_model=by_model,
-                            spenders=summary.top_spenders(names, limit=50))
+        return self._render(
+            "spend.html",
+            session,
+            window,
+            page="spend",
+            by_team=by_team,
+            by_model=by_model,
+            spenders=summary.top_spenders(names, limit=50),
+        )
 
     async def savings(self, session: Session, window: Window) -> Response:
         await self.queries.rollup.advance(time.time())
         summary = await self.queries.summary(window)
         cascades = [(c.name, tuple(c.tiers)) for c in self.gateway.settings.cascades]
         prices = {name: dep.price for name, dep in self.gateway.deployments.items()}
-        return self._render("savings.html", session, window, page="savings", cache=summary.cache(),
-                            totals=summary.totals(), cascades=summary.cascades(cascades, prices))
+        return self._render(
+            "savings.html",
+            session,
+            window,
+            page="savings",
+            cache=summary.cache(),
+            totals=summary.totals(),
+            cascades=summary.cascades(cascades, prices),
+        )
 
     async def requests(self, session: Session, window: Window) -> Response:
-        return self._render("requests.html", session, page="requests",  # no window: the newest rows
-                            rows=await self.queries.recent(await self._team_names(), limit=100))
+        return self._render(
+            "requests.html",
+            session,
+            page="requests",  # no window: the newest rows
+            rows=await self.queries.recent(await self._team_names(), limit=100),
+        )
 
-    async def keys(self, session: Session, window: Window | None = None, *, secret: dict[str, str] | None = None,
-                   error: str | None = None, status: int = 200) -> Response:
+    async def keys(
+        self,
+        session: Session,
+        window: Window | None = None,
+        *,
+        secret: dict[str, str] | None = None,
+        error: str | None = None,
+        status: int = 200,
+    ) -> Response:
         names = await self._team_names()
         keys = await self.admin.data("/admin/keys")
         for k in keys:
             k["team"] = names.get(k.get("team_id", ""), k.get("team_id", ""))
-        return self._render("keys.html", session, page="keys", teams=sorted(names.values()), keys=keys,
-                            models=sorted(self.gateway.targets), secret=secret, error=error, status=status)
+        return self._render(
+            "keys.html",
+            session,
+            page="keys",
+            teams=sorted(names.values()),
+            keys=keys,
+            models=sorted(self.gateway.targets),
+            secret=secret,
+            error=error,
+            status=status,
+        )
 
-    async def budgets(self, session: Session, window: Window | None = None, *, error: str | None = None,
-                      status: int = 200) -> Response:
+    async def budgets(
+        self, session: Session, window: Window | None = None, *, error: str | None = None, status: int = 200
+    ) -> Response:
         reply = await self.admin.call("GET", "/admin/budgets")
         rows = budget_rows(reply.body, await self._team_names()) if reply.ok else []
         missing = None if reply.ok else f"GET /admin/budgets answered {reply.status}: {reply.error}"
-        return self._render("budgets.html", session, page="budgets", budgets=rows, missing=missing,
-                            teams=sorted((await self._team_names()).values()), error=error, status=status)
+        return self._render(
+            "budgets.html",
+            session,
+            page="budgets",
+            budgets=rows,
+            missing=missing,
+            teams=sorted((await self._team_names()).values()),
+            error=error,
+            status=status,
+        )
 
     # actions (form posts, CSRF already checked)
     async def create_team(self, session: Session, form: dict[str, str]) -> Response:
@@ -102,8 +155,7 @@ class Views:
         reply = await self.admin.call("POST", "/admin/keys", json=body)
         if not reply.ok:
             return await self.keys(session, error=reply.error, status=reply.status)
-        return await self.keys(session, secret={"id": reply.body["id"], "key": reply.body["key"],
-                                                "what": "created"})
+        return await self.keys(session, secret={"id": reply.body["id"], "key": reply.body["key"], "what": "created"})
 
     async def revoke_key(self, session: Session, form: dict[str, str], key_id: str) -> Response:
         reply = await self.admin.call("DELETE", f"/admin/keys/{key_id}")
@@ -122,8 +174,12 @@ class Views:
             amount = str(Decimal(form.get("amount_usd", "").strip()))
         except InvalidOperation:
             return await self.budgets(session, error="The amount must be a number of dollars.", status=400)
-        body: dict[str, Any] = {"scope": form.get("scope", "team"), "id": form.get("id", "").strip(),
-                                "amount_usd": amount, "period": form.get("period", "monthly")}
+        body: dict[str, Any] = {
+            "scope": form.get("scope", "team"),
+            "id": form.get("id", "").strip(),
+            "amount_usd": amount,
+            "period": form.get("period", "monthly"),
+        }
         reply = await self.admin.call("PUT", "/admin/budgets", json=body)
         if not reply.ok:
             return await self.budgets(session, error=reply.error, status=reply.status)

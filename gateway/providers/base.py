@@ -71,8 +71,7 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     completion = data.get("completion_tokens") or 0
     details = data.get("prompt_tokens_details") or {}
     cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
-    return Usage(prompt, completion if isinstance(completion, int) else 0,
-                 cached if isinstance(cached, int) else 0)
+    return Usage(prompt, completion if isinstance(completion, int) else 0, cached if isinstance(cached, int) else 0)
 
 
 def redact(raw: bytes, secret: bytes) -> bytes:

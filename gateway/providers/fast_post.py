@@ -46,14 +46,23 @@ def as_httpx_error(err: aiohttp.ClientError) -> httpx.TransportError:
 class FastPost:
     """One pooled aiohttp session per upstream, created in (and bound to) the running loop."""
 
-    def __init__(self, base_url: str, headers: Mapping[str, str], *, timeout_s: float, connect_timeout_s: float,
-                 max_connections: int = 1000, keepalive_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        timeout_s: float,
+        connect_timeout_s: float,
+        max_connections: int = 1000,
+        keepalive_s: float = 5.0,
+    ) -> None:
         self._base = base_url.rstrip("/")
         self._urls: dict[str, URL] = {}
         self._headers = {**headers, "content-type": "application/json"}
         # httpx's timeouts: each read, the connect, and the wait for a pooled connection.
-        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout_s, sock_connect=connect_timeout_s,
-                                              sock_read=timeout_s)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout_s, sock_connect=connect_timeout_s, sock_read=timeout_s
+        )
         self._ssl: ssl.SSLContext = httpx.create_ssl_context()  # the CA bundle httpx would use
         self._max_connections = max_connections
         self._keepalive_s = keepalive_s  # httpx's keep-alive expiry
@@ -70,20 +79,24 @@ class FastPost:
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop:
             # A session belongs to one loop; the gateway runs in one, tests may run several.
-            connector = aiohttp.TCPConnector(limit=self._max_connections, keepalive_timeout=self._keepalive_s,
-                                             ssl=self._ssl)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
-                                                  auto_decompress=True, trust_env=False)
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections, keepalive_timeout=self._keepalive_s, ssl=self._ssl
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=self._timeout, auto_decompress=True, trust_env=False
+            )
             self._loop = loop
         return self._session
 
-    async def post(self, path: str, content: bytes,
-                   extra: Mapping[str, str] | None = None) -> tuple[int, Mapping[str, str], bytes]:
+    async def post(
+        self, path: str, content: bytes, extra: Mapping[str, str] | None = None
+    ) -> tuple[int, Mapping[str, str], bytes]:
         """POST `content` as JSON (with `extra` headers); the status, headers and whole body of the answer."""
         headers = self._headers if not extra else {**self._headers, **extra}
         try:
-            async with self._session_here().post(self._url(path), data=content, headers=headers,
-                                                 allow_redirects=False) as response:
+            async with self._session_here().post(
+                self._url(path), data=content, headers=headers, allow_redirects=False
+            ) as response:
                 return response.status, response.headers, await response.read()
         except aiohttp.ClientError as err:
             raise as_httpx_error(err) from err

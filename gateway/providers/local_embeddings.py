@@ -33,8 +33,10 @@ def texts_of(name: str, value: Any) -> list[str]:
     if not isinstance(texts, list) or not texts:
         raise InvalidRequest("'input' must be a string or a non-empty list of strings", param="input")
     if not all(isinstance(t, str) for t in texts):
-        raise InvalidRequest(f"model {name!r} takes text input: token ids are only meaningful to the tokenizer "
-                             "that made them", param="input")
+        raise InvalidRequest(
+            f"model {name!r} takes text input: token ids are only meaningful to the tokenizer that made them",
+            param="input",
+        )
     if len(texts) > MAX_INPUTS:
         raise InvalidRequest(f"'input' may hold at most {MAX_INPUTS} texts, not {len(texts)}", param="input")
     if any(not t for t in texts):
@@ -64,14 +66,21 @@ class LocalEmbeddingProvider:
             raise InvalidRequest("'encoding_format' must be 'float' or 'base64'", param="encoding_format")
         dimensions = body.get("dimensions")
         if dimensions is not None and dimensions != self.embedder.dimensions:
-            raise InvalidRequest(f"model {self.name!r} makes {self.embedder.dimensions}-dimensional vectors and "
-                                 "cannot shorten them", param="dimensions")
+            raise InvalidRequest(
+                f"model {self.name!r} makes {self.embedder.dimensions}-dimensional vectors and cannot shorten them",
+                param="dimensions",
+            )
         done = await self.embedder.embed(texts_of(self.name, body.get("input")))
         tokens = sum(done.tokens)
-        answer = {"object": "list", "model": str(body.get("model") or self.name),
-                  "data": [{"object": "embedding", "index": i, "embedding": encoded(v, encoding)}
-                           for i, v in enumerate(done.vectors)],
-                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        answer = {
+            "object": "list",
+            "model": str(body.get("model") or self.name),
+            "data": [
+                {"object": "embedding", "index": i, "embedding": encoded(v, encoding)}
+                for i, v in enumerate(done.vectors)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
         return Completion(answer, orjson.dumps(answer), Usage(tokens, 0))
 
     async def open_stream(self, call: UpstreamCall) -> UpstreamStream:

@@ -37,6 +37,8 @@ def last_event(endpoint: Endpoint) -> Callable[[dict[str, Any]], bool] | None:
     if endpoint is Endpoint.MESSAGES:
         return lambda data: data.get("type") == "message_stop"
     return None
+
+
 # Upstream statuses that mean the request itself is wrong: the client sees them as 400.
 CLIENT_FAULT = frozenset({400, 404, 409, 413, 422})
 
@@ -56,11 +58,13 @@ def check_status(status: int, headers: Mapping[str, str], raw: bytes) -> None:
     if status < 300:
         return
     if status in RETRYABLE_STATUS:
-        raise Retryable(f"upstream answered {status}", status=status,
-                        retry_after=parse_retry_after(headers.get("retry-after")))
+        raise Retryable(
+            f"upstream answered {status}", status=status, retry_after=parse_retry_after(headers.get("retry-after"))
+        )
     if status in CLIENT_FAULT:
-        raise InvalidRequest(f"upstream rejected the request: {_upstream_message(raw)}",
-                             code="upstream_invalid_request")
+        raise InvalidRequest(
+            f"upstream rejected the request: {_upstream_message(raw)}", code="upstream_invalid_request"
+        )
     # 401/403 mean the gateway's own provider key is wrong: the client cannot fix that,
     # and the upstream's message may quote the key, so it is not relayed.
     raise UpstreamError(f"upstream answered {status}")
@@ -79,8 +83,13 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 class OpenAIStream:
     """Server-sent events from an open httpx response; closes it when done or abandoned."""
 
-    def __init__(self, response: httpx.Response, redact: Callable[[bytes], bytes] = bytes,
-                 deadline_s: float | None = None, last: Callable[[dict[str, Any]], bool] | None = None) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        redact: Callable[[bytes], bytes] = bytes,
+        deadline_s: float | None = None,
+        last: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> None:
         self._response = response
         self._redact = redact
         self._last = last  # the event after which the stream is over (an API without [DONE])
@@ -101,11 +110,13 @@ class OpenAIStream:
                 try:
                     data = orjson.loads(raw)
                 except orjson.JSONDecodeError:
-                    raise UpstreamError("upstream stream carried an event that is not JSON",
-                                        code="bad_upstream_stream") from None
+                    raise UpstreamError(
+                        "upstream stream carried an event that is not JSON", code="bad_upstream_stream"
+                    ) from None
                 if not isinstance(data, dict):
-                    raise UpstreamError("upstream stream carried an event that is not an object",
-                                        code="bad_upstream_stream")
+                    raise UpstreamError(
+                        "upstream stream carried an event that is not an object", code="bad_upstream_stream"
+                    )
                 if "error" in data and "choices" not in data:
                     raise UpstreamError(f"upstream stream failed: {_upstream_message(raw)}")
                 yield StreamEvent(raw, data)
@@ -126,9 +137,17 @@ class OpenAIStream:
 class OpenAIProvider:
     """`provider: openai` — any host that speaks OpenAI's HTTP API."""
 
-    def __init__(self, name: str, api_base: str, api_key: str | None, *, timeout_s: float = 600.0,
-                 connect_timeout_s: float = 5.0, max_retries: int = 2,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        api_base: str,
+        api_key: str | None,
+        *,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
+        max_retries: int = 2,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.name = name
         self.max_retries = max_retries
         self.timeout_s = timeout_s
@@ -136,12 +155,18 @@ class OpenAIProvider:
         headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
         self._anthropic = {"x-api-key": api_key or "", "anthropic-version": ANTHROPIC_VERSION}
         self._client = httpx.AsyncClient(
-            base_url=api_base.rstrip("/"), headers=headers, transport=transport,
+            base_url=api_base.rstrip("/"),
+            headers=headers,
+            transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+            limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+        )
         # Whole answers go through aiohttp when this provider owns the network (see fast_post).
-        self._fast = None if transport is not None or environment_proxies() else FastPost(
-            api_base, headers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+        self._fast = (
+            None
+            if transport is not None or environment_proxies()
+            else FastPost(api_base, headers, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+        )
 
     async def complete(self, call: UpstreamCall) -> Completion:
         return await with_retries(lambda: self._complete_once(call), self.max_retries)
@@ -151,12 +176,15 @@ class OpenAIProvider:
             # httpx times each read; an upstream dripping bytes just in time must still end.
             async with asyncio.timeout(self.timeout_s):
                 if self._fast is not None:
-                    status, headers, raw = await self._fast.post(PATHS[call.endpoint], orjson.dumps(call.body),
-                                                                 self._headers(call.endpoint))
+                    status, headers, raw = await self._fast.post(
+                        PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call.endpoint)
+                    )
                 else:
-                    response = await self._client.post(PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                                        headers={"content-type": "application/json",
-                                                                 **self._headers(call.endpoint)})
+                    response = await self._client.post(
+                        PATHS[call.endpoint],
+                        content=orjson.dumps(call.body),
+                        headers={"content-type": "application/json", **self._headers(call.endpoint)},
+                    )
                     status, headers, raw = response.status_code, response.headers, response.content
         except httpx.ConnectError as err:
             raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
@@ -173,9 +201,12 @@ class OpenAIProvider:
         return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
 
     async def _open_stream_once(self, call: UpstreamCall) -> OpenAIStream:
-        request = self._client.build_request("POST", PATHS[call.endpoint], content=orjson.dumps(call.body),
-                                             headers={"content-type": "application/json",
-                                                      **self._headers(call.endpoint)})
+        request = self._client.build_request(
+            "POST",
+            PATHS[call.endpoint],
+            content=orjson.dumps(call.body),
+            headers={"content-type": "application/json", **self._headers(call.endpoint)},
+        )
         try:
             response = await self._client.send(request, stream=True)
         except httpx.ConnectError as err:
@@ -190,8 +221,9 @@ class OpenAIProvider:
             check_status(response.status_code, response.headers, raw)
         if "text/event-stream" not in response.headers.get("content-type", ""):
             await response.aclose()
-            raise UpstreamError("upstream answered a stream request without server-sent events",
-                                code="bad_upstream_body")
+            raise UpstreamError(
+                "upstream answered a stream request without server-sent events", code="bad_upstream_body"
+            )
         return OpenAIStream(response, self.redact, self.timeout_s, last_event(call.endpoint))
 
     def _headers(self, endpoint: Endpoint) -> dict[str, str]:

@@ -35,16 +35,25 @@ T = TypeVar("T")
 
 def replica_is_down(err: UpstreamError) -> bool:
     """A failure that says the replica itself is gone, not that this one call went wrong."""
-    return err.code == "upstream_unreachable" or err.message.startswith(("upstream connection failed",
-                                                                         "cannot connect"))
+    return err.code == "upstream_unreachable" or err.message.startswith(
+        ("upstream connection failed", "cannot connect")
+    )
 
 
 class ReplicaSet:
     """`Provider` over several providers serving the same model."""
 
-    def __init__(self, name: str, replicas: Sequence[Provider], policy: AdmissionPolicy, *,
-                 max_output_tokens: int, batch_max_wait_s: float = 60.0, forward_priority: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        name: str,
+        replicas: Sequence[Provider],
+        policy: AdmissionPolicy,
+        *,
+        max_output_tokens: int,
+        batch_max_wait_s: float = 60.0,
+        forward_priority: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.name = name
         self.replicas = list(replicas)
         self.book = LoadBook([r.name for r in self.replicas], policy)
@@ -68,8 +77,9 @@ class ReplicaSet:
         for replica in self.replicas:
             await replica.aclose()
 
-    async def _on_some_replica(self, call: UpstreamCall,
-                               send: Callable[[Provider, UpstreamCall], Awaitable[T]]) -> tuple[T, Ticket]:
+    async def _on_some_replica(
+        self, call: UpstreamCall, send: Callable[[Provider, UpstreamCall], Awaitable[T]]
+    ) -> tuple[T, Ticket]:
         """`send` on the best replica, then on others while replicas fail; the caller releases
         the returned ticket once the answer is complete."""
         weight = call_weight(call, self.max_output_tokens)
@@ -109,9 +119,11 @@ class ReplicaSet:
         while not self.book.may_admit(priority, weight, self._clock()):
             remaining = deadline - self._clock()
             if remaining <= 0:
-                raise Unavailable(f"the batch lane of {self.name!r} has had no idle capacity for "
-                                  f"{self.batch_max_wait_s:g} s", code="batch_lane_busy",
-                                  retry_after=self.batch_max_wait_s)
+                raise Unavailable(
+                    f"the batch lane of {self.name!r} has had no idle capacity for {self.batch_max_wait_s:g} s",
+                    code="batch_lane_busy",
+                    retry_after=self.batch_max_wait_s,
+                )
             try:
                 await asyncio.wait_for(self._released.wait(), remaining)
             except TimeoutError:
@@ -151,36 +163,58 @@ class ReleasingStream:
             self._done()
 
 
-def replica_set(config: ModelConfig, max_output_tokens: int,
-                transport: httpx.AsyncBaseTransport | None = None) -> ReplicaSet:
+def replica_set(
+    config: ModelConfig, max_output_tokens: int, transport: httpx.AsyncBaseTransport | None = None
+) -> ReplicaSet:
     """The config's `api_base` and `replicas`, each an OpenAI-compatible server (vLLM's, say).
     Each replica is tried once per call (no same-replica retries): failover replaces them."""
     urls = list(dict.fromkeys(([config.api_base] if config.api_base else []) + config.replicas))
-    replicas = [OpenAIProvider(f"{config.name}@{i}", url, config.api_key, timeout_s=config.timeout_s,
-                               connect_timeout_s=config.connect_timeout_s, max_retries=0, transport=transport)
-                for i, url in enumerate(urls)]
+    replicas = [
+        OpenAIProvider(
+            f"{config.name}@{i}",
+            url,
+            config.api_key,
+            timeout_s=config.timeout_s,
+            connect_timeout_s=config.connect_timeout_s,
+            max_retries=0,
+            transport=transport,
+        )
+        for i, url in enumerate(urls)
+    ]
     a = config.admission
     policy = AdmissionPolicy(a.batch_idle_tokens, a.batch_max_tokens, a.cooldown_s)
     forward = a.forward_priority if a.forward_priority is not None else config.provider == "local"
-    return ReplicaSet(config.name, replicas, policy, max_output_tokens=max_output_tokens,
-                      batch_max_wait_s=a.batch_max_wait_s, forward_priority=forward)
+    return ReplicaSet(
+        config.name,
+        replicas,
+        policy,
+        max_output_tokens=max_output_tokens,
+        batch_max_wait_s=a.batch_max_wait_s,
+        forward_priority=forward,
+    )
 
 
 class ReplicaCollector:
     """Prometheus view of every replica set: outstanding tokens per replica and class, and
     whether each replica is in service (not in its cooldown). Read at scrape time."""
 
-    def __init__(self, providers: Callable[[], Iterable[Provider]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, providers: Callable[[], Iterable[Provider]], clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._providers = providers
         self._clock = clock
 
     def collect(self) -> Iterator[Metric]:
-        tokens = GaugeMetricFamily("costgate_replica_outstanding_tokens",
-                                   "Prompt + max output tokens admitted and not yet answered",
-                                   labels=["model", "replica", "priority"])
-        up = GaugeMetricFamily("costgate_replica_up", "1 unless the replica is skipped after a failed connection",
-                               labels=["model", "replica"])
+        tokens = GaugeMetricFamily(
+            "costgate_replica_outstanding_tokens",
+            "Prompt + max output tokens admitted and not yet answered",
+            labels=["model", "replica", "priority"],
+        )
+        up = GaugeMetricFamily(
+            "costgate_replica_up",
+            "1 unless the replica is skipped after a failed connection",
+            labels=["model", "replica"],
+        )
         now = self._clock()
         for provider in self._providers():
             if not isinstance(provider, ReplicaSet):

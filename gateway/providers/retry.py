@@ -18,8 +18,9 @@ MAX_RETRY_AFTER_S = 5.0  # longer asks are not waited out here: the caller falls
 class Retryable(UpstreamError):
     """An upstream failure worth another try (connect error, 429, 5xx)."""
 
-    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None,
-                 code: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None, code: str | None = None
+    ) -> None:
         super().__init__(message, code=code, retry_after=retry_after)
         self.upstream_status = status
 
@@ -34,7 +35,7 @@ def backoff_s(attempt: int, retry_after: float | None, base: float = 0.1) -> flo
     """Delay before retry number `attempt` (0-based): the upstream's ask, else jittered exponential."""
     if retry_after is not None:
         return min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
-    return base * (2 ** attempt) * (0.5 + random.random())
+    return base * (2**attempt) * (0.5 + random.random())
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -46,8 +47,9 @@ def parse_retry_after(value: str | None) -> float | None:
         return None  # an HTTP date: treated as "no hint"
 
 
-async def with_retries(send: Callable[[], Awaitable[T]], max_retries: int,
-                       sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> T:
+async def with_retries(
+    send: Callable[[], Awaitable[T]], max_retries: int, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+) -> T:
     """Call `send` until it succeeds or `max_retries` retries are spent."""
     attempt = 0
     while True:

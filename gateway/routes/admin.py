@@ -51,9 +51,18 @@ def _timestamp(value: datetime | float | None) -> float | None:
 
 
 def _key_json(k: KeyRecord) -> dict:
-    return {"id": k.id, "team_id": k.team_id, "name": k.name, "prefix": k.prefix, "models": k.models,
-            "plan": k.plan, "tags": k.tags, "expires_at": k.expires_at, "revoked": k.revoked_at is not None,
-            "created_at": k.created_at}
+    return {
+        "id": k.id,
+        "team_id": k.team_id,
+        "name": k.name,
+        "prefix": k.prefix,
+        "models": k.models,
+        "plan": k.plan,
+        "tags": k.tags,
+        "expires_at": k.expires_at,
+        "revoked": k.revoked_at is not None,
+        "created_at": k.created_at,
+    }
 
 
 @router.post("/teams")
@@ -74,8 +83,14 @@ async def create_key(body: KeyIn, request: Request) -> dict:
     unknown = [m for m in body.models or () if m not in gateway.targets]
     if unknown:
         raise InvalidRequest(f"unknown models {unknown}", param="models")
-    record, secret = await gateway.keys.create_key(body.team, name=body.name, models=body.models, plan=body.plan,
-                                                   tags=body.tags, expires_at=_timestamp(body.expires_at))
+    record, secret = await gateway.keys.create_key(
+        body.team,
+        name=body.name,
+        models=body.models,
+        plan=body.plan,
+        tags=body.tags,
+        expires_at=_timestamp(body.expires_at),
+    )
     return {"id": record.id, "key": secret, "team_id": record.team_id}
 
 
@@ -99,16 +114,31 @@ async def rotate_key(key_id: str, request: Request) -> dict:
 
 
 @router.get("/spend")
-async def get_spend(request: Request,
-                    group_by: Literal["team", "key", "model", "tag", "day"] = "team",
-                    start: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
-                    end: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}")) -> dict:
+async def get_spend(
+    request: Request,
+    group_by: Literal["team", "key", "model", "tag", "day"] = "team",
+    start: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
+    end: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
+) -> dict:
     gateway = request.app.state.gateway
     await gateway.ledger.flush()
     rows = await spend(gateway.db, group_by, start, end)
-    total = sum((r.cost_usd for r in rows), Decimal(0)) if group_by != "tag" else \
-        sum((r.cost_usd for r in await spend(gateway.db, "team", start, end)), Decimal(0))
-    return {"rows": [{"group": r.group, "requests": r.requests, "prompt_tokens": r.prompt_tokens,
-                      "completion_tokens": r.completion_tokens, "cost_usd": format_usd(r.cost_usd),
-                      "saved_usd": format_usd(r.saved_usd)} for r in rows],
-            "total_usd": format_usd(total)}
+    total = (
+        sum((r.cost_usd for r in rows), Decimal(0))
+        if group_by != "tag"
+        else sum((r.cost_usd for r in await spend(gateway.db, "team", start, end)), Decimal(0))
+    )
+    return {
+        "rows": [
+            {
+                "group": r.group,
+                "requests": r.requests,
+                "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens,
+                "cost_usd": format_usd(r.cost_usd),
+                "saved_usd": format_usd(r.saved_usd),
+            }
+            for r in rows
+        ],
+        "total_usd": format_usd(total),
+    }

@@ -17,9 +17,8 @@ from gateway.routes.admin import require_admin
 from gateway.spend_control import BudgetView
 from gateway.storage.chargeback import chargeback_csv, trace
 from gateway.storage.counters import StoreUnavailable
-from policies.pricing import from_pico, to_pico
 from policies.budgets import DEFAULT_ALERT_AT, Budget, Period, Scope, remaining
-from policies.pricing import ZERO, format_usd
+from policies.pricing import ZERO, format_usd, from_pico, to_pico
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
@@ -64,14 +63,22 @@ async def _subject(request: Request, scope: Scope, given: str) -> str:
 def _budget_json(view: BudgetView, team_names: dict[str, str]) -> dict[str, object]:
     b, s = view.budget, view.state
     w = view.window
-    return {"id": b.id, "scope": b.scope.value, "subject": b.subject,
-            "team_name": team_names.get(b.subject) if b.scope is Scope.TEAM else None,
-            "period": b.period.value, "period_key": w.key, "period_start": w.start, "period_end": w.end,
-            "amount_usd": format_usd(from_pico(b.amount_pusd)), "spent_usd": format_usd(from_pico(s.spent_pusd)),
-            "reserved_usd": format_usd(from_pico(s.reserved_pusd)),
-            "remaining_usd": format_usd(from_pico(remaining(s.spent_pusd, s.reserved_pusd, b.amount_pusd))),
-            "alert_at": list(b.alert_at),
-            "alerts": [{"threshold": float(t), "at": at} for t, at in sorted(view.alerts.items())]}
+    return {
+        "id": b.id,
+        "scope": b.scope.value,
+        "subject": b.subject,
+        "team_name": team_names.get(b.subject) if b.scope is Scope.TEAM else None,
+        "period": b.period.value,
+        "period_key": w.key,
+        "period_start": w.start,
+        "period_end": w.end,
+        "amount_usd": format_usd(from_pico(b.amount_pusd)),
+        "spent_usd": format_usd(from_pico(s.spent_pusd)),
+        "reserved_usd": format_usd(from_pico(s.reserved_pusd)),
+        "remaining_usd": format_usd(from_pico(remaining(s.spent_pusd, s.reserved_pusd, b.amount_pusd))),
+        "alert_at": list(b.alert_at),
+        "alerts": [{"threshold": float(t), "at": at} for t, at in sorted(view.alerts.items())],
+    }
 
 
 @asynccontextmanager
@@ -80,8 +87,9 @@ async def _store_errors() -> AsyncIterator[None]:
     try:
         yield
     except StoreUnavailable as err:
-        raise Unavailable(f"budget counters cannot be read right now: {err}", code="budget_store_unavailable",
-                          retry_after=1) from None
+        raise Unavailable(
+            f"budget counters cannot be read right now: {err}", code="budget_store_unavailable", retry_after=1
+        ) from None
 
 
 @router.put("/budgets")
@@ -89,8 +97,9 @@ async def put_budget(body: BudgetIn, request: Request) -> dict[str, object]:
     spend = request.app.state.gateway.spend
     scope = Scope(body.scope)
     subject = await _subject(request, scope, body.id)
-    stored = await spend.table.put(Budget(scope, subject, Period(body.period), to_pico(body.amount_usd),
-                                          tuple(body.alert_at)))
+    stored = await spend.table.put(
+        Budget(scope, subject, Period(body.period), to_pico(body.amount_usd), tuple(body.alert_at))
+    )
     teams = {t.id: t.name for t in await request.app.state.gateway.keys.list_teams()}
     async with _store_errors():
         return _budget_json((await spend.view([stored]))[0], teams)
@@ -121,9 +130,14 @@ async def get_trace(trace_id: str, request: Request) -> dict[str, object]:
     if not calls:
         raise NotFound(f"no calls recorded for trace {trace_id!r}", code="trace_not_found")
     total = sum((c.cost_usd for c in calls), ZERO)
-    return {"trace_id": trace_id, "requests": len(calls), "cost_usd": format_usd(total),
-            "prompt_tokens": sum(c.prompt_tokens for c in calls),
-            "completion_tokens": sum(c.completion_tokens for c in calls), "calls": [c.json() for c in calls]}
+    return {
+        "trace_id": trace_id,
+        "requests": len(calls),
+        "cost_usd": format_usd(total),
+        "prompt_tokens": sum(c.prompt_tokens for c in calls),
+        "completion_tokens": sum(c.completion_tokens for c in calls),
+        "calls": [c.json() for c in calls],
+    }
 
 
 @router.get("/chargeback.csv")
@@ -131,6 +145,6 @@ async def get_chargeback(request: Request, month: str = Query(pattern=r"^\d{4}-(
     gateway = request.app.state.gateway
     await gateway.ledger.flush()
     body = await chargeback_csv(gateway.db, month)
-    return Response(body, media_type="text/csv",
-                    headers={"content-disposition": f'attachment; filename="chargeback-{month}.csv"'})
-
+    return Response(
+        body, media_type="text/csv", headers={"content-disposition": f'attachment; filename="chargeback-{month}.csv"'}
+    )

@@ -35,8 +35,13 @@ def _json(data: Any, status: int = 200) -> Response:
 
 
 def _page(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
-    return {"object": "list", "data": items, "first_id": items[0]["id"] if items else None,
-            "last_id": items[-1]["id"] if items else None, "has_more": has_more}
+    return {
+        "object": "list",
+        "data": items,
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": has_more,
+    }
 
 
 async def _caller(request: Request) -> tuple[BatchRunner, Principal]:
@@ -45,6 +50,7 @@ async def _caller(request: Request) -> tuple[BatchRunner, Principal]:
 
 
 # files
+
 
 @router.post("/files")
 async def upload_file(request: Request) -> Response:
@@ -64,20 +70,30 @@ async def upload_file(request: Request) -> Response:
         while chunk := await upload.read(1 << 20):
             yield chunk
 
-    record = await lane.files.save(chunks(), team_id=principal.team_id, key_id=principal.key_id,
-                                   filename=(upload.filename or "upload.jsonl")[:500], purpose=purpose,
-                                   limit=limit)
+    record = await lane.files.save(
+        chunks(),
+        team_id=principal.team_id,
+        key_id=principal.key_id,
+        filename=(upload.filename or "upload.jsonl")[:500],
+        purpose=purpose,
+        limit=limit,
+    )
     await form.close()
     return _json(record.to_openai())
 
 
 @router.get("/files")
-async def list_files(request: Request, purpose: str | None = None, after: str | None = None,
-                     limit: int = Query(10_000, ge=1, le=10_000),
-                     order: Literal["asc", "desc"] = "desc") -> Response:
+async def list_files(
+    request: Request,
+    purpose: str | None = None,
+    after: str | None = None,
+    limit: int = Query(10_000, ge=1, le=10_000),
+    order: Literal["asc", "desc"] = "desc",
+) -> Response:
     lane, principal = await _caller(request)
-    records, more = await lane.files.list(principal.team_id, purpose=purpose, after=after, limit=limit,
-                                          newest_first=order == "desc")
+    records, more = await lane.files.list(
+        principal.team_id, purpose=purpose, after=after, limit=limit, newest_first=order == "desc"
+    )
     return _json(_page([r.to_openai() for r in records], more))
 
 
@@ -91,8 +107,11 @@ async def get_file(request: Request, file_id: str) -> Response:
 async def file_content(request: Request, file_id: str) -> Response:
     lane, principal = await _caller(request)
     record: FileRecord = await lane.files.get(file_id, principal.team_id)
-    return StreamingResponse(lane.files.read_chunks(record.id), media_type="application/octet-stream",
-                             headers={"content-length": str(record.bytes)})
+    return StreamingResponse(
+        lane.files.read_chunks(record.id),
+        media_type="application/octet-stream",
+        headers={"content-length": str(record.bytes)},
+    )
 
 
 @router.delete("/files/{file_id}")
@@ -100,13 +119,15 @@ async def delete_file(request: Request, file_id: str) -> Response:
     lane, principal = await _caller(request)
     await lane.files.get(file_id, principal.team_id)
     if await lane.store.uses_file(file_id):
-        raise InvalidRequest("an unfinished batch reads this file: cancel it or wait for it to end",
-                             code="file_in_use", param="file_id")
+        raise InvalidRequest(
+            "an unfinished batch reads this file: cancel it or wait for it to end", code="file_in_use", param="file_id"
+        )
     await lane.files.delete(file_id, principal.team_id)
     return _json({"id": file_id, "object": "file", "deleted": True})
 
 
 # batches
+
 
 class BatchIn(BaseModel):
     model_config = ConfigDict(extra="ignore")  # e.g. output_expires_after: accepted, not enforced
@@ -121,15 +142,27 @@ async def batch_json(lane: BatchRunner, b: BatchRecord) -> dict[str, Any]:
     p = await lane.store.progress(b.id)
     stamp = {k: None if v is None else int(v) for k, v in b.times.items()}
     return {
-        "id": b.id, "object": "batch", "endpoint": b.endpoint, "model": None,
+        "id": b.id,
+        "object": "batch",
+        "endpoint": b.endpoint,
+        "model": None,
         "errors": {"object": "list", "data": b.errors} if b.errors else None,
-        "input_file_id": b.input_file_id, "completion_window": b.completion_window, "status": b.status,
-        "output_file_id": b.output_file_id, "error_file_id": b.error_file_id,
-        "created_at": int(b.created_at), "expires_at": int(b.expires_at), **stamp,
+        "input_file_id": b.input_file_id,
+        "completion_window": b.completion_window,
+        "status": b.status,
+        "output_file_id": b.output_file_id,
+        "error_file_id": b.error_file_id,
+        "created_at": int(b.created_at),
+        "expires_at": int(b.expires_at),
+        **stamp,
         "request_counts": {"total": b.total, "completed": p.completed, "failed": p.failed},
-        "usage": {"input_tokens": p.prompt_tokens, "input_tokens_details": {"cached_tokens": p.cached_tokens},
-                  "output_tokens": p.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
-                  "total_tokens": p.prompt_tokens + p.completion_tokens},
+        "usage": {
+            "input_tokens": p.prompt_tokens,
+            "input_tokens_details": {"cached_tokens": p.cached_tokens},
+            "output_tokens": p.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": p.prompt_tokens + p.completion_tokens,
+        },
         "metadata": b.metadata,
         "cost_usd": format_usd(p.cost_usd),  # costgate's addition: what the batch was charged so far
     }
@@ -157,16 +190,22 @@ async def create_batch(request: Request) -> Response:
     data = await asyncio.to_thread(lane.files.path(record.id).read_bytes)
     lines, errors = await asyncio.to_thread(parse_input, data, body.endpoint, lane.config.max_lines)
     batch_id = await lane.store.create(
-        team_id=principal.team_id, key_id=principal.key_id, endpoint=body.endpoint,
-        input_file_id=record.id, completion_window=body.completion_window,
-        window_s=int(window.group(1)) * 3600, total=len(lines), metadata=body.metadata, errors=errors or None)
+        team_id=principal.team_id,
+        key_id=principal.key_id,
+        endpoint=body.endpoint,
+        input_file_id=record.id,
+        completion_window=body.completion_window,
+        window_s=int(window.group(1)) * 3600,
+        total=len(lines),
+        metadata=body.metadata,
+        errors=errors or None,
+    )
     lane.wake()
     return _json(await batch_json(lane, await lane.store.get(batch_id)))
 
 
 @router.get("/batches")
-async def list_batches(request: Request, after: str | None = None,
-                       limit: int = Query(20, ge=1, le=100)) -> Response:
+async def list_batches(request: Request, after: str | None = None, limit: int = Query(20, ge=1, le=100)) -> Response:
     lane, principal = await _caller(request)
     records, more = await lane.store.list(principal.team_id, after=after, limit=limit)
     return _json(_page([await batch_json(lane, r) for r in records], more))

@@ -13,9 +13,13 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 @router.get("/cache")
 async def cache_stats(request: Request) -> dict:
     cache = request.app.state.gateway.cache
-    return {"entries": await cache.store.count(), "backend": cache.backend,
-            "exact": cache.base.exact, "semantic": cache.base.semantic,
-            "max_false_hit_rate": cache.base.max_false_hit_rate}
+    return {
+        "entries": await cache.store.count(),
+        "backend": cache.backend,
+        "exact": cache.base.exact,
+        "semantic": cache.base.semantic,
+        "max_false_hit_rate": cache.base.max_false_hit_rate,
+    }
 
 
 @router.delete("/cache")

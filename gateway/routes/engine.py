@@ -19,8 +19,9 @@ async def engine_status(request: Request) -> dict:
     data = []
     for name, dep in deployments.items():
         if isinstance(dep.provider, LocalProvider):
-            data.append({"name": name, **dep.provider.replica.status(),
-                         "carbon_g_co2e": round(dep.provider.carbon_g_total, 9)})
+            data.append(
+                {"name": name, **dep.provider.replica.status(), "carbon_g_co2e": round(dep.provider.carbon_g_total, 9)}
+            )
         elif isinstance(dep.provider, LocalEmbeddingProvider):  # the bundled embedder, in-process
             data.append({"name": name, "model": dep.config.upstream_model, **dep.provider.embedder.status()})
     return {"data": data}

@@ -41,8 +41,14 @@ class FeedbackIn(BaseModel):
     comment: str | None = Field(default=None, max_length=MAX_COMMENT)
 
 
-OPENAPI = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": FeedbackIn.model_json_schema(ref_template="#/components/schemas/{model}")}}}}
+OPENAPI = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": FeedbackIn.model_json_schema(ref_template="#/components/schemas/{model}")}
+        },
+    }
+}
 
 
 def _parse(raw: bytes) -> FeedbackIn:
@@ -56,12 +62,24 @@ def _parse(raw: bytes) -> FeedbackIn:
 
 def _json(reported: Reported, **extra: Any) -> Response:
     row, request = reported.row, reported.row.request
-    return Response(orjson.dumps({
-        "object": "feedback", "request_id": request.request_id, "verdict": row.verdict.value,
-        "comment": row.comment, "cache": request.cache_status, "model": request.served_model,
-        "recorded": reported.recorded.value,  # new | changed | same (a repeated verdict changes nothing)
-        "purged": reported.purged, "labelled": row.pair is not None, "updated_at": int(row.updated_at), **extra,
-    }), media_type="application/json")
+    return Response(
+        orjson.dumps(
+            {
+                "object": "feedback",
+                "request_id": request.request_id,
+                "verdict": row.verdict.value,
+                "comment": row.comment,
+                "cache": request.cache_status,
+                "model": request.served_model,
+                "recorded": reported.recorded.value,  # new | changed | same (a repeated verdict changes nothing)
+                "purged": reported.purged,
+                "labelled": row.pair is not None,
+                "updated_at": int(row.updated_at),
+                **extra,
+            }
+        ),
+        media_type="application/json",
+    )
 
 
 @router.post("/v1/feedback", openapi_extra=OPENAPI)
@@ -83,6 +101,7 @@ async def feedback(request: Request) -> Response:
 @admin_router.post("/feedback", openapi_extra=OPENAPI)
 async def admin_feedback(request: Request) -> Response:
     body = _parse(await request.body())
-    reported = await request.app.state.gateway.feedback.report(Reporter(ADMIN, None), body.request_id,
-                                                               Verdict(body.verdict), body.comment)
+    reported = await request.app.state.gateway.feedback.report(
+        Reporter(ADMIN, None), body.request_id, Verdict(body.verdict), body.comment
+    )
     return _json(reported, team_id=reported.row.request.team_id)

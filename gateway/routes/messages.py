@@ -47,10 +47,13 @@ async def count_tokens(request: Request) -> Response:
     tokens = count_messages(chat["messages"], model)
     if chat.get("tools"):
         tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
-    return Response(orjson.dumps({"input_tokens": tokens}), media_type="application/json",
-                    headers={"request-id": request_id})
+    return Response(
+        orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers={"request-id": request_id}
+    )
 
 
 def routes() -> list[Route]:
-    return [Route("/v1/messages", create, methods=["POST"]),
-            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"])]
+    return [
+        Route("/v1/messages", create, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+    ]

@@ -76,15 +76,24 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
             raw = await read_body(request, gateway.settings.max_body_bytes)
         except ClientDisconnect:  # nothing to fix and nobody to answer: a refusal, not a traceback
             log.info("client disconnected before its request body ended: POST %s", request.url.path)
-            raise InvalidRequest("the client disconnected before its request body ended",
-                                 code="client_disconnected") from None
+            raise InvalidRequest(
+                "the client disconnected before its request body ended", code="client_disconnected"
+            ) from None
         parsed = parse_json_body(raw)
         if not isinstance(parsed, dict):
             raise InvalidRequest("the request body must be a JSON object")
         return parsed
 
-    ctx = RequestContext(request_id=request_id, endpoint=endpoint, body={}, api_key=api_key,
-                         headers=request.headers, principal=principal, read_body=body, shape=shape)
+    ctx = RequestContext(
+        request_id=request_id,
+        endpoint=endpoint,
+        body={},
+        api_key=api_key,
+        headers=request.headers,
+        principal=principal,
+        read_body=body,
+        shape=shape,
+    )
     if shape is not None:
         ctx.read_body = partial(shape.read, ctx, body)
     return await gateway.pipeline.handle(ctx)
@@ -115,9 +124,11 @@ def hot_routes() -> list[Route]:
     Their handlers take the raw Request, so FastAPI's per-request dependency solving and
     wrappers are pure overhead (~35 us a request on the bench machine). The FastAPI
     declarations above stay: they describe these endpoints in the OpenAPI document."""
-    return [Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/completions", completions, methods=["POST"]),
-            Route("/v1/embeddings", embeddings, methods=["POST"])]
+    return [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+    ]
 
 
 @router.get("/v1/models")

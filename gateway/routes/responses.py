@@ -45,6 +45,8 @@ async def remove(request: Request) -> Response:
 
 
 def routes() -> list[Route]:
-    return [Route("/v1/responses", create, methods=["POST"]),
-            Route("/v1/responses/{response_id}", read, methods=["GET"]),
-            Route("/v1/responses/{response_id}", remove, methods=["DELETE"])]
+    return [
+        Route("/v1/responses", create, methods=["POST"]),
+        Route("/v1/responses/{response_id}", read, methods=["GET"]),
+        Route("/v1/responses/{response_id}", remove, methods=["DELETE"]),
+    ]

@@ -44,9 +44,16 @@ def build_scorer(spec: str, deployments: Mapping[str, Deployment]) -> Confidence
 class RoutingPolicies:
     """Builds the cascades and the cost router, adds them to `targets`, and runs their upkeep."""
 
-    def __init__(self, settings: Settings, deployments: Mapping[str, Deployment],
-                 targets: MutableMapping[str, RouteTarget], breakers: Breakers, db: AsyncEngine,
-                 side_lane: SideLane, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        deployments: Mapping[str, Deployment],
+        targets: MutableMapping[str, RouteTarget],
+        breakers: Breakers,
+        db: AsyncEngine,
+        side_lane: SideLane,
+        metrics: Metrics,
+    ) -> None:
         self.metrics = PolicyMetrics(metrics.registry)
         self.store = SampleStore(db)
         self.breakers = breakers
@@ -55,8 +62,9 @@ class RoutingPolicies:
         for config in settings.cascades:
             if config.name in targets or config.name in self.cascades:
                 raise ValueError(f"cascade {config.name!r}: the name is already a model")
-            self.cascades[config.name] = build_cascade(config, deployments,
-                                                       build_scorer(config.scorer, deployments), services)
+            self.cascades[config.name] = build_cascade(
+                config, deployments, build_scorer(config.scorer, deployments), services
+            )
         targets.update(self.cascades)
         self.router: CostRouterTarget | None = None
         if settings.cost_router is not None:

@@ -110,10 +110,14 @@ def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:
     choice = first_choice(answer)
     message = choice.get("message") if isinstance(choice.get("message"), dict) else None
     fmt = request.get("response_format")
-    return Scored(query=query_text(request), answer=answer_text(answer),
-                  finish_reason=choice.get("finish_reason"), logprobs=token_logprobs(choice.get("logprobs")),
-                  wants_json=isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"),
-                  has_tool_calls=bool(message.get("tool_calls")) if message else False)
+    return Scored(
+        query=query_text(request),
+        answer=answer_text(answer),
+        finish_reason=choice.get("finish_reason"),
+        logprobs=token_logprobs(choice.get("logprobs")),
+        wants_json=isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"),
+        has_tool_calls=bool(message.get("tool_calls")) if message else False,
+    )
 
 
 class SideLane(Protocol):
@@ -173,8 +177,9 @@ class CascadeTarget:
 
     async def answer(self, ctx: RequestContext) -> Response:
         if ctx.endpoint is Endpoint.EMBEDDINGS:
-            raise InvalidRequest(f"{self.name!r} is a cascade of generation models; it makes no embeddings",
-                                 param="model")
+            raise InvalidRequest(
+                f"{self.name!r} is a cascade of generation models; it makes no embeddings", param="model"
+            )
         route = self.controller.route(self.rng)
         if not route.call_cheap:  # the scorer cannot be trusted here: the cheap tiers would only add cost
             return await self._answer_last(ctx, self.tiers[-1], None)
@@ -218,8 +223,10 @@ class CascadeTarget:
         item = scored_answer(ctx.body, completion.body)
         answer_body, raw = completion.body, completion.raw
         if added_logprobs:  # the client did not ask for them: it does not get them
-            answer_body = {**answer_body, "choices": [{k: v for k, v in c.items() if k != "logprobs"}
-                                                      for c in answer_body.get("choices") or ()]}
+            answer_body = {
+                **answer_body,
+                "choices": [{k: v for k, v in c.items() if k != "logprobs"} for c in answer_body.get("choices") or ()],
+            }
             raw = orjson.dumps(answer_body)
         return TierAnswer(tier, dep, answer_body, raw, item, await self._score(ctx, item))
 
@@ -251,8 +258,9 @@ class CascadeTarget:
             # shadow's own hold is taken, so the two never compete for one budget.
             ctx.after_settle.append(lambda: self._spawn(self._shadow(ctx, tried, weight)))
         if ctx.stream:
-            return StreamingResponse(self._replay(ctx, answer.body), media_type="text/event-stream",
-                                     headers=SSE_HEADERS)
+            return StreamingResponse(
+                self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS
+            )
         return Response(answer.raw, media_type="application/json")
 
     @staticmethod
@@ -263,8 +271,9 @@ class CascadeTarget:
         ctx.completion_text = [answer_text(body)]
         return replay(ctx.endpoint, body, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
 
-    async def _answer_last(self, ctx: RequestContext, dep: Deployment,
-                           sample_from: list[TierAnswer] | None, weight: float = 1.0) -> Response:
+    async def _answer_last(
+        self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0
+    ) -> Response:
         if not self.services.breakers.allow(dep.name):
             raise circuit_open(self.services.breakers, dep.name)
         try:
@@ -286,8 +295,9 @@ class CascadeTarget:
             self._spawn(self._record(ctx.request_id, sample_from, answer_text(completion.body), weight))
         return Response(completion.raw, media_type="application/json")
 
-    async def _sample_after(self, relay: AsyncIterator[bytes], ctx: RequestContext,
-                            tried: list[TierAnswer], weight: float) -> AsyncIterator[bytes]:
+    async def _sample_after(
+        self, relay: AsyncIterator[bytes], ctx: RequestContext, tried: list[TierAnswer], weight: float
+    ) -> AsyncIterator[bytes]:
         async for chunk in relay:
             yield chunk
         if ctx.error is None:
@@ -297,11 +307,19 @@ class CascadeTarget:
         """After an accepted cheaper answer: ask the tiers it skipped, as a side request of its own
         (its own ledger row and budget hold, the same team, user, tags and trace)."""
         body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
-        shadow = RequestContext(request_id=f"{ctx.request_id}-shadow", endpoint=ctx.endpoint, body=body,
-                                api_key=None, headers={}, principal=ctx.principal, user=ctx.user,
-                                tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))), trace_id=ctx.trace_id,
-                                requested_model=ctx.requested_model,
-                                side_call=ShadowSample(self, ctx.request_id, tried, weight))
+        shadow = RequestContext(
+            request_id=f"{ctx.request_id}-shadow",
+            endpoint=ctx.endpoint,
+            body=body,
+            api_key=None,
+            headers={},
+            principal=ctx.principal,
+            user=ctx.user,
+            tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))),
+            trace_id=ctx.trace_id,
+            requested_model=ctx.requested_model,
+            side_call=ShadowSample(self, ctx.request_id, tried, weight),
+        )
         await self.services.side_lane.handle(shadow)
         status = "ok" if shadow.error is None else "error"
         self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
@@ -312,13 +330,16 @@ class CascadeTarget:
         return cost + sum((self.scorer.worst_case_cost(ctx) for _ in self.tiers[reached:-1]), Decimal(0))
 
     async def _record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
-        sample = Sample(tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text)
-                                                                 for a in tried), weight)
+        sample = Sample(
+            tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text) for a in tried), weight
+        )
         self.controller.add(sample)
         texts = None
         if self.services.log_prompts:
-            texts = {"query": tried[0].item.query if tried else "",
-                     "answers": [a.item.answer for a in tried] + [last_text]}
+            texts = {
+                "query": tried[0].item.query if tried else "",
+                "answers": [a.item.answer for a in tried] + [last_text],
+            }
         record = SampleRecord(self.name, request_id, sample, tuple(tuple(features(a.item)) for a in tried), texts)
         await self.services.store.add(record)
 
@@ -366,18 +387,28 @@ class ShadowSample:
 
 def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityController:
     fixed = config.thresholds[0] if config.thresholds else DEFAULT_THRESHOLD
-    policy = Policy(config.quality_target, config.confidence, config.adaptive, fixed, config.min_samples,
-                    config.max_samples, config.shadow_rate, prior_weight=config.prior_weight,
-                    last_tier_quality=config.last_tier_quality)
+    policy = Policy(
+        config.quality_target,
+        config.confidence,
+        config.adaptive,
+        fixed,
+        config.min_samples,
+        config.max_samples,
+        config.shadow_rate,
+        prior_weight=config.prior_weight,
+        last_tier_quality=config.last_tier_quality,
+    )
     return QualityController(policy, scorer.calibration)
 
 
-def build_cascade(config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Confidence,
-                  services: Services) -> CascadeTarget:
+def build_cascade(
+    config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Confidence, services: Services
+) -> CascadeTarget:
     unknown = [t for t in config.tiers if t not in deployments]
     if unknown:
         raise ValueError(f"cascade {config.name!r}: unknown tiers {unknown}")
     if len(config.tiers) < 2:
         raise ValueError(f"cascade {config.name!r}: needs at least two tiers")
-    return CascadeTarget(config, [deployments[t] for t in config.tiers], scorer, build_controller(config, scorer),
-                         services)
+    return CascadeTarget(
+        config, [deployments[t] for t in config.tiers], scorer, build_controller(config, scorer), services
+    )

@@ -24,8 +24,9 @@ from policies.breaker import Breakers
 class DirectTarget:
     """A deployment, then each of its fallbacks in order, until one answers."""
 
-    def __init__(self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics,
-                 breakers: Breakers) -> None:
+    def __init__(
+        self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics, breakers: Breakers
+    ) -> None:
         self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
         self.metrics = metrics
         self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped

@@ -10,16 +10,18 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.bodies import answer_text
+from gateway.calls import complete
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.calls import complete
 from gateway.worst_case import worst_case
 from policies.scorers import Scored
 
 GRADE = re.compile(r"\b(10|\d)(?:\.\d+)?\b")
 JUDGE_MAX_TOKENS = 4
-INSTRUCTIONS = ("You grade answers. Given a question and an answer, reply with one integer from 0 to 10: "
-                "how likely the answer is correct and complete (10 = certainly). Reply with the number only.")
+INSTRUCTIONS = (
+    "You grade answers. Given a question and an answer, reply with one integer from 0 to 10: "
+    "how likely the answer is correct and complete (10 = certainly). Reply with the number only."
+)
 
 
 def parse_grade(text: str) -> float | None:
@@ -29,9 +31,15 @@ def parse_grade(text: str) -> float | None:
 
 
 def judge_body(dep: Deployment, item: Scored) -> dict[str, Any]:
-    return {"model": dep.config.upstream_model, "max_tokens": JUDGE_MAX_TOKENS, "temperature": 0,
-            "messages": [{"role": "system", "content": INSTRUCTIONS},
-                         {"role": "user", "content": f"Question:\n{item.query}\n\nAnswer:\n{item.answer}"}]}
+    return {
+        "model": dep.config.upstream_model,
+        "max_tokens": JUDGE_MAX_TOKENS,
+        "temperature": 0,
+        "messages": [
+            {"role": "system", "content": INSTRUCTIONS},
+            {"role": "user", "content": f"Question:\n{item.query}\n\nAnswer:\n{item.answer}"},
+        ],
+    }
 
 
 class JudgeScorer:

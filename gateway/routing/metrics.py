@@ -18,17 +18,19 @@ class PolicyMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.registry = registry
         r = registry
-        self.cascade_answers = Counter("costgate_cascade_answers", "Cascade answers by the tier that answered",
-                                       ["cascade", "tier"], registry=r)
-        self.cascade_shadow_calls = Counter("costgate_cascade_shadow_calls",
-                                            "Shadow calls to a cascade's last tier", ["cascade", "status"],
-                                            registry=r)
-        self.router_choices = Counter("costgate_router_choices", "Models the cost router picked",
-                                      ["router", "model"], registry=r)
+        self.cascade_answers = Counter(
+            "costgate_cascade_answers", "Cascade answers by the tier that answered", ["cascade", "tier"], registry=r
+        )
+        self.cascade_shadow_calls = Counter(
+            "costgate_cascade_shadow_calls", "Shadow calls to a cascade's last tier", ["cascade", "status"], registry=r
+        )
+        self.router_choices = Counter(
+            "costgate_router_choices", "Models the cost router picked", ["router", "model"], registry=r
+        )
         self.compressions = Counter("costgate_compressions", "Conversations compressed", ["model"], registry=r)
-        self.compression_tokens_saved = Counter("costgate_compression_tokens_saved",
-                                                "Prompt tokens removed by context compression", ["model"],
-                                                registry=r)
+        self.compression_tokens_saved = Counter(
+            "costgate_compression_tokens_saved", "Prompt tokens removed by context compression", ["model"], registry=r
+        )
 
     def watch(self, breakers: Breakers, estimates: Callable[[], Mapping[str, Estimate]]) -> None:
         self.registry.register(_LiveState(breakers, estimates))
@@ -40,22 +42,28 @@ class _LiveState(Collector):
         self.estimates = estimates
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        state = GaugeMetricFamily("costgate_breaker_state", "1 for each deployment's current breaker state",
-                                  labels=["deployment", "state"])
+        state = GaugeMetricFamily(
+            "costgate_breaker_state", "1 for each deployment's current breaker state", labels=["deployment", "state"]
+        )
         for name, view in self.breakers.views().items():
             for s in State:
                 state.add_metric([name, s.value], 1.0 if view.state is s else 0.0)
         yield state
         families = {
-            "threshold": GaugeMetricFamily("costgate_cascade_threshold",
-                                           "Confidence a cheaper tier needs (absent: escalate all)",
-                                           labels=["cascade"]),
-            "samples": GaugeMetricFamily("costgate_cascade_shadow_samples", "Shadow samples in the estimate",
-                                         labels=["cascade"]),
-            "agreement": GaugeMetricFamily("costgate_cascade_agreement",
-                                           "Estimated agreement with the last tier", labels=["cascade"]),
-            "lower": GaugeMetricFamily("costgate_cascade_agreement_lower_bound",
-                                       "Lower confidence bound of the agreement", labels=["cascade"]),
+            "threshold": GaugeMetricFamily(
+                "costgate_cascade_threshold",
+                "Confidence a cheaper tier needs (absent: escalate all)",
+                labels=["cascade"],
+            ),
+            "samples": GaugeMetricFamily(
+                "costgate_cascade_shadow_samples", "Shadow samples in the estimate", labels=["cascade"]
+            ),
+            "agreement": GaugeMetricFamily(
+                "costgate_cascade_agreement", "Estimated agreement with the last tier", labels=["cascade"]
+            ),
+            "lower": GaugeMetricFamily(
+                "costgate_cascade_agreement_lower_bound", "Lower confidence bound of the agreement", labels=["cascade"]
+            ),
         }
         for name, e in self.estimates().items():
             families["samples"].add_metric([name], e.samples)

@@ -22,10 +22,17 @@ from policies.router import Candidate, choose
 
 
 class CostRouterTarget:
-    def __init__(self, config: CostRouterConfig, deployments: Mapping[str, Deployment],
-                 targets: Mapping[str, RouteTarget], breakers: Breakers, metrics: PolicyMetrics) -> None:
-        names = config.models if config.models is not None else [
-            n for n, d in deployments.items() if d.config.quality > 0]
+    def __init__(
+        self,
+        config: CostRouterConfig,
+        deployments: Mapping[str, Deployment],
+        targets: Mapping[str, RouteTarget],
+        breakers: Breakers,
+        metrics: PolicyMetrics,
+    ) -> None:
+        names = (
+            config.models if config.models is not None else [n for n, d in deployments.items() if d.config.quality > 0]
+        )
         unknown = [n for n in names if n not in deployments]
         if unknown:
             raise ValueError(f"cost_router: unknown models {unknown}")
@@ -41,8 +48,7 @@ class CostRouterTarget:
         for dep in self.models:
             if self.breakers[dep.name].view().state is State.OPEN:
                 continue
-            expected = None if asked is not None else min(self.config.expected_output_tokens,
-                                                                 dep.max_output_tokens)
+            expected = None if asked is not None else min(self.config.expected_output_tokens, dep.max_output_tokens)
             out.append(Candidate(dep.name, dep.config.quality, worst_case(ctx, dep, expected)))
         return out
 
@@ -52,8 +58,10 @@ class CostRouterTarget:
         if chosen is None:
             cheapest = min((c.estimated_cost for c in candidates), default=None)
             detail = f"; the cheapest model's estimate is ${format_usd(cheapest)}" if cheapest is not None else ""
-            raise CostLimitExceeded(f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or Decimal(0))}{detail}",
-                                    param="x-costgate-max-cost-usd")
+            raise CostLimitExceeded(
+                f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or Decimal(0))}{detail}",
+                param="x-costgate-max-cost-usd",
+            )
         return chosen.name
 
     def chosen(self, ctx: RequestContext) -> str:

@@ -25,5 +25,4 @@ class RouteTarget(Protocol):
 def circuit_open(breakers: Breakers, name: str) -> CircuitOpen:
     """The error a caller raises when `name` was skipped for its open breaker."""
     retry = breakers[name].view().retry_after_s
-    return CircuitOpen(f"the circuit breaker for {name!r} is open after repeated upstream failures",
-                       retry_after=retry)
+    return CircuitOpen(f"the circuit breaker for {name!r} is open after repeated upstream failures", retry_after=retry)

@@ -24,8 +24,7 @@ from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
 from policies.budgets import Budget, Hold, Scope, distinct_by_counter
-from policies.pricing import from_pico, to_pico
-from policies.pricing import format_usd
+from policies.pricing import format_usd, from_pico, to_pico
 from policies.ratelimit import Limit
 
 
@@ -43,15 +42,25 @@ class ReserveBudget:
             return None
         want = to_pico(self.worst_case(ctx)) if budgets else 0
         hold = Hold("h" + secrets.token_hex(10), now, tuple(budgets), want)
-        admission = Admission(hold.id, now, now + self.control.config.reservation_timeout_s, want,
-                              ctx.rate_checks, budget_checks(budgets, now), self.control.leases.lease(now))
+        admission = Admission(
+            hold.id,
+            now,
+            now + self.control.config.reservation_timeout_s,
+            want,
+            ctx.rate_checks,
+            budget_checks(budgets, now),
+            self.control.leases.lease(now),
+        )
         try:
             verdict = await self.control.admit(admission, budgets)
         except StoreUnavailable as err:
             self.control.outage("admit", err)
             if self.control.config.on_store_error == "closed":
-                raise Unavailable("budgets cannot be checked right now; try again shortly",
-                                  code="budget_store_unavailable", retry_after=1) from None
+                raise Unavailable(
+                    "budgets cannot be checked right now; try again shortly",
+                    code="budget_store_unavailable",
+                    retry_after=1,
+                ) from None
             ctx.reservation = Hold(hold.id, now, hold.budgets, want, held=False)
             return None
         if verdict.outcome is Outcome.RATE_LIMITED:
@@ -73,9 +82,11 @@ class ReserveBudget:
                 spent += f" (and ${format_usd(from_pico(state.reserved_pusd))} held for requests in flight)"
         except StoreUnavailable:  # the refusal stands; only its figure is unknown
             spent = "spent an unknown amount (the budget store did not answer)"
-        return BudgetExceeded(f"the {b.period.value} budget of {b.scope.value} {who!r} has {spent} of its "
-                              f"limit ${format_usd(from_pico(b.amount_pusd))}; this request needs up to its worst case "
-                              f"${format_usd(from_pico(want))}, which does not fit")
+        return BudgetExceeded(
+            f"the {b.period.value} budget of {b.scope.value} {who!r} has {spent} of its "
+            f"limit ${format_usd(from_pico(b.amount_pusd))}; this request needs up to its worst case "
+            f"${format_usd(from_pico(want))}, which does not fit"
+        )
 
     def worst_case(self, ctx: RequestContext) -> Decimal:
         """What the request's calls can cost at most: its route target's worst case, or, for a
@@ -89,7 +100,9 @@ class ReserveBudget:
         if hold is None or ctx.principal is None:
             return
         actual = ctx.usage.total_tokens  # counted as the prompt estimate at admission
-        adjustments = [RateAdjustment(c.counter(hold.now), actual - c.amount, 2 * c.limit.window_s + 60)
-                       for c in ctx.rate_checks if c.limit is not Limit.REQUESTS_PER_MINUTE]
+        adjustments = [
+            RateAdjustment(c.counter(hold.now), actual - c.amount, 2 * c.limit.window_s + 60)
+            for c in ctx.rate_checks
+            if c.limit is not Limit.REQUESTS_PER_MINUTE
+        ]
         await self.control.settle(hold, to_pico(ctx.cost), adjustments, ctx.principal)
-

@@ -91,7 +91,9 @@ class ExactCache:
         if answer is None:
             return
         try:
-            await self.cache.store_answer(decision.keys, decision.team_id, decision.team_name, answer, decision.policy, decision.vector)
+            await self.cache.store_answer(
+                decision.keys, decision.team_id, decision.team_name, answer, decision.policy, decision.vector
+            )
         except Exception:  # a failed write costs a future hit, never this answer or the settles after it
             log.exception("caching an answer failed")
 
@@ -106,8 +108,7 @@ class ExactCache:
             return None  # a streamed tool call leaves no text to check: never replay it
         dep = self.deployments.get(ctx.served_model)
         model = dep.config.upstream_model if dep is not None else ctx.served_model
-        return CachedAnswer(text, "stop", model, ctx.served_model, ctx.usage.prompt_tokens,
-                            ctx.usage.completion_tokens)
+        return CachedAnswer(text, "stop", model, ctx.served_model, ctx.usage.prompt_tokens, ctx.usage.completion_tokens)
 
 
 class SemanticCache:
@@ -129,8 +130,9 @@ class SemanticCache:
         if hit is None:
             return None
         query = None if CacheControl.NO_STORE in ctx.cache_control else decision.keys.question
-        await self.cache.record_hit(hit.entry, self.cache.served_record(ctx.request_id, hit.entry, decision.policy,
-                                                                        query, hit.cosine))
+        await self.cache.record_hit(
+            hit.entry, self.cache.served_record(ctx.request_id, hit.entry, decision.policy, query, hit.cosine)
+        )
         response = serve(ctx, hit.entry, CacheStatus.SEMANTIC, self.exact.deployments)
         self.cache.metrics.saved.labels(decision.team_name, "semantic").inc(float(ctx.saved))
         return response

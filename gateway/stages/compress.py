@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from starlette.responses import Response
 
 from gateway.bodies import answer_text
+from gateway.calls import complete
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
-from gateway.calls import complete
 from gateway.routing.metrics import PolicyMetrics
 from gateway.settings import CompressionConfig
 from gateway.tokens import count_messages, count_text
@@ -27,8 +27,9 @@ log = logging.getLogger("costgate.compress")
 
 
 class Compress:
-    def __init__(self, config: CompressionConfig, deployments: Mapping[str, Deployment],
-                 metrics: PolicyMetrics) -> None:
+    def __init__(
+        self, config: CompressionConfig, deployments: Mapping[str, Deployment], metrics: PolicyMetrics
+    ) -> None:
         if config.summarizer is not None and config.summarizer not in deployments:
             raise ValueError(f"compression: unknown summarizer model {config.summarizer!r}")
         self.config = config
@@ -37,9 +38,12 @@ class Compress:
 
     def applies(self, ctx: RequestContext) -> bool:
         models = self.config.models
-        return (self.config.enabled and ctx.endpoint is Endpoint.CHAT
-                and isinstance(ctx.body.get("messages"), list)
-                and (models is None or ctx.requested_model in models))
+        return (
+            self.config.enabled
+            and ctx.endpoint is Endpoint.CHAT
+            and isinstance(ctx.body.get("messages"), list)
+            and (models is None or ctx.requested_model in models)
+        )
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
         if not self.applies(ctx):
@@ -67,8 +71,12 @@ class Compress:
     async def _summary(self, ctx: RequestContext, older: list[dict]) -> str:
         limit = self.config.summary_max_tokens
         if self.summarizer is not None:
-            body = {"model": self.summarizer.config.upstream_model, "max_tokens": limit, "temperature": 0,
-                    "messages": compress.summary_request(older, limit)}
+            body = {
+                "model": self.summarizer.config.upstream_model,
+                "max_tokens": limit,
+                "temperature": 0,
+                "messages": compress.summary_request(older, limit),
+            }
             try:
                 text = answer_text((await complete(ctx, self.summarizer, body, Endpoint.CHAT)).body)
                 if text.strip():

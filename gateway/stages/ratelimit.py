@@ -39,12 +39,15 @@ class RateLimit:
         tokens = estimate_tokens(ctx.body)
         key, team = f"key:{principal.key_id}", f"team:{principal.team_id}"
         team_limits = self.control.team_limits(principal)
-        wanted = ((Limit.TOKENS_PER_MINUTE, key, plan.tokens_per_minute),
-                  (Limit.TOKENS_PER_DAY, key, plan.tokens_per_day),
-                  (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute))
-        ctx.rate_checks = (*self.control.request_checks(principal),
-                           *(RateCheck(limit, subject, maximum, tokens)
-                             for limit, subject, maximum in wanted if maximum is not None))
+        wanted = (
+            (Limit.TOKENS_PER_MINUTE, key, plan.tokens_per_minute),
+            (Limit.TOKENS_PER_DAY, key, plan.tokens_per_day),
+            (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute),
+        )
+        ctx.rate_checks = (
+            *self.control.request_checks(principal),
+            *(RateCheck(limit, subject, maximum, tokens) for limit, subject, maximum in wanted if maximum is not None),
+        )
         if plan.tarpit_s and ctx.endpoint is not Endpoint.EMBEDDINGS:
             await asyncio.sleep(plan.tarpit_s)
         return None

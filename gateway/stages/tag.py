@@ -18,8 +18,9 @@ def parse_tags(header: str | None) -> list[str]:
     tags = [t.strip() for t in (header or "").split(",") if t.strip()]
     bad = [t for t in tags if not TAG.match(t)]
     if bad:
-        raise InvalidRequest(f"invalid tag {bad[0][:70]!r}: use letters, digits and _.:=/- (at most 64)",
-                             param="x-costgate-tags")
+        raise InvalidRequest(
+            f"invalid tag {bad[0][:70]!r}: use letters, digits and _.:=/- (at most 64)", param="x-costgate-tags"
+        )
     return tags
 
 
@@ -29,8 +30,9 @@ def parse_max_cost(header: str | None) -> Decimal | None:
     try:
         value = Decimal(header.strip())
     except InvalidOperation:
-        raise InvalidRequest("x-costgate-max-cost-usd must be a decimal dollar amount",
-                             param="x-costgate-max-cost-usd") from None
+        raise InvalidRequest(
+            "x-costgate-max-cost-usd must be a decimal dollar amount", param="x-costgate-max-cost-usd"
+        ) from None
     if not value.is_finite() or value <= 0:
         raise InvalidRequest("x-costgate-max-cost-usd must be positive", param="x-costgate-max-cost-usd")
     return value

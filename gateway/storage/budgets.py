@@ -8,8 +8,22 @@ import json
 import time
 from collections.abc import Callable
 
-from sqlalchemy import (BigInteger, Column, Float, Index, String, Table, Text, UniqueConstraint, and_, delete,
-                        func, insert, select, update)
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    and_,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -19,7 +33,8 @@ from gateway.storage.keys import new_id
 from policies.budgets import Budget, BudgetIndex, Period, Scope, Window, index
 
 budgets = Table(
-    "budgets", metadata,
+    "budgets",
+    metadata,
     Column("id", String(40), primary_key=True),
     Column("scope", String(8), nullable=False),
     Column("subject", String(200), nullable=False),
@@ -38,15 +53,18 @@ ix_ledger_key_day = Index("ix_ledger_key_day", ledger.c.key_id, ledger.c.day)
 
 
 def _budget(row) -> Budget:
-    return Budget(Scope(row.scope), row.subject, Period(row.period), int(row.amount_pusd),
-                  tuple(json.loads(row.alert_at)), row.id)
+    return Budget(
+        Scope(row.scope), row.subject, Period(row.period), int(row.amount_pusd), tuple(json.loads(row.alert_at)), row.id
+    )
 
 
 class BudgetTable:
     """The stored definitions, with a per-process copy refreshed every `refresh_s`: a change
     takes effect at once on the replica that made it and within `refresh_s` on the others."""
 
-    def __init__(self, engine: AsyncEngine, refresh_s: float = 2.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, engine: AsyncEngine, refresh_s: float = 2.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._engine = engine
         self._refresh_s = refresh_s
         self._clock = clock
@@ -58,8 +76,11 @@ class BudgetTable:
         """Create or replace the budget of one subject and period."""
         now = time.time()
         values = {"amount_pusd": budget.amount_pusd, "alert_at": json.dumps(list(budget.alert_at)), "updated_at": now}
-        match = and_(budgets.c.scope == budget.scope.value, budgets.c.subject == budget.subject,
-                     budgets.c.period == budget.period.value)
+        match = and_(
+            budgets.c.scope == budget.scope.value,
+            budgets.c.subject == budget.subject,
+            budgets.c.period == budget.period.value,
+        )
         for _attempt in range(2):  # a concurrent PUT of the same budget can win the insert
             async with self._engine.begin() as conn:
                 found = (await conn.execute(select(budgets.c.id).where(match))).first()
@@ -69,9 +90,16 @@ class BudgetTable:
                 else:
                     budget_id = new_id("bud")
                     try:
-                        await conn.execute(insert(budgets).values(
-                            id=budget_id, scope=budget.scope.value, subject=budget.subject,
-                            period=budget.period.value, created_at=now, **values))
+                        await conn.execute(
+                            insert(budgets).values(
+                                id=budget_id,
+                                scope=budget.scope.value,
+                                subject=budget.subject,
+                                period=budget.period.value,
+                                created_at=now,
+                                **values,
+                            )
+                        )
                     except IntegrityError:
                         continue
             break
@@ -99,8 +127,11 @@ class BudgetTable:
                     self._index = index(await self.all())
                 except SQLAlchemyError:
                     if self._loaded_at is None:  # never loaded: budgets cannot be known
-                        raise Unavailable("budgets cannot be read right now; try again shortly",
-                                          code="budget_store_unavailable", retry_after=1) from None
+                        raise Unavailable(
+                            "budgets cannot be read right now; try again shortly",
+                            code="budget_store_unavailable",
+                            retry_after=1,
+                        ) from None
                     # the database is down: the last definitions stay in force
                 self._loaded_at = self._clock()
         return self._index

@@ -25,7 +25,8 @@ metadata = MetaData()
 FEATURE_SET = ",".join(NAMES)
 
 cascade_samples = Table(
-    "cascade_samples", metadata,
+    "cascade_samples",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("cascade", String(200), nullable=False),
     Column("created_at", Float, nullable=False),
@@ -60,27 +61,42 @@ class SampleStore:
 
     async def add(self, record: SampleRecord) -> None:
         async with self.engine.begin() as conn:
-            await conn.execute(insert(cascade_samples).values(
-                cascade=record.cascade, created_at=time.time(), request_id=record.request_id,
-                confidences=json.dumps(list(record.sample.confidences)),
-                agrees=json.dumps(list(record.sample.agrees)),
-                features=json.dumps([list(f) for f in record.features]), feature_set=FEATURE_SET,
-                texts=json.dumps(record.texts) if record.texts is not None else None, weight=record.sample.weight))
+            await conn.execute(
+                insert(cascade_samples).values(
+                    cascade=record.cascade,
+                    created_at=time.time(),
+                    request_id=record.request_id,
+                    confidences=json.dumps(list(record.sample.confidences)),
+                    agrees=json.dumps(list(record.sample.agrees)),
+                    features=json.dumps([list(f) for f in record.features]),
+                    feature_set=FEATURE_SET,
+                    texts=json.dumps(record.texts) if record.texts is not None else None,
+                    weight=record.sample.weight,
+                )
+            )
 
     async def recent(self, cascade: str, limit: int) -> list[Sample]:
         """The cascade's latest `limit` samples, oldest first."""
-        query = (select(cascade_samples.c.confidences, cascade_samples.c.agrees, cascade_samples.c.weight)
-                 .where(cascade_samples.c.cascade == cascade)
-                 .order_by(cascade_samples.c.id.desc()).limit(limit))
+        query = (
+            select(cascade_samples.c.confidences, cascade_samples.c.agrees, cascade_samples.c.weight)
+            .where(cascade_samples.c.cascade == cascade)
+            .order_by(cascade_samples.c.id.desc())
+            .limit(limit)
+        )
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees)), r.weight or 1.0)
-                for r in reversed(rows)]
+        return [
+            Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees)), r.weight or 1.0)
+            for r in reversed(rows)
+        ]
 
     async def training_rows(self, cascade: str | None = None) -> list[TrainingRow]:
         """Every stored tier answer made with this version's features, oldest first."""
-        query = select(cascade_samples.c.features, cascade_samples.c.agrees, cascade_samples.c.weight).where(
-            cascade_samples.c.feature_set == FEATURE_SET).order_by(cascade_samples.c.id)
+        query = (
+            select(cascade_samples.c.features, cascade_samples.c.agrees, cascade_samples.c.weight)
+            .where(cascade_samples.c.feature_set == FEATURE_SET)
+            .order_by(cascade_samples.c.id)
+        )
         if cascade is not None:
             query = query.where(cascade_samples.c.cascade == cascade)
         async with self.engine.connect() as conn:
@@ -98,5 +114,9 @@ def _add_missing_columns(conn: Connection) -> None:
     guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""  # replicas may start together
     for column in cascade_samples.columns:
         if column.name not in present:
-            conn.execute(text(f"ALTER TABLE {cascade_samples.name} ADD COLUMN {guard}{column.name} "
-                              f"{column.type.compile(conn.dialect)}"))
+            conn.execute(
+                text(
+                    f"ALTER TABLE {cascade_samples.name} ADD COLUMN {guard}{column.name} "
+                    f"{column.type.compile(conn.dialect)}"
+                )
+            )

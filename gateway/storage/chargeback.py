@@ -17,8 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.db import ledger, teams
-from policies.pricing import from_pico
-from policies.pricing import format_usd
+from policies.pricing import format_usd, from_pico
 
 MODEL = func.coalesce(ledger.c.served_model, ledger.c.requested_model)
 
@@ -38,35 +37,76 @@ class TraceCall:
     status: int
 
     def json(self) -> dict[str, object]:
-        return {"request_id": self.request_id, "created_at": self.created_at, "team_id": self.team_id,
-                "key_id": self.key_id, "requested_model": self.requested_model, "model": self.served_model,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-                "cost_usd": format_usd(self.cost_usd), "cache": self.cache_status, "status": self.status}
+        return {
+            "request_id": self.request_id,
+            "created_at": self.created_at,
+            "team_id": self.team_id,
+            "key_id": self.key_id,
+            "requested_model": self.requested_model,
+            "model": self.served_model,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": format_usd(self.cost_usd),
+            "cache": self.cache_status,
+            "status": self.status,
+        }
 
 
 async def trace(engine: AsyncEngine, trace_id: str) -> list[TraceCall]:
     query = select(ledger).where(ledger.c.trace_id == trace_id).order_by(ledger.c.created_at)
     async with engine.connect() as conn:
         rows = await conn.execute(query)
-    return [TraceCall(r.request_id, r.created_at, r.team_id, r.key_id, r.requested_model, r.served_model,
-                      r.prompt_tokens, r.completion_tokens, from_pico(r.cost_pusd), r.cache_status, r.status)
-            for r in rows]
+    return [
+        TraceCall(
+            r.request_id,
+            r.created_at,
+            r.team_id,
+            r.key_id,
+            r.requested_model,
+            r.served_model,
+            r.prompt_tokens,
+            r.completion_tokens,
+            from_pico(r.cost_pusd),
+            r.cache_status,
+            r.status,
+        )
+        for r in rows
+    ]
 
 
-CSV_HEADER = ["month", "team_id", "team", "model", "tags", "requests", "prompt_tokens", "completion_tokens",
-              "cost_usd", "saved_usd"]
+CSV_HEADER = [
+    "month",
+    "team_id",
+    "team",
+    "model",
+    "tags",
+    "requests",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "saved_usd",
+]
 
 
 async def chargeback_csv(engine: AsyncEngine, month: str) -> str:
     """The invoice lines of `month` (YYYY-MM, UTC days) as CSV, costliest team first."""
-    query = (select(ledger.c.team_id, teams.c.name, MODEL.label("model"), ledger.c.tags,
-                    func.count().label("requests"), func.sum(ledger.c.prompt_tokens).label("pt"),
-                    func.sum(ledger.c.completion_tokens).label("ct"), func.sum(ledger.c.cost_pusd).label("cost"),
-                    func.sum(ledger.c.saved_pusd).label("saved"))
-             .select_from(ledger.outerjoin(teams, teams.c.id == ledger.c.team_id))
-             .where(ledger.c.day.like(month + "-%"))
-             .group_by(ledger.c.team_id, teams.c.name, MODEL, ledger.c.tags)
-             .order_by(ledger.c.team_id, MODEL, ledger.c.tags))
+    query = (
+        select(
+            ledger.c.team_id,
+            teams.c.name,
+            MODEL.label("model"),
+            ledger.c.tags,
+            func.count().label("requests"),
+            func.sum(ledger.c.prompt_tokens).label("pt"),
+            func.sum(ledger.c.completion_tokens).label("ct"),
+            func.sum(ledger.c.cost_pusd).label("cost"),
+            func.sum(ledger.c.saved_pusd).label("saved"),
+        )
+        .select_from(ledger.outerjoin(teams, teams.c.id == ledger.c.team_id))
+        .where(ledger.c.day.like(month + "-%"))
+        .group_by(ledger.c.team_id, teams.c.name, MODEL, ledger.c.tags)
+        .order_by(ledger.c.team_id, MODEL, ledger.c.tags)
+    )
     async with engine.connect() as conn:
         rows = list(await conn.execute(query))
     out = io.StringIO()
@@ -74,7 +114,18 @@ async def chargeback_csv(engine: AsyncEngine, month: str) -> str:
     writer.writerow(CSV_HEADER)
     for r in rows:
         tags = "+".join((r.tags or ",,").strip(",").split(",")) if r.tags else ""
-        writer.writerow([month, r.team_id or "", r.name or "", r.model or "", tags, int(r.requests), int(r.pt or 0),
-                         int(r.ct or 0), format_usd(from_pico(int(r.cost or 0))),
-                         format_usd(from_pico(int(r.saved or 0)))])
+        writer.writerow(
+            [
+                month,
+                r.team_id or "",
+                r.name or "",
+                r.model or "",
+                tags,
+                int(r.requests),
+                int(r.pt or 0),
+                int(r.ct or 0),
+                format_usd(from_pico(int(r.cost or 0))),
+                format_usd(from_pico(int(r.saved or 0))),
+            ]
+        )
     return out.getvalue()

@@ -6,29 +6,29 @@ exact decimal type), fine enough for per-token prices, and summed exactly by SQL
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text,
-                        event, text)
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, event, text
 from sqlalchemy.engine import Connection, Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.schema import CreateIndex
 
 from gateway.storage.private import private_file
 
-
 metadata = MetaData()
 
 teams = Table(
-    "teams", metadata,
+    "teams",
+    metadata,
     Column("id", String(40), primary_key=True),
     Column("name", String(200), nullable=False, unique=True),
     Column("created_at", Float, nullable=False),
 )
 
 api_keys = Table(
-    "api_keys", metadata,
+    "api_keys",
+    metadata,
     Column("id", String(40), primary_key=True),
     Column("team_id", String(40), nullable=False, index=True),
     Column("name", String(200)),
@@ -43,7 +43,8 @@ api_keys = Table(
 )
 
 ledger = Table(
-    "ledger", metadata,
+    "ledger",
+    metadata,
     Column("request_id", String(40), primary_key=True),
     Column("created_at", Float, nullable=False),
     Column("day", String(10), nullable=False),  # utc_day(created_at)
@@ -75,14 +76,15 @@ ledger = Table(
 
 def utc_day(ts: float) -> str:
     """A ledger row's `day`: its created_at's UTC date, YYYY-MM-DD."""
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
 
 
 def async_url(url: str) -> str:
     """`sqlite:///x.db` and `postgresql://…` as the async drivers' URLs."""
     parsed = make_url(url)
-    driver = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg",
-              "postgres": "postgresql+asyncpg"}.get(parsed.drivername, parsed.drivername)
+    driver = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg", "postgres": "postgresql+asyncpg"}.get(
+        parsed.drivername, parsed.drivername
+    )
     return parsed.set(drivername=driver).render_as_string(hide_password=False)
 
 

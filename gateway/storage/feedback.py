@@ -26,7 +26,8 @@ from policies.semantic_cache.calibration import Labelled
 metadata = MetaData()
 
 feedback = Table(
-    "feedback", metadata,
+    "feedback",
+    metadata,
     Column("request_id", String(40), primary_key=True),
     Column("team_id", String(40), nullable=False),
     Column("key_id", String(40)),  # the key that made the request
@@ -86,35 +87,57 @@ class FeedbackStore:
 
     async def answered(self, request_id: str) -> AnsweredRequest | None:
         c = ledger.c
-        query = select(c.request_id, c.team_id, c.key_id, c.requested_model, c.served_model, c.cache_status,
-                       c.created_at).where(c.request_id == request_id, c.team_id.is_not(None), c.status < 400)
+        query = select(
+            c.request_id, c.team_id, c.key_id, c.requested_model, c.served_model, c.cache_status, c.created_at
+        ).where(c.request_id == request_id, c.team_id.is_not(None), c.status < 400)
         async with self.engine.connect() as conn:
             r = (await conn.execute(query)).first()
-        return None if r is None else AnsweredRequest(r.request_id, r.team_id, r.key_id, r.requested_model,
-                                                      r.served_model, r.cache_status, r.created_at)
+        return (
+            None
+            if r is None
+            else AnsweredRequest(
+                r.request_id, r.team_id, r.key_id, r.requested_model, r.served_model, r.cache_status, r.created_at
+            )
+        )
 
     async def record(self, row: FeedbackRow) -> Recorded:
         """Insert the verdict, or replace another one; a repeated verdict writes nothing."""
         values = _values(row)
         async with self.engine.begin() as conn:
-            before = (await conn.execute(select(feedback.c.verdict).where(
-                feedback.c.request_id == row.request.request_id).with_for_update())).first()
+            before = (
+                await conn.execute(
+                    select(feedback.c.verdict).where(feedback.c.request_id == row.request.request_id).with_for_update()
+                )
+            ).first()
             if before is None:
                 inserted = await conn.execute(_insert_or_ignore(conn.dialect.name, values))
                 if inserted.rowcount == 1:
                     return Recorded.NEW
-                before = (await conn.execute(select(feedback.c.verdict).where(  # a report racing this one
-                    feedback.c.request_id == row.request.request_id))).first()
+                before = (
+                    await conn.execute(
+                        select(feedback.c.verdict).where(  # a report racing this one
+                            feedback.c.request_id == row.request.request_id
+                        )
+                    )
+                ).first()
             if before is not None and before.verdict == row.verdict.value:
                 return Recorded.SAME
-            await conn.execute(update(feedback).where(feedback.c.request_id == row.request.request_id).values(
-                verdict=values["verdict"], comment=values["comment"], reported_by=values["reported_by"],
-                updated_at=values["updated_at"]))
+            await conn.execute(
+                update(feedback)
+                .where(feedback.c.request_id == row.request.request_id)
+                .values(
+                    verdict=values["verdict"],
+                    comment=values["comment"],
+                    reported_by=values["reported_by"],
+                    updated_at=values["updated_at"],
+                )
+            )
             return Recorded.CHANGED
 
     # the read interface (dashboard, `costgate cache calibrate --team`, cascades)
-    async def counts(self, team_id: str | None = None, since: float | None = None,
-                     until: float | None = None) -> list[VerdictCount]:
+    async def counts(
+        self, team_id: str | None = None, since: float | None = None, until: float | None = None
+    ) -> list[VerdictCount]:
         """Verdicts per team, requested model (a cascade's name), served model, cache status and
         verdict, for requests made in [since, until)."""
         f = feedback.c
@@ -122,20 +145,30 @@ class FeedbackStore:
         query = select(*groups, func.count().label("n")).where(*_filters(team_id, since, until)).group_by(*groups)
         async with self.engine.connect() as conn:
             rows = list(await conn.execute(query))
-        return [VerdictCount(r.team_id, r.requested_model, r.served_model, r.cache_status, Verdict(r.verdict),
-                             int(r.n)) for r in rows]
+        return [
+            VerdictCount(r.team_id, r.requested_model, r.served_model, r.cache_status, Verdict(r.verdict), int(r.n))
+            for r in rows
+        ]
 
     async def labelled(self, team_id: str) -> list[Labelled]:
         """The team's semantic hits with a verdict, as labelled pairs (wrong: not the same)."""
         f = feedback.c
-        query = (select(f.query, f.stored, f.verdict).where(f.team_id == team_id, f.query.is_not(None),
-                                                             f.stored.is_not(None)).order_by(f.requested_at))
+        query = (
+            select(f.query, f.stored, f.verdict)
+            .where(f.team_id == team_id, f.query.is_not(None), f.stored.is_not(None))
+            .order_by(f.requested_at)
+        )
         async with self.engine.connect() as conn:
             rows = list(await conn.execute(query))
         return [Labelled(r.query, r.stored, r.verdict == Verdict.RIGHT.value) for r in rows]
 
-    async def verdicts(self, requested_model: str | None = None, team_id: str | None = None,
-                       since: float | None = None, limit: int = 10_000) -> list[FeedbackRow]:
+    async def verdicts(
+        self,
+        requested_model: str | None = None,
+        team_id: str | None = None,
+        since: float | None = None,
+        limit: int = 10_000,
+    ) -> list[FeedbackRow]:
         """The newest verdicts (at most `limit`), newest first, on requests for one model or cascade
         name, one team, or all; join them to shadow samples by request id."""
         conditions = list(_filters(team_id, since, None))
@@ -152,26 +185,39 @@ class FeedbackStore:
         async with self.engine.connect() as conn:
             for i in range(0, len(request_ids), 500):
                 query = select(feedback.c.request_id, feedback.c.verdict).where(
-                    feedback.c.request_id.in_(request_ids[i:i + 500]))
+                    feedback.c.request_id.in_(request_ids[i : i + 500])
+                )
                 found.update((r.request_id, Verdict(r.verdict)) for r in await conn.execute(query))
         return found
 
 
 def _values(row: FeedbackRow) -> dict[str, object]:
     r = row.request
-    return {"request_id": r.request_id, "team_id": r.team_id, "key_id": r.key_id, "reported_by": row.reported_by,
-            "requested_model": r.requested_model, "served_model": r.served_model, "cache_status": r.cache_status,
-            "verdict": row.verdict.value, "comment": row.comment, "requested_at": r.created_at,
-            "updated_at": row.updated_at, "query": row.pair.query if row.pair else None,
-            "stored": row.pair.stored if row.pair else None}
+    return {
+        "request_id": r.request_id,
+        "team_id": r.team_id,
+        "key_id": r.key_id,
+        "reported_by": row.reported_by,
+        "requested_model": r.requested_model,
+        "served_model": r.served_model,
+        "cache_status": r.cache_status,
+        "verdict": row.verdict.value,
+        "comment": row.comment,
+        "requested_at": r.created_at,
+        "updated_at": row.updated_at,
+        "query": row.pair.query if row.pair else None,
+        "stored": row.pair.stored if row.pair else None,
+    }
 
 
 def _insert_or_ignore(dialect: str, values: dict[str, object]):
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as pg_insert
+
         return pg_insert(feedback).values(values).on_conflict_do_nothing(index_elements=["request_id"])
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
         return sqlite_insert(feedback).values(values).on_conflict_do_nothing(index_elements=["request_id"])
     return insert(feedback).values(values)
 
@@ -189,8 +235,9 @@ def _filters(team_id: str | None, since: float | None, until: float | None) -> l
 
 
 def _row(r) -> FeedbackRow:
-    request = AnsweredRequest(r.request_id, r.team_id, r.key_id, r.requested_model, r.served_model, r.cache_status,
-                              r.requested_at)
+    request = AnsweredRequest(
+        r.request_id, r.team_id, r.key_id, r.requested_model, r.served_model, r.cache_status, r.requested_at
+    )
     verdict = Verdict(r.verdict)
     pair = None if r.query is None or r.stored is None else Labelled(r.query, r.stored, verdict is Verdict.RIGHT)
     return FeedbackRow(request, verdict, r.reported_by, r.updated_at, r.comment, pair)

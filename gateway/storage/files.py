@@ -22,7 +22,8 @@ from gateway.storage.db import metadata
 from gateway.storage.private import private_dir
 
 files = Table(
-    "files", metadata,
+    "files",
+    metadata,
     Column("id", String(64), primary_key=True),
     Column("team_id", String(40), nullable=False),
     Column("key_id", String(40)),
@@ -48,10 +49,17 @@ class FileRecord:
     expires_at: float | None = None
 
     def to_openai(self) -> dict:
-        return {"id": self.id, "object": "file", "bytes": self.bytes, "created_at": int(self.created_at),
-                "filename": self.filename, "purpose": self.purpose, "status": "processed",
-                "expires_at": None if self.expires_at is None else int(self.expires_at),
-                "status_details": None}
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.bytes,
+            "created_at": int(self.created_at),
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "expires_at": None if self.expires_at is None else int(self.expires_at),
+            "status_details": None,
+        }
 
 
 def new_file_id() -> str:
@@ -66,9 +74,18 @@ class FileStore:
     def path(self, file_id: str) -> Path:
         return self.root / file_id
 
-    async def save(self, chunks: AsyncIterator[bytes], *, team_id: str, key_id: str | None, filename: str,
-                   purpose: str, limit: int, file_id: str | None = None,
-                   expires_at: float | None = None) -> FileRecord:
+    async def save(
+        self,
+        chunks: AsyncIterator[bytes],
+        *,
+        team_id: str,
+        key_id: str | None,
+        filename: str,
+        purpose: str,
+        limit: int,
+        file_id: str | None = None,
+        expires_at: float | None = None,
+    ) -> FileRecord:
         """Write the bytes, then the row. Over `limit` bytes: nothing is kept."""
         file_id = file_id or new_file_id()
         private_dir(self.root)
@@ -86,37 +103,60 @@ class FileStore:
             tmp.unlink(missing_ok=True)
         record = FileRecord(file_id, team_id, filename, purpose, size, time.time(), expires_at)
         async with self._engine.begin() as conn:
-            await conn.execute(insert(files).values(
-                id=record.id, team_id=team_id, key_id=key_id, filename=filename, purpose=purpose,
-                bytes=size, created_at=record.created_at, expires_at=expires_at))
+            await conn.execute(
+                insert(files).values(
+                    id=record.id,
+                    team_id=team_id,
+                    key_id=key_id,
+                    filename=filename,
+                    purpose=purpose,
+                    bytes=size,
+                    created_at=record.created_at,
+                    expires_at=expires_at,
+                )
+            )
         return record
 
     async def get(self, file_id: str, team_id: str) -> FileRecord:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(select(files).where(files.c.id == file_id,
-                                                          files.c.team_id == team_id))).first()
+            row = (await conn.execute(select(files).where(files.c.id == file_id, files.c.team_id == team_id))).first()
         if row is None:
             raise NotFound(f"no file {file_id!r}", code="file_not_found", param="file_id")
         return _record(row)
 
-    async def list(self, team_id: str, *, purpose: str | None = None, after: str | None = None,
-                   limit: int = 100, newest_first: bool = True) -> tuple[list[FileRecord], bool]:
+    async def list(
+        self,
+        team_id: str,
+        *,
+        purpose: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+        newest_first: bool = True,
+    ) -> tuple[list[FileRecord], bool]:
         """A page of the team's files and whether more follow (cursor: the last id seen)."""
         query = select(files).where(files.c.team_id == team_id)
         if purpose:
             query = query.where(files.c.purpose == purpose)
-        order = (files.c.created_at.desc(), files.c.id.desc()) if newest_first else \
-            (files.c.created_at.asc(), files.c.id.asc())
+        order = (
+            (files.c.created_at.desc(), files.c.id.desc())
+            if newest_first
+            else (files.c.created_at.asc(), files.c.id.asc())
+        )
         async with self._engine.connect() as conn:
             if after:
-                cursor = (await conn.execute(select(files.c.created_at, files.c.id).where(
-                    files.c.id == after, files.c.team_id == team_id))).first()
+                cursor = (
+                    await conn.execute(
+                        select(files.c.created_at, files.c.id).where(files.c.id == after, files.c.team_id == team_id)
+                    )
+                ).first()
                 if cursor is not None:
-                    query = query.where((files.c.created_at < cursor.created_at) |
-                                        ((files.c.created_at == cursor.created_at) & (files.c.id < cursor.id))
-                                        if newest_first else
-                                        (files.c.created_at > cursor.created_at) |
-                                        ((files.c.created_at == cursor.created_at) & (files.c.id > cursor.id)))
+                    query = query.where(
+                        (files.c.created_at < cursor.created_at)
+                        | ((files.c.created_at == cursor.created_at) & (files.c.id < cursor.id))
+                        if newest_first
+                        else (files.c.created_at > cursor.created_at)
+                        | ((files.c.created_at == cursor.created_at) & (files.c.id > cursor.id))
+                    )
             rows = (await conn.execute(query.order_by(*order).limit(limit + 1))).all()
         return [_record(r) for r in rows[:limit]], len(rows) > limit
 
@@ -134,5 +174,4 @@ class FileStore:
 
 
 def _record(row) -> FileRecord:
-    return FileRecord(row.id, row.team_id, row.filename, row.purpose, int(row.bytes), row.created_at,
-                      row.expires_at)
+    return FileRecord(row.id, row.team_id, row.filename, row.purpose, int(row.bytes), row.created_at, row.expires_at)

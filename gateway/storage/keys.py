@@ -91,29 +91,50 @@ class KeyStore:
 
     async def find_team(self, id_or_name: str) -> Team:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(select(teams.c.id, teams.c.name).where(
-                or_(teams.c.id == id_or_name, teams.c.name == id_or_name)))).first()
+            row = (
+                await conn.execute(
+                    select(teams.c.id, teams.c.name).where(or_(teams.c.id == id_or_name, teams.c.name == id_or_name))
+                )
+            ).first()
         if row is None:
             raise NotFound(f"no team {id_or_name!r}", code="team_not_found")
         return Team(row.id, row.name)
 
     # keys
-    async def create_key(self, team: str, *, name: str | None = None, models: list[str] | None = None,
-                         plan: str = "pro", tags: list[str] | None = None,
-                         expires_at: float | None = None) -> tuple[KeyRecord, str]:
+    async def create_key(
+        self,
+        team: str,
+        *,
+        name: str | None = None,
+        models: list[str] | None = None,
+        plan: str = "pro",
+        tags: list[str] | None = None,
+        expires_at: float | None = None,
+    ) -> tuple[KeyRecord, str]:
         if plan not in PLANS:
             raise InvalidRequest(f"plan must be one of {', '.join(PLANS)}", param="plan")
         if expires_at is not None and not math.isfinite(expires_at):  # `now >= NaN` is never true
             raise InvalidRequest("expires_at must be a finite time", param="expires_at")
         found = await self.find_team(team)
         secret = new_secret()
-        record = KeyRecord(new_id("key"), found.id, name, secret[:10], models, plan, tags or [],
-                           expires_at, None, time.time())
+        record = KeyRecord(
+            new_id("key"), found.id, name, secret[:10], models, plan, tags or [], expires_at, None, time.time()
+        )
         async with self._engine.begin() as conn:
-            await conn.execute(insert(api_keys).values(
-                id=record.id, team_id=record.team_id, name=name, key_hash=hash_key(secret),
-                key_prefix=record.prefix, models=None if models is None else json.dumps(models),
-                plan=plan, tags=json.dumps(record.tags), expires_at=expires_at, created_at=record.created_at))
+            await conn.execute(
+                insert(api_keys).values(
+                    id=record.id,
+                    team_id=record.team_id,
+                    name=name,
+                    key_hash=hash_key(secret),
+                    key_prefix=record.prefix,
+                    models=None if models is None else json.dumps(models),
+                    plan=plan,
+                    tags=json.dumps(record.tags),
+                    expires_at=expires_at,
+                    created_at=record.created_at,
+                )
+            )
         return record, secret
 
     async def list_keys(self, team_id: str | None = None) -> list[KeyRecord]:
@@ -126,8 +147,11 @@ class KeyStore:
 
     async def revoke(self, key_id: str) -> None:
         async with self._engine.begin() as conn:
-            result = await conn.execute(update(api_keys).where(
-                api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)).values(revoked_at=time.time()))
+            result = await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(revoked_at=time.time())
+            )
         if result.rowcount == 0:
             raise NotFound(f"no active key {key_id!r}", code="key_not_found")
         self._forget(key_id)
@@ -136,9 +160,11 @@ class KeyStore:
         """A new secret for the same key id (budgets and history stay attached); the old one stops."""
         secret = new_secret()
         async with self._engine.begin() as conn:
-            result = await conn.execute(update(api_keys).where(
-                api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)).values(
-                key_hash=hash_key(secret), key_prefix=secret[:10]))
+            result = await conn.execute(
+                update(api_keys)
+                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                .values(key_hash=hash_key(secret), key_prefix=secret[:10])
+            )
         if result.rowcount == 0:
             raise NotFound(f"no active key {key_id!r}", code="key_not_found")
         self._forget(key_id)
@@ -161,8 +187,11 @@ class KeyStore:
                 # The database is down: a key checked before keeps working from memory
                 # (a revocation waits for the database); an unknown key cannot be checked.
                 if cached is None:
-                    raise Unavailable("API keys cannot be checked right now; try again shortly",
-                                      code="key_store_unavailable", retry_after=1) from None
+                    raise Unavailable(
+                        "API keys cannot be checked right now; try again shortly",
+                        code="key_store_unavailable",
+                        retry_after=1,
+                    ) from None
         # The dict lookup already matched; compare again in constant time so that no code path
         # decides on a secret-derived value with an early-exit comparison.
         if cached is None or not hmac.compare_digest(cached.key_hash, digest):
@@ -176,10 +205,13 @@ class KeyStore:
         a key submitted earlier and the gateway runs later (a batch's lines): the secret is
         never stored, so the key is found by id, and a revocation stops the rest of the work."""
         async with self._engine.connect() as conn:
-            row = (await conn.execute(
-                select(api_keys, teams.c.name.label("team_name"))
-                .join(teams, teams.c.id == api_keys.c.team_id)
-                .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)))).first()
+            row = (
+                await conn.execute(
+                    select(api_keys, teams.c.name.label("team_name"))
+                    .join(teams, teams.c.id == api_keys.c.team_id)
+                    .where(api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None))
+                )
+            ).first()
         if row is None:
             raise AuthenticationFailed("the API key that submitted this work was revoked")
         if row.expires_at is not None and time.time() >= row.expires_at:
@@ -188,10 +220,13 @@ class KeyStore:
 
     async def _load(self, digest: str, now: float) -> _Cached | None:
         async with self._engine.connect() as conn:
-            row = (await conn.execute(
-                select(api_keys, teams.c.name.label("team_name"))
-                .join(teams, teams.c.id == api_keys.c.team_id)
-                .where(api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None)))).first()
+            row = (
+                await conn.execute(
+                    select(api_keys, teams.c.name.label("team_name"))
+                    .join(teams, teams.c.id == api_keys.c.team_id)
+                    .where(api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None))
+                )
+            ).first()
         if row is None:
             self._cache.pop(digest, None)
             return None
@@ -202,12 +237,26 @@ class KeyStore:
 
 def _principal(row) -> Principal:
     models = json.loads(row.models) if row.models else None
-    return Principal(team_id=row.team_id, team_name=row.team_name, key_id=row.id, plan=row.plan,
-                     allowed_models=None if models is None else frozenset(models),
-                     tags=tuple(json.loads(row.tags or "[]")))
+    return Principal(
+        team_id=row.team_id,
+        team_name=row.team_name,
+        key_id=row.id,
+        plan=row.plan,
+        allowed_models=None if models is None else frozenset(models),
+        tags=tuple(json.loads(row.tags or "[]")),
+    )
 
 
 def _record(row) -> KeyRecord:
-    return KeyRecord(row.id, row.team_id, row.name, row.key_prefix,
-                     json.loads(row.models) if row.models else None, row.plan,
-                     json.loads(row.tags or "[]"), row.expires_at, row.revoked_at, row.created_at)
+    return KeyRecord(
+        row.id,
+        row.team_id,
+        row.name,
+        row.key_prefix,
+        json.loads(row.models) if row.models else None,
+        row.plan,
+        json.loads(row.tags or "[]"),
+        row.expires_at,
+        row.revoked_at,
+        row.created_at,
+    )

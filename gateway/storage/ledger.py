@@ -26,8 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import RequestContext
 from gateway.storage.db import ledger, utc_day
-from policies.pricing import from_pico, to_pico
 from gateway.storage.journal import Journal
+from policies.pricing import from_pico, to_pico
 
 log = logging.getLogger("costgate.ledger")
 
@@ -62,16 +62,29 @@ class LedgerRow:
         p = ctx.principal
         ttft = ctx.ttft_s
         return cls(
-            request_id=ctx.request_id, created_at=ctx.created_at,
+            request_id=ctx.request_id,
+            created_at=ctx.created_at,
             day=utc_day(ctx.created_at),
-            team_id=p.team_id if p else None, key_id=p.key_id if p else None, user=ctx.user,
-            tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None, trace_id=ctx.trace_id,
-            endpoint=ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value, requested_model=ctx.requested_model or None,
-            served_model=ctx.served_model, provider=ctx.provider,
-            prompt_tokens=ctx.usage.prompt_tokens, completion_tokens=ctx.usage.completion_tokens,
-            cached_tokens=ctx.usage.cached_tokens, cost_pusd=to_pico(ctx.cost), saved_pusd=to_pico(ctx.saved),
-            latency_ms=ctx.latency_s * 1000, ttft_ms=None if ttft is None else ttft * 1000,
-            cache_status=ctx.cache_status.value, status=ctx.status_code, error=ctx.error)
+            team_id=p.team_id if p else None,
+            key_id=p.key_id if p else None,
+            user=ctx.user,
+            tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None,
+            trace_id=ctx.trace_id,
+            endpoint=ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value,
+            requested_model=ctx.requested_model or None,
+            served_model=ctx.served_model,
+            provider=ctx.provider,
+            prompt_tokens=ctx.usage.prompt_tokens,
+            completion_tokens=ctx.usage.completion_tokens,
+            cached_tokens=ctx.usage.cached_tokens,
+            cost_pusd=to_pico(ctx.cost),
+            saved_pusd=to_pico(ctx.saved),
+            latency_ms=ctx.latency_s * 1000,
+            ttft_ms=None if ttft is None else ttft * 1000,
+            cache_status=ctx.cache_status.value,
+            status=ctx.status_code,
+            error=ctx.error,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """What dataclasses.asdict gives (every field is a scalar), without its recursive deep
@@ -82,8 +95,9 @@ class LedgerRow:
 class LedgerWriter:
     """Journals each row synchronously, then writes rows to the database in batches."""
 
-    def __init__(self, engine: AsyncEngine, journal: Journal | None = None, flush_interval_s: float = 0.05,
-                 batch_size: int = 500) -> None:
+    def __init__(
+        self, engine: AsyncEngine, journal: Journal | None = None, flush_interval_s: float = 0.05, batch_size: int = 500
+    ) -> None:
         self._engine = engine
         self._journal = journal
         self._interval = flush_interval_s
@@ -114,7 +128,7 @@ class LedgerWriter:
         for path in self._journal.orphans():
             rows = Journal.read(path)
             for i in range(0, len(rows), self._batch_size):
-                await self.insert(rows[i:i + self._batch_size])
+                await self.insert(rows[i : i + self._batch_size])
             replayed += len(rows)
             path.unlink()
         if replayed:
@@ -126,7 +140,8 @@ class LedgerWriter:
         already written."""
         dialect = self._engine.dialect.name
         statement = (pg_insert(ledger) if dialect == "postgresql" else sqlite_insert(ledger)).on_conflict_do_nothing(
-            index_elements=["request_id"])
+            index_elements=["request_id"]
+        )
         async with self._engine.begin() as conn:
             await conn.execute(statement, rows)
 
@@ -156,7 +171,7 @@ class LedgerWriter:
         while not self._closing:
             try:
                 await asyncio.wait_for(self._wake.wait(), self._interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._wake.clear()
             try:
@@ -178,8 +193,10 @@ class LedgerWriter:
                 log.error("ledger flush at shutdown failed: %s", err)
                 await asyncio.sleep(0.5)
         if self._pending:
-            log.error("%d ledger rows not written at shutdown; they stay in the journal for the next start",
-                      len(self._pending))
+            log.error(
+                "%d ledger rows not written at shutdown; they stay in the journal for the next start",
+                len(self._pending),
+            )
         if self._journal is not None:
             self._journal.close(delete=not self._pending)
 
@@ -192,7 +209,7 @@ class LedgerWriter:
         found: set[str] = set()
         async with self._engine.connect() as conn:
             for i in range(0, len(request_ids), 500):
-                query = select(ledger.c.request_id).where(ledger.c.request_id.in_(request_ids[i:i + 500]))
+                query = select(ledger.c.request_id).where(ledger.c.request_id.in_(request_ids[i : i + 500]))
                 found.update(r.request_id for r in await conn.execute(query))
         return found
 
@@ -224,17 +241,21 @@ def _day_bounds(start: str | None, end: str | None) -> list:
     return conditions
 
 
-async def spend(engine: AsyncEngine, group_by: str, start: str | None = None, end: str | None = None,
-                team_id: str | None = None) -> list[SpendRow]:
+async def spend(
+    engine: AsyncEngine, group_by: str, start: str | None = None, end: str | None = None, team_id: str | None = None
+) -> list[SpendRow]:
     """Spend grouped by team, key, model or day, summed in SQL. Tags are grouped in Python
     because one row can carry several tags (each gets the row's full cost)."""
     conditions = _day_bounds(start, end)
     if team_id is not None:
         conditions.append(ledger.c.team_id == team_id)
-    sums = (func.count().label("requests"), func.coalesce(func.sum(ledger.c.prompt_tokens), 0).label("pt"),
-            func.coalesce(func.sum(ledger.c.completion_tokens), 0).label("ct"),
-            func.coalesce(func.sum(ledger.c.cost_pusd), 0).label("cost"),
-            func.coalesce(func.sum(ledger.c.saved_pusd), 0).label("saved"))
+    sums = (
+        func.count().label("requests"),
+        func.coalesce(func.sum(ledger.c.prompt_tokens), 0).label("pt"),
+        func.coalesce(func.sum(ledger.c.completion_tokens), 0).label("ct"),
+        func.coalesce(func.sum(ledger.c.cost_pusd), 0).label("cost"),
+        func.coalesce(func.sum(ledger.c.saved_pusd), 0).label("saved"),
+    )
     if group_by == "tag":
         query = select(ledger.c.tags, *sums).where(*conditions).group_by(ledger.c.tags)
         totals: dict[str | None, list[int]] = {}
@@ -244,12 +265,20 @@ async def spend(engine: AsyncEngine, group_by: str, start: str | None = None, en
                     acc = totals.setdefault(tag, [0, 0, 0, 0, 0])
                     for i, v in enumerate((r.requests, r.pt, r.ct, r.cost, r.saved)):
                         acc[i] += int(v)
-        return [SpendRow(g, a[0], a[1], a[2], from_pico(a[3]), from_pico(a[4]))
-                for g, a in sorted(totals.items(), key=lambda kv: -kv[1][3])]
+        return [
+            SpendRow(g, a[0], a[1], a[2], from_pico(a[3]), from_pico(a[4]))
+            for g, a in sorted(totals.items(), key=lambda kv: -kv[1][3])
+        ]
     column = GROUPS[group_by]
-    query = select(column.label("g"), *sums).where(*conditions).group_by(column).order_by(
-        func.sum(ledger.c.cost_pusd).desc())
+    query = (
+        select(column.label("g"), *sums)
+        .where(*conditions)
+        .group_by(column)
+        .order_by(func.sum(ledger.c.cost_pusd).desc())
+    )
     async with engine.connect() as conn:
         rows = await conn.execute(query)
-    return [SpendRow(r.g, int(r.requests), int(r.pt), int(r.ct), from_pico(int(r.cost)), from_pico(int(r.saved)))
-            for r in rows]
+    return [
+        SpendRow(r.g, int(r.requests), int(r.pt), int(r.ct), from_pico(int(r.cost)), from_pico(int(r.saved)))
+        for r in rows
+    ]

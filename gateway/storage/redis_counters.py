@@ -24,9 +24,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from gateway.storage.counters import Admission, CounterState, Lease, Outcome, Settlement, StoreUnavailable, Verdict
 from gateway.storage.resp import Script, ScriptChannel
-from gateway.storage.counters import (Admission, CounterState, Lease, Outcome, Settlement, StoreUnavailable,
-                                      Verdict)
 
 log = logging.getLogger("costgate.budgets")
 
@@ -41,9 +40,14 @@ class RedisStore:
     def __init__(self, url: str, prefix: str = "costgate:", timeout_s: float = 0.5, max_connections: int = 64) -> None:
         self.prefix = prefix
         # A blocking pool: a burst of requests queues for a connection instead of failing.
-        pool = BlockingConnectionPool.from_url(url, max_connections=max_connections, timeout=timeout_s * 4,
-                                               socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
-                                               retry=Retry(NoBackoff(), 1))
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=max_connections,
+            timeout=timeout_s * 4,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 1),
+        )
         self._pool = pool
         self.redis = Redis(connection_pool=pool)
         holds = _lua("holds.lua")  # the shared prologue: how holds are released
@@ -68,9 +72,18 @@ class RedisStore:
     async def admit(self, a: Admission) -> Verdict:
         p = self.prefix
         keys = [self._holds] + [p + b.counter for b in a.budgets]
-        args: list[Any] = [p, repr(a.now), repr(a.deadline), a.reservation_id, str(a.want_pusd),
-                           len(a.budgets), len(a.rates), int(a.deadline - a.now) + HOLD_GRACE_S,
-                           a.lease.owner if a.lease else "", repr(a.lease.until if a.lease else a.now)]
+        args: list[Any] = [
+            p,
+            repr(a.now),
+            repr(a.deadline),
+            a.reservation_id,
+            str(a.want_pusd),
+            len(a.budgets),
+            len(a.rates),
+            int(a.deadline - a.now) + HOLD_GRACE_S,
+            a.lease.owner if a.lease else "",
+            repr(a.lease.until if a.lease else a.now),
+        ]
         args += [str(b.amount_pusd) for b in a.budgets]
         for r in a.rates:
             window = r.limit.window_s
@@ -84,15 +97,14 @@ class RedisStore:
             return Verdict(Outcome.RATE_LIMITED, failed=int(reply[1]) - 1, retry_after_s=int(reply[2]))
         if code == 2:
             return Verdict(Outcome.OVER_BUDGET, failed=int(reply[1]) - 1)
-        missing = tuple(_text(k)[len(p):] for k in reply[1:])
+        missing = tuple(_text(k)[len(p) :] for k in reply[1:])
         return Verdict(Outcome.UNINITIALIZED, missing=missing)
 
     async def settle(self, s: Settlement) -> list[int]:
         p = self.prefix
         keys = [self._holds] + [p + c for c in s.budgets] + [p + c for c, _ in s.spend_counters]
         keys += [p + r.counter for r in s.rates]
-        args: list[Any] = [p, s.reservation_id, str(s.cost_pusd), len(s.budgets), len(s.spend_counters),
-                           len(s.rates)]
+        args: list[Any] = [p, s.reservation_id, str(s.cost_pusd), len(s.budgets), len(s.spend_counters), len(s.rates)]
         args += [ttl for _, ttl in s.spend_counters] + [str(r.delta) for r in s.rates]
         reply = await self._run(self._fast.run(self._settle, keys, args))
         return [int(v) for v in reply]

@@ -92,7 +92,8 @@ class ScriptChannel:
             if self._protocol is None or self._protocol.closed:
                 loop = asyncio.get_running_loop()
                 _transport, fresh = await asyncio.wait_for(
-                    loop.create_connection(_Protocol, self.host, self.port), self.timeout_s)
+                    loop.create_connection(_Protocol, self.host, self.port), self.timeout_s
+                )
                 setup: list[tuple[Arg, ...]] = []
                 if self.password is not None:
                     setup.append(("AUTH", self.username, self.password) if self.username else ("AUTH", self.password))

@@ -22,7 +22,8 @@ from gateway.settings import ResponsesConfig
 from gateway.storage.db import metadata
 
 stored_responses = Table(
-    "stored_responses", metadata,
+    "stored_responses",
+    metadata,
     Column("id", String(64), primary_key=True),
     Column("team_id", String(40), nullable=False),
     Column("previous_response_id", String(64)),
@@ -42,14 +43,23 @@ class ResponseStore:
         self.clock = clock
 
     async def put(self, stored: StoredResponse) -> None:
-        data = orjson.dumps({"input_items": stored.input_items, "output_items": stored.output_items,
-                             "response": stored.response}).decode()
+        data = orjson.dumps(
+            {"input_items": stored.input_items, "output_items": stored.output_items, "response": stored.response}
+        ).decode()
         now = self.clock()
         async with self._engine.begin() as conn:
             await conn.execute(delete(stored_responses).where(stored_responses.c.expires_at <= now))
-            await conn.execute(insert(stored_responses).values(
-                id=stored.id, team_id=stored.team_id, previous_response_id=stored.previous_response_id,
-                created_at=now, expires_at=now + self.config.ttl_s, bytes=len(data), data=data))
+            await conn.execute(
+                insert(stored_responses).values(
+                    id=stored.id,
+                    team_id=stored.team_id,
+                    previous_response_id=stored.previous_response_id,
+                    created_at=now,
+                    expires_at=now + self.config.ttl_s,
+                    bytes=len(data),
+                    data=data,
+                )
+            )
             await self._cap(conn, stored.team_id)
 
     async def _cap(self, conn: AsyncConnection, team_id: str) -> None:
@@ -58,8 +68,9 @@ class ResponseStore:
         total = (await conn.execute(select(func.sum(stored_responses.c.bytes)).where(team))).scalar() or 0
         if total <= self.config.max_team_bytes:
             return
-        rows = await conn.execute(select(stored_responses.c.id, stored_responses.c.bytes).where(team)
-                                  .order_by(stored_responses.c.created_at))
+        rows = await conn.execute(
+            select(stored_responses.c.id, stored_responses.c.bytes).where(team).order_by(stored_responses.c.created_at)
+        )
         doomed = []
         for row in rows.all()[:-1]:
             if total <= self.config.max_team_bytes:
@@ -69,15 +80,22 @@ class ResponseStore:
         await conn.execute(delete(stored_responses).where(stored_responses.c.id.in_(doomed)))
 
     async def get(self, response_id: str) -> StoredResponse | None:
-        query = select(stored_responses).where(stored_responses.c.id == response_id,
-                                               stored_responses.c.expires_at > self.clock())
+        query = select(stored_responses).where(
+            stored_responses.c.id == response_id, stored_responses.c.expires_at > self.clock()
+        )
         async with self._engine.connect() as conn:
             row = (await conn.execute(query)).first()
         if row is None:
             return None
         data = orjson.loads(row.data)
-        return StoredResponse(row.id, row.team_id, row.previous_response_id, tuple(data["input_items"]),
-                              tuple(data["output_items"]), data["response"])
+        return StoredResponse(
+            row.id,
+            row.team_id,
+            row.previous_response_id,
+            tuple(data["input_items"]),
+            tuple(data["output_items"]),
+            data["response"],
+        )
 
     async def delete(self, response_id: str) -> None:
         async with self._engine.begin() as conn:

@@ -71,8 +71,12 @@ class Calibration:
         return np.array([[p.threshold, p.accepted, p.disagree, p.lost, p.gained] for p in self.points], dtype=float)
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "examples": self.examples, "last_right": self.last_right,
-                "points": [[p.threshold, p.accepted, p.disagree, p.lost, p.gained] for p in self.points]}
+        return {
+            "format": FORMAT,
+            "examples": self.examples,
+            "last_right": self.last_right,
+            "points": [[p.threshold, p.accepted, p.disagree, p.lost, p.gained] for p in self.points],
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> Calibration:
@@ -87,13 +91,21 @@ def calibrate(examples: Sequence[Labelled], candidates: Sequence[float] = CANDID
     if not examples:
         raise ValueError("a calibration needs examples")
     score = np.array([e.score for e in examples])
-    columns = {name: np.array([getattr(e, name) for e in examples], dtype=bool)
-               for name in ("agrees", "lost", "gained")}
+    columns = {
+        name: np.array([getattr(e, name) for e in examples], dtype=bool) for name in ("agrees", "lost", "gained")
+    }
     points = []
     for t in sorted(candidates):
         accepted = score >= t - 1e-12
-        points.append(CurvePoint(t, int(accepted.sum()), int((accepted & ~columns["agrees"]).sum()),
-                                 int((accepted & columns["lost"]).sum()), int((accepted & columns["gained"]).sum())))
+        points.append(
+            CurvePoint(
+                t,
+                int(accepted.sum()),
+                int((accepted & ~columns["agrees"]).sum()),
+                int((accepted & columns["lost"]).sum()),
+                int((accepted & columns["gained"]).sum()),
+            )
+        )
     labelled = [e.last_right for e in examples]
     last_right = None if any(v is None for v in labelled) else sum(bool(v) for v in labelled)
     return Calibration(len(examples), last_right, tuple(points))

@@ -27,12 +27,31 @@ HEDGE = re.compile(r"\?|not sure|assum|however|\bbut\b|unclear|cannot be determi
 SAFE_CONSTANTS = frozenset({1.0, 2.0, 10.0, 12.0, 24.0, 60.0, 100.0, 7.0})  # units a solution may bring in
 
 NAMES = (
-    "query_words_log", "answer_words_log", "answer_lines", "final_marker", "arithmetic_bad_any",
-    "arithmetic_bad_log", "arithmetic_ok_log", "query_numbers", "answer_numbers", "hedges",
-    "query_percent", "query_fraction", "last_result_is_final", "result_integer_share",
-    "unexplained_number_share", "final_has_words", "query_number_coverage", "final_is_integer",
-    "final_negative", "final_in_query", "final_magnitude", "no_final_number", "equals_signs",
-    "distinct_query_numbers", "query_numbers_unused",
+    "query_words_log",
+    "answer_words_log",
+    "answer_lines",
+    "final_marker",
+    "arithmetic_bad_any",
+    "arithmetic_bad_log",
+    "arithmetic_ok_log",
+    "query_numbers",
+    "answer_numbers",
+    "hedges",
+    "query_percent",
+    "query_fraction",
+    "last_result_is_final",
+    "result_integer_share",
+    "unexplained_number_share",
+    "final_has_words",
+    "query_number_coverage",
+    "final_is_integer",
+    "final_negative",
+    "final_in_query",
+    "final_magnitude",
+    "no_final_number",
+    "equals_signs",
+    "distinct_query_numbers",
+    "query_numbers_unused",
 )
 
 
@@ -46,7 +65,7 @@ def _number(text: str) -> float | None:
 def final_number(text: str) -> float | None:
     """The answer's final number: after a `####` marker when there is one, else the last one."""
     marker = text.rfind("####")
-    tail = text[marker + 4:] if marker >= 0 else text
+    tail = text[marker + 4 :] if marker >= 0 else text
     found = NUMBER.findall(tail)
     return _number(found[-1]) if found else None
 
@@ -56,7 +75,7 @@ def _close(value: float, stated: str) -> bool:
     text = stated.replace(",", "").rstrip(".")
     decimals = len(text.split(".", 1)[1]) if "." in text else 0
     number = _number(text)
-    return number is not None and abs(value - number) <= 0.5 * 10 ** -decimals + 1e-9
+    return number is not None and abs(value - number) <= 0.5 * 10**-decimals + 1e-9
 
 
 def arithmetic_checks(answer: str) -> tuple[int, int]:
@@ -82,7 +101,7 @@ def _safe_eval(expr: str) -> float | None:
     if not re.fullmatch(r"[\d\s.+\-*/()]+", expr) or "**" in expr:
         return None
     try:
-        value = eval(expr, {"__builtins__": {}}, {})  # noqa: S307 - digits and operators only (checked above)
+        value = eval(expr, {"__builtins__": {}}, {})
     except (SyntaxError, ZeroDivisionError, TypeError, ValueError, OverflowError):
         return None
     return float(value) if isinstance(value, int | float) else None
@@ -100,17 +119,31 @@ def features(item: Scored) -> list[float]:
     known = distinct_q | set(results) | SAFE_CONSTANTS
     unexplained = sum(1 for x in a_numbers if x not in known) / max(1, len(a_numbers))
     marker = a.rfind("####")
-    tail = a[marker + 4:] if marker >= 0 else ""
+    tail = a[marker + 4 :] if marker >= 0 else ""
     return [
-        math.log1p(len(q.split())), math.log1p(len(a.split())), (a.count("\n") + 1) / 10,
-        float(bool(FINAL_MARKER.search(a))), float(wrong > 0), math.log1p(wrong), math.log1p(right),
-        len(q_numbers) / 10, len(a_numbers) / 20, float(bool(HEDGE.search(a))),
-        float(bool(re.search(r"%|percent", q))), float(bool(re.search(r"fraction|/", q))),
+        math.log1p(len(q.split())),
+        math.log1p(len(a.split())),
+        (a.count("\n") + 1) / 10,
+        float(bool(FINAL_MARKER.search(a))),
+        float(wrong > 0),
+        math.log1p(wrong),
+        math.log1p(right),
+        len(q_numbers) / 10,
+        len(a_numbers) / 20,
+        float(bool(HEDGE.search(a))),
+        float(bool(re.search(r"%|percent", q))),
+        float(bool(re.search(r"fraction|/", q))),
         float(bool(results) and final is not None and abs(results[-1] - final) < 1e-6),
         sum(abs(x - round(x)) < 1e-9 for x in results) / max(1, len(results)),
-        unexplained, float(len(tail.split()) > 1), coverage,
-        float(final is not None and abs(final - round(final)) < 1e-9), float(final is not None and final < 0),
+        unexplained,
+        float(len(tail.split()) > 1),
+        coverage,
+        float(final is not None and abs(final - round(final)) < 1e-9),
+        float(final is not None and final < 0),
         float(final is not None and final in distinct_q),
-        math.log10(abs(final) + 1) if final is not None else 0.0, float(final is None),
-        a.count("=") / 10, len(distinct_q) / 10, float(coverage < 1),
+        math.log10(abs(final) + 1) if final is not None else 0.0,
+        float(final is None),
+        a.count("=") / 10,
+        len(distinct_q) / 10,
+        float(coverage < 1),
     ]

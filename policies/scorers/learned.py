@@ -56,15 +56,25 @@ class LogisticModel:
         return float(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))))
 
     def to_json(self) -> dict:
-        return {"features": list(self.names), "mean": self.mean.tolist(), "scale": self.scale.tolist(),
-                "weights": self.weights.tolist(), "bias": self.bias}
+        return {
+            "features": list(self.names),
+            "mean": self.mean.tolist(),
+            "scale": self.scale.tolist(),
+            "weights": self.weights.tolist(),
+            "bias": self.bias,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> LogisticModel:
         if tuple(data["features"]) != NAMES:
             raise ValueError("not a learned scorer for this version's features; retrain it")
-        return cls(tuple(data["features"]), np.array(data["mean"]), np.array(data["scale"]),
-                   np.array(data["weights"]), float(data["bias"]))
+        return cls(
+            tuple(data["features"]),
+            np.array(data["mean"]),
+            np.array(data["scale"]),
+            np.array(data["weights"]),
+            float(data["bias"]),
+        )
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps({"format": FORMAT_V1, **self.to_json()}, indent=1) + "\n")
@@ -91,9 +101,12 @@ class LearnedModel:
         return min(1.0, 1.0 - (self.last.probability(x) - p_accept))
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "accept": self.accept.to_json(),
-                "last": None if self.last is None else self.last.to_json(),
-                "calibration": None if self.calibration is None else self.calibration.to_json()}
+        return {
+            "format": FORMAT,
+            "accept": self.accept.to_json(),
+            "last": None if self.last is None else self.last.to_json(),
+            "calibration": None if self.calibration is None else self.calibration.to_json(),
+        }
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_json(), indent=1) + "\n")
@@ -107,8 +120,11 @@ class LearnedModel:
             if data.get("format") != FORMAT:
                 raise ValueError(f"unknown format {data.get('format')!r}")
             last, calibration = data.get("last"), data.get("calibration")
-            return cls(LogisticModel.from_json(data["accept"]), None if last is None else LogisticModel.from_json(last),
-                       None if calibration is None else Calibration.from_json(calibration))
+            return cls(
+                LogisticModel.from_json(data["accept"]),
+                None if last is None else LogisticModel.from_json(last),
+                None if calibration is None else Calibration.from_json(calibration),
+            )
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{path}: not a learned scorer costgate can load ({err}); retrain it") from None
 
@@ -173,4 +189,3 @@ class LearnedScorer:
 
     def score(self, item: Scored) -> float:
         return self.model.confidence(item)
-

@@ -26,4 +26,3 @@ class LogprobScorer:
     def score(self, item: Scored) -> float:
         value = mean_token_probability(item.logprobs)
         return self.missing if value is None else value
-

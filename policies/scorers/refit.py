@@ -58,24 +58,53 @@ def weighted_auc(scores: Sequence[float], labels: Sequence[bool], weights: Seque
     return float(wins / (pos * neg))
 
 
-def decide(current_auc: float | None, candidate_auc: float | None, held_back: int, current_labelled: bool,
-           current_rejected: bool, min_gain: float = MIN_GAIN, min_held_back: int = MIN_HELD_BACK) -> Verdict:
+def decide(
+    current_auc: float | None,
+    candidate_auc: float | None,
+    held_back: int,
+    current_labelled: bool,
+    current_rejected: bool,
+    min_gain: float = MIN_GAIN,
+    min_held_back: int = MIN_HELD_BACK,
+) -> Verdict:
     """Replace the current scorer with the candidate? A pure decision on held-back evidence."""
     if held_back < min_held_back or candidate_auc is None or current_auc is None:
-        return Verdict(False, current_auc, candidate_auc, held_back,
-                       f"too few held-back samples of both kinds ({held_back} of {min_held_back})")
+        return Verdict(
+            False,
+            current_auc,
+            candidate_auc,
+            held_back,
+            f"too few held-back samples of both kinds ({held_back} of {min_held_back})",
+        )
     if current_labelled and not current_rejected:
-        return Verdict(False, current_auc, candidate_auc, held_back,
-                       "the current scorer's calibration has correctness labels and holds on this traffic")
+        return Verdict(
+            False,
+            current_auc,
+            candidate_auc,
+            held_back,
+            "the current scorer's calibration has correctness labels and holds on this traffic",
+        )
     if candidate_auc < current_auc + min_gain:
-        return Verdict(False, current_auc, candidate_auc, held_back,
-                       f"the candidate does not beat the current scorer by {min_gain} AUC on held-back samples")
-    return Verdict(True, current_auc, candidate_auc, held_back,
-                   f"held-back AUC {candidate_auc:.3f} against {current_auc:.3f}")
+        return Verdict(
+            False,
+            current_auc,
+            candidate_auc,
+            held_back,
+            f"the candidate does not beat the current scorer by {min_gain} AUC on held-back samples",
+        )
+    return Verdict(
+        True, current_auc, candidate_auc, held_back, f"held-back AUC {candidate_auc:.3f} against {current_auc:.3f}"
+    )
 
 
-def refit(rows: Sequence[TrainingRow], current: LearnedModel, current_rejected: bool = False,
-          held_back: float = 0.3, folds: int = 10, l2: float = 1.0) -> tuple[LearnedModel | None, Verdict]:
+def refit(
+    rows: Sequence[TrainingRow],
+    current: LearnedModel,
+    current_rejected: bool = False,
+    held_back: float = 0.3,
+    folds: int = 10,
+    l2: float = 1.0,
+) -> tuple[LearnedModel | None, Verdict]:
     """A new scorer fitted on every row (with its calibration) when it wins, else None."""
     cut = int(len(rows) * (1 - held_back))
     test = rows[cut:]
@@ -86,9 +115,13 @@ def refit(rows: Sequence[TrainingRow], current: LearnedModel, current_rejected: 
     m = Matrix(np.array([r.features for r in rows], float), agrees, agrees, None)
     candidate = train_matrix(m.rows(np.arange(cut)), folds=1, l2=l2).model
     labels, weights = [r.agrees for r in test], [r.weight for r in test]
-    verdict = decide(weighted_auc([current.confidence_of(r.features) for r in test], labels, weights),
-                     weighted_auc([candidate.confidence_of(r.features) for r in test], labels, weights),
-                     len(test), labelled, current_rejected)
+    verdict = decide(
+        weighted_auc([current.confidence_of(r.features) for r in test], labels, weights),
+        weighted_auc([candidate.confidence_of(r.features) for r in test], labels, weights),
+        len(test),
+        labelled,
+        current_rejected,
+    )
     if not verdict.replace:
         return None, verdict
     return train_matrix(m, folds=folds, l2=l2).model, verdict

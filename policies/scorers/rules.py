@@ -10,7 +10,9 @@ from policies.scorers import Scored
 
 REFUSAL = re.compile(
     r"^\s*(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|as an ai\b|i (?:can(?:no|')t|am (?:not able|unable)|"
-    r"won'?t be able) (?:to )?(?:help|assist|answer|provide|comply|do that))", re.IGNORECASE)
+    r"won'?t be able) (?:to )?(?:help|assist|answer|provide|comply|do that))",
+    re.IGNORECASE,
+)
 
 
 def rule_violation(item: Scored) -> str | None:
@@ -38,4 +40,3 @@ class RuleScorer:
 
     def score(self, item: Scored) -> float:
         return 0.0 if rule_violation(item) else 1.0
-

@@ -48,17 +48,23 @@ class Matrix:
     @classmethod
     def of(cls, examples: Sequence[TrainingExample]) -> Matrix:
         last = [e.last_right for e in examples]
-        return cls(np.array([features(e.item) for e in examples], dtype=float),
-                   np.array([e.acceptable for e in examples], dtype=bool),
-                   np.array([e.acceptable if e.agrees is None else e.agrees for e in examples], dtype=bool),
-                   None if any(v is None for v in last) else np.array(last, dtype=bool))
+        return cls(
+            np.array([features(e.item) for e in examples], dtype=float),
+            np.array([e.acceptable for e in examples], dtype=bool),
+            np.array([e.acceptable if e.agrees is None else e.agrees for e in examples], dtype=bool),
+            None if any(v is None for v in last) else np.array(last, dtype=bool),
+        )
 
     def __len__(self) -> int:
         return len(self.acceptable)
 
     def rows(self, index: np.ndarray) -> Matrix:
-        return Matrix(self.x[index], self.acceptable[index], self.agrees[index],
-                      None if self.last_right is None else self.last_right[index])
+        return Matrix(
+            self.x[index],
+            self.acceptable[index],
+            self.agrees[index],
+            None if self.last_right is None else self.last_right[index],
+        )
 
 
 def fit(m: Matrix, l2: float) -> LearnedModel:
@@ -81,15 +87,21 @@ def out_of_fold(m: Matrix, folds: int, l2: float, seed: int) -> np.ndarray:
 
 def calibration_of(m: Matrix, scores: np.ndarray) -> Calibration:
     last = m.last_right if m.last_right is not None else [None] * len(m)
-    return calibrate([labelled(float(s), bool(a), bool(ok), None if r is None else bool(r))
-                      for s, a, ok, r in zip(scores, m.agrees, m.acceptable, last)])
+    return calibrate(
+        [
+            labelled(float(s), bool(a), bool(ok), None if r is None else bool(r))
+            for s, a, ok, r in zip(scores, m.agrees, m.acceptable, last)
+        ]
+    )
 
 
 def train_matrix(m: Matrix, folds: int = 10, l2: float = 1.0, seed: int = 0) -> Trained:
     """Fit on everything; calibrate on out-of-fold scores (`folds` < 2: no calibration)."""
     if len(m) < 2 or m.acceptable.all() or not m.acceptable.any():
-        raise ValueError(f"training needs both acceptable and unacceptable examples "
-                         f"(got {len(m)}, {int(m.acceptable.sum())} acceptable)")
+        raise ValueError(
+            f"training needs both acceptable and unacceptable examples "
+            f"(got {len(m)}, {int(m.acceptable.sum())} acceptable)"
+        )
     model = fit(m, l2)
     if folds < 2 or len(m) < 2 * folds:
         return Trained(model, None)

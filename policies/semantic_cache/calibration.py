@@ -55,8 +55,7 @@ class Examples:
     group: np.ndarray  # uint64: a hash of the query's text up to case and punctuation
 
     def subset(self, rows: np.ndarray) -> Examples:
-        return Examples(self.features[rows], self.same[rows], self.identical[rows], self.vetoed[rows],
-                        self.group[rows])
+        return Examples(self.features[rows], self.same[rows], self.identical[rows], self.vetoed[rows], self.group[rows])
 
     @property
     def cosine(self) -> np.ndarray:
@@ -77,12 +76,16 @@ def examples(labelled: Sequence[Labelled], embed: Embed) -> Examples:
     texts = sorted({t for c in labelled for t in (c.query, c.stored)})
     vectors = dict(zip(texts, embed(texts))) if texts else {}
     parsed = {t: Parsed.of(t) for t in texts}
-    rows = [pair_features(parsed[c.query], parsed[c.stored], float(vectors[c.query] @ vectors[c.stored]))
-            for c in labelled]
-    return Examples(np.array(rows).reshape(len(labelled), len(NAMES)), np.array([c.same for c in labelled]),
-                    np.array([same_words(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
-                    np.array([vetoed(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
-                    np.array([query_hash(c.query) for c in labelled], dtype=np.uint64))
+    rows = [
+        pair_features(parsed[c.query], parsed[c.stored], float(vectors[c.query] @ vectors[c.stored])) for c in labelled
+    ]
+    return Examples(
+        np.array(rows).reshape(len(labelled), len(NAMES)),
+        np.array([c.same for c in labelled]),
+        np.array([same_words(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
+        np.array([vetoed(parsed[c.query], parsed[c.stored]) for c in labelled], dtype=bool),
+        np.array([query_hash(c.query) for c in labelled], dtype=np.uint64),
+    )
 
 
 def binomial_cdf(k: int, n: int, p: float) -> float:
@@ -121,8 +124,9 @@ def within(wrong: int, n: int, max_rate: float, confidence: float = CONFIDENCE) 
     return wrong < n and binomial_cdf(wrong, n, max_rate) <= 1 - confidence
 
 
-def choose_threshold(scores: np.ndarray, wrong: np.ndarray, max_rate: float,
-                     confidence: float = CONFIDENCE) -> float | None:
+def choose_threshold(
+    scores: np.ndarray, wrong: np.ndarray, max_rate: float, confidence: float = CONFIDENCE
+) -> float | None:
     """The lowest threshold (most hits) whose upper bound on the wrong share of hits at or
     above it is <= max_rate; None when no threshold is that safe. Tried from the lowest up, so
     the first that is safe is the answer (a bisection per candidate threshold, from the highest
@@ -197,8 +201,9 @@ def out_of_fold_scores(ex: Examples, level: int = 0) -> np.ndarray:
     return out
 
 
-def thresholds(ex: Examples, rates: Sequence[float] = RATES, level: int = 0,
-               confidence: float = CONFIDENCE) -> list[tuple[float, float]]:
+def thresholds(
+    ex: Examples, rates: Sequence[float] = RATES, level: int = 0, confidence: float = CONFIDENCE
+) -> list[tuple[float, float]]:
     """(bound, threshold) for each bound some threshold meets on held-out scores."""
     held = out_of_fold_scores(ex, level)
     at = lookups(ex)

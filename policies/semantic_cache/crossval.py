@@ -15,7 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.semantic_cache.calibration import (
-    FOLDS, RATES, Embed, Examples, Labelled, examples, lookups, scores, verifier_from,
+    FOLDS,
+    RATES,
+    Embed,
+    Examples,
+    Labelled,
+    examples,
+    lookups,
+    scores,
+    verifier_from,
 )
 from policies.semantic_cache.verifier import Verifier
 
@@ -79,10 +87,14 @@ def summarise(results: Sequence[FoldResult], rate: float) -> Summary:
     rows = [r for r in results if r.rate == rate]
     precision = [r.right / r.hits for r in rows if r.hits]
     served = [r.right / r.queries_with_same for r in rows if r.queries_with_same]
-    return Summary(rate, sum(r.hits for r in rows), sum(r.right for r in rows),
-                   sum(r.queries_with_same for r in rows),
-                   (min(precision, default=float("nan")), max(precision, default=float("nan"))),
-                   (min(served, default=float("nan")), max(served, default=float("nan"))))
+    return Summary(
+        rate,
+        sum(r.hits for r in rows),
+        sum(r.right for r in rows),
+        sum(r.queries_with_same for r in rows),
+        (min(precision, default=float("nan")), max(precision, default=float("nan"))),
+        (min(served, default=float("nan")), max(served, default=float("nan"))),
+    )
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ def calibrate(labelled: Sequence[Labelled], embed: Embed, rates: Sequence[float]
     """The verifier fitted on every candidate, with its cross-validated figures."""
     ex = examples(labelled, embed)
     if len(labelled) < MIN_CANDIDATES or len(np.unique(ex.folds())) < FOLDS:
-        raise ValueError(f"need at least ~{MIN_CANDIDATES} labelled pairs from many different queries; "
-                         f"got {len(labelled)}")
+        raise ValueError(
+            f"need at least ~{MIN_CANDIDATES} labelled pairs from many different queries; got {len(labelled)}"
+        )
     return Calibration(verifier_from(ex, rates), len(labelled), cross_validate(ex, rates))

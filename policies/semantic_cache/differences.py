@@ -15,37 +15,192 @@ import re
 from dataclasses import dataclass
 
 from policies.semantic_cache.text import (
-    FUZZY_LIMIT, compounds, content_words, is_cjk, joined_pieces, same_word, tokens, unmatched,
+    FUZZY_LIMIT,
+    compounds,
+    content_words,
+    is_cjk,
+    joined_pieces,
+    same_word,
+    tokens,
+    unmatched,
 )
 
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-NUMBER_WORDS = {"zero": "0", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-                "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "fifteen": "15",
-                "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "hundred": "100",
-                "thousand": "1000", "million": "1000000", "billion": "1000000000", "half": "0.5",
-                "first": "1st", "third": "3rd", "fourth": "4th", "fifth": "5th", "tenth": "10th"}
-UNITS = {"kg": "kg", "kgs": "kg", "kilo": "kg", "kilos": "kg", "kilogram": "kg", "kilograms": "kg",
-         "lb": "lb", "lbs": "lb", "pound": "lb", "pounds": "lb", "g": "g", "gram": "g", "grams": "g",
-         "km": "km", "kms": "km", "kilometer": "km", "kilometers": "km", "kilometre": "km", "kilometres": "km",
-         "mile": "mi", "miles": "mi", "m": "m", "meter": "m", "meters": "m", "metre": "m", "metres": "m",
-         "cm": "cm", "inch": "in", "inches": "in", "ft": "ft", "foot": "ft", "feet": "ft",
-         "day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month", "months": "month",
-         "year": "year", "years": "year", "hour": "h", "hours": "h", "minute": "min", "minutes": "min",
-         "dollar": "usd", "dollars": "usd", "usd": "usd", "rupee": "inr", "rupees": "inr", "rs": "inr",
-         "inr": "inr", "euro": "eur", "euros": "eur", "percent": "%", "gb": "gb",
-         "mb": "mb", "tb": "tb", "ghz": "ghz", "mph": "mph", "calorie": "kcal", "calories": "kcal"}
-NEGATIONS = frozenset({"not", "no", "never", "none", "nor", "without", "cannot", "nobody", "nothing", "neither",
-                       "isn't", "aren't", "wasn't", "weren't", "don't", "doesn't", "didn't", "can't", "won't",
-                       "wouldn't", "shouldn't", "couldn't", "haven't", "hasn't", "hadn't", "mustn't", "unable"})
-AUXILIARIES = frozenset({"is", "are", "was", "were", "am", "do", "does", "did", "can", "could", "will", "would",
-                         "should", "shall", "may", "might", "must", "has", "have", "had", "isn't", "aren't",
-                         "don't", "doesn't", "didn't", "can't", "won't", "wouldn't", "shouldn't"})
-KINDS = {"how": "how", "why": "why", "what": "what", "what's": "what", "which": "what", "when": "when",
-         "where": "where", "who": "who", "whom": "who", "whose": "who"}
+NUMBER_WORDS = {
+    "zero": "0",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "fifteen": "15",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "hundred": "100",
+    "thousand": "1000",
+    "million": "1000000",
+    "billion": "1000000000",
+    "half": "0.5",
+    "first": "1st",
+    "third": "3rd",
+    "fourth": "4th",
+    "fifth": "5th",
+    "tenth": "10th",
+}
+UNITS = {
+    "kg": "kg",
+    "kgs": "kg",
+    "kilo": "kg",
+    "kilos": "kg",
+    "kilogram": "kg",
+    "kilograms": "kg",
+    "lb": "lb",
+    "lbs": "lb",
+    "pound": "lb",
+    "pounds": "lb",
+    "g": "g",
+    "gram": "g",
+    "grams": "g",
+    "km": "km",
+    "kms": "km",
+    "kilometer": "km",
+    "kilometers": "km",
+    "kilometre": "km",
+    "kilometres": "km",
+    "mile": "mi",
+    "miles": "mi",
+    "m": "m",
+    "meter": "m",
+    "meters": "m",
+    "metre": "m",
+    "metres": "m",
+    "cm": "cm",
+    "inch": "in",
+    "inches": "in",
+    "ft": "ft",
+    "foot": "ft",
+    "feet": "ft",
+    "day": "day",
+    "days": "day",
+    "week": "week",
+    "weeks": "week",
+    "month": "month",
+    "months": "month",
+    "year": "year",
+    "years": "year",
+    "hour": "h",
+    "hours": "h",
+    "minute": "min",
+    "minutes": "min",
+    "dollar": "usd",
+    "dollars": "usd",
+    "usd": "usd",
+    "rupee": "inr",
+    "rupees": "inr",
+    "rs": "inr",
+    "inr": "inr",
+    "euro": "eur",
+    "euros": "eur",
+    "percent": "%",
+    "gb": "gb",
+    "mb": "mb",
+    "tb": "tb",
+    "ghz": "ghz",
+    "mph": "mph",
+    "calorie": "kcal",
+    "calories": "kcal",
+}
+NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "none",
+        "nor",
+        "without",
+        "cannot",
+        "nobody",
+        "nothing",
+        "neither",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "weren't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "can't",
+        "won't",
+        "wouldn't",
+        "shouldn't",
+        "couldn't",
+        "haven't",
+        "hasn't",
+        "hadn't",
+        "mustn't",
+        "unable",
+    }
+)
+AUXILIARIES = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "should",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "has",
+        "have",
+        "had",
+        "isn't",
+        "aren't",
+        "don't",
+        "doesn't",
+        "didn't",
+        "can't",
+        "won't",
+        "wouldn't",
+        "shouldn't",
+    }
+)
+KINDS = {
+    "how": "how",
+    "why": "why",
+    "what": "what",
+    "what's": "what",
+    "which": "what",
+    "when": "when",
+    "where": "where",
+    "who": "who",
+    "whom": "who",
+    "whose": "who",
+}
 YES_NO = "yes/no"
 # A second question joined to the first: "... and why?", "If so, how?", "What are some examples?"
-FOLLOW_UP = re.compile(r"(?:\band|\bor|\bif (?:so|yes|not|no)|\?)[\s,]+(?:then\s+)?(?:how|why|what|which|when|where|who|"
-                       r"is|are|do|does|can|should|would)\b", re.IGNORECASE)
+FOLLOW_UP = re.compile(
+    r"(?:\band|\bor|\bif (?:so|yes|not|no)|\?)[\s,]+(?:then\s+)?(?:how|why|what|which|when|where|who|"
+    r"is|are|do|does|can|should|would)\b",
+    re.IGNORECASE,
+)
 CAPITALISED = re.compile(r"(?<![.?!:]\s)(?<!^)(?<![\"'(])\b(?:[A-Z][\w'-]*|[a-z]+[A-Z][\w-]*)")
 
 
@@ -66,14 +221,21 @@ class Parsed:
     @classmethod
     def of(cls, text: str) -> Parsed:
         words = tokens(text)
-        return cls(tuple(words), content_words(words), compounds(words), numbers(words),
-                   frozenset(UNITS[w] for w in words if w in UNITS), negated(words),
-                   entities(text), question_kind(words), question_count(text))
+        return cls(
+            tuple(words),
+            content_words(words),
+            compounds(words),
+            numbers(words),
+            frozenset(UNITS[w] for w in words if w in UNITS),
+            negated(words),
+            entities(text),
+            question_kind(words),
+            question_count(text),
+        )
 
 
 def negated(words: list[str]) -> bool:
-    return any(w in NEGATIONS and not (w == "not" and i > 0 and words[i - 1] == "or")
-               for i, w in enumerate(words))
+    return any(w in NEGATIONS and not (w == "not" and i > 0 and words[i - 1] == "or") for i, w in enumerate(words))
 
 
 def numbers(words: list[str]) -> frozenset[str]:
@@ -118,8 +280,10 @@ def negation_difference(a: Parsed, b: Parsed) -> bool:
 def _entities_unmatched(a: Parsed, b: Parsed) -> tuple[frozenset[str], frozenset[str]]:
     """Names of `a` that `b` never mentions, in any case or spelling, and those of `b` that
     `a` never mentions."""
-    return (unmatched(a.entities, frozenset(b.tokens), b.compounds),
-            unmatched(b.entities, frozenset(a.tokens), a.compounds))
+    return (
+        unmatched(a.entities, frozenset(b.tokens), b.compounds),
+        unmatched(b.entities, frozenset(a.tokens), a.compounds),
+    )
 
 
 def entity_substitution(a: Parsed, b: Parsed) -> bool:
@@ -139,8 +303,10 @@ def entity_added(a: Parsed, b: Parsed) -> int:
 
 def cjk_difference(a: Parsed, b: Parsed) -> int:
     """CJK characters on one side only, apart from particles and question fillers."""
+
     def chars(p: Parsed) -> set[str]:
         return {t for t in p.content if is_cjk(t)}
+
     return len(chars(a) ^ chars(b))
 
 

@@ -28,14 +28,15 @@ import argparse
 import hashlib
 import json
 import math
-from dataclasses import dataclass
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from policies.semantic_cache.embedder import MODEL_DIR, Embedder
 from policies.semantic_cache.static_embedder import STATIC_FILE, StaticEmbedder
+
 
 @dataclass(frozen=True, slots=True)
 class Pair:
@@ -77,6 +78,7 @@ def sif_pca(vectors: np.ndarray, token_ids: list[list[int]], dim: int) -> np.nda
 def fit(table: np.ndarray, token_ids: list[list[int]], full: np.ndarray, epochs: int) -> np.ndarray:
     """Rows fitted so that static cosines match MiniLM's (offline; torch only here)."""
     import torch
+
     torch.manual_seed(0)
     rows = torch.nn.Parameter(torch.tensor(table))
     flat = torch.tensor([t for ids in token_ids for t in ids])
@@ -94,7 +96,7 @@ def fit(table: np.ndarray, token_ids: list[list[int]], full: np.ndarray, epochs:
         i, j = _pairs(full, static, rng)
         order = torch.randperm(len(i))
         for start in range(0, len(i), 16384):
-            batch = order[start:start + 16384]
+            batch = order[start : start + 16384]
             vectors = embed_all()
             a, b = i[batch], j[batch]
             wanted = (target[a] * target[b]).sum(1)
@@ -108,15 +110,21 @@ def fit(table: np.ndarray, token_ids: list[list[int]], full: np.ndarray, epochs:
 
 def _pairs(full: np.ndarray, static: np.ndarray, rng: np.random.Generator):
     import torch
+
     left, right = [], []
     for start in range(0, len(full), 2048):
         stop = min(start + 2048, len(full))
         by_full, by_static = full[start:stop] @ full.T, static[start:stop] @ static.T
         for r in range(stop - start):
             by_full[r, start + r] = by_static[r, start + r] = -9.0
-        others = np.concatenate([np.argpartition(-by_full, 20, axis=1)[:, :20],
-                                 np.argpartition(-by_static, 20, axis=1)[:, :20],
-                                 rng.integers(0, len(full), (stop - start, 10))], axis=1)
+        others = np.concatenate(
+            [
+                np.argpartition(-by_full, 20, axis=1)[:, :20],
+                np.argpartition(-by_static, 20, axis=1)[:, :20],
+                rng.integers(0, len(full), (stop - start, 10)),
+            ],
+            axis=1,
+        )
         left.append(np.repeat(np.arange(start, stop), others.shape[1]))
         right.append(others.ravel())
     return torch.tensor(np.concatenate(left)), torch.tensor(np.concatenate(right))

@@ -27,8 +27,9 @@ class Embedder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self.session = ort.InferenceSession(str(model_dir / "minilm-l6-int8.onnx"), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(model_dir / "minilm-l6-int8.onnx"), options, providers=["CPUExecutionProvider"]
+        )
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         self.tokenizer.no_padding()  # the shipped tokenizer pads to 128: 10x the work for a short query
         self.tokenizer.enable_truncation(max_tokens)  # the /v1/embeddings model takes 256 (engine/embeddings.py)
@@ -78,8 +79,9 @@ class EmbedWorker:
         running = asyncio.get_running_loop().run_in_executor(self._pool, self.embedder.embed_many, texts)
         running.add_done_callback(lambda done: self._hand_out(batch, done))
 
-    def _hand_out(self, batch: list[tuple[list[str], asyncio.Future[np.ndarray]]],
-                  done: asyncio.Future[np.ndarray]) -> None:
+    def _hand_out(
+        self, batch: list[tuple[list[str], asyncio.Future[np.ndarray]]], done: asyncio.Future[np.ndarray]
+    ) -> None:
         self._busy = False
         error = done.exception()
         row = 0
@@ -90,7 +92,7 @@ class EmbedWorker:
             if error is not None:  # every waiter gets the failure; none may hang
                 future.set_exception(error)
             else:
-                future.set_result(done.result()[row:row + len(group)])
+                future.set_result(done.result()[row : row + len(group)])
             row += len(group)
         if self._pending:
             self._next_pass()

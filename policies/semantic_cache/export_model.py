@@ -38,8 +38,9 @@ def export(out_dir: Path) -> Path:
             self.bert = bert
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                               token_type_ids=torch.zeros_like(input_ids)).last_hidden_state
+            hidden = self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids)
+            ).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(pooled, dim=-1)
@@ -48,13 +49,27 @@ def export(out_dir: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
         ids = torch.ones(2, 8, dtype=torch.int64)
-        torch.onnx.export(Pooled(), (ids, torch.ones_like(ids)), str(fp32), dynamo=False,
-                          input_names=["input_ids", "attention_mask"], output_names=["embedding"],
-                          dynamic_axes={"input_ids": {0: "batch", 1: "seq"},
-                                        "attention_mask": {0: "batch", 1: "seq"}, "embedding": {0: "batch"}},
-                          opset_version=17)
-        quantize_dynamic(str(fp32), str(out_dir / "minilm-l6-int8.onnx"), weight_type=QuantType.QInt8,
-                         op_types_to_quantize=["MatMul", "Gather"], per_channel=True)
+        torch.onnx.export(
+            Pooled(),
+            (ids, torch.ones_like(ids)),
+            str(fp32),
+            dynamo=False,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["embedding"],
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "seq"},
+                "attention_mask": {0: "batch", 1: "seq"},
+                "embedding": {0: "batch"},
+            },
+            opset_version=17,
+        )
+        quantize_dynamic(
+            str(fp32),
+            str(out_dir / "minilm-l6-int8.onnx"),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul", "Gather"],
+            per_channel=True,
+        )
     shutil.copy(src / "tokenizer.json", out_dir / "tokenizer.json")
     return out_dir
 

@@ -19,13 +19,16 @@ from policies.semantic_cache import differences as d
 from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.text import tokens
 
-NAMES = ("bias", "cosine", "qualifier_added", "yes_no_vs_wh", "other_question_word", "extra_question",
-         "entity_added")
+NAMES = ("bias", "cosine", "qualifier_added", "yes_no_vs_wh", "other_question_word", "extra_question", "entity_added")
 # Refused before the model is asked: each changes the answer in (nearly) every labelled pair
 # where the rest of the pair would pass, and CJK text has no labelled pairs to learn from.
-VETOES = {"number_difference": d.number_difference, "negation_difference": d.negation_difference,
-          "entity_substitution": d.entity_substitution, "role_swap": d.role_swap,
-          "cjk_difference": lambda a, b: d.cjk_difference(a, b) > 0}
+VETOES = {
+    "number_difference": d.number_difference,
+    "negation_difference": d.negation_difference,
+    "entity_substitution": d.entity_substitution,
+    "role_swap": d.role_swap,
+    "cjk_difference": lambda a, b: d.cjk_difference(a, b) > 0,
+}
 
 
 def normalise(text: str) -> str:
@@ -45,12 +48,15 @@ def pair_features(a: Parsed, b: Parsed, cosine: float) -> np.ndarray:
     """One row of NAMES, in order."""
     only_a, only_b = d.added_words(a, b)
     yes_no, other = d.kind_difference(a, b)
-    return np.array([
-        1.0,
-        cosine,
-        float((only_a == 0) != (only_b == 0)),  # words on one side with nothing in their place
-        float(yes_no),
-        float(other),
-        min(d.question_difference(a, b), 2),
-        min(d.entity_added(a, b), 2),
-    ], dtype=np.float64)
+    return np.array(
+        [
+            1.0,
+            cosine,
+            float((only_a == 0) != (only_b == 0)),  # words on one side with nothing in their place
+            float(yes_no),
+            float(other),
+            min(d.question_difference(a, b), 2),
+            min(d.entity_added(a, b), 2),
+        ],
+        dtype=np.float64,
+    )

@@ -47,7 +47,7 @@ class _Block:
         return moved
 
     def scores(self, query: np.ndarray) -> np.ndarray:
-        return self.vectors[:len(self.keys)] @ query
+        return self.vectors[: len(self.keys)] @ query
 
 
 def kmeans(vectors: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS, seed: int = 0) -> np.ndarray:
@@ -116,7 +116,7 @@ class VectorIndex:
             probe = [0]
         else:
             near = self.centroids @ query
-            probe = np.argpartition(-near, min(self.nprobe, len(near)) - 1)[:self.nprobe].tolist()
+            probe = np.argpartition(-near, min(self.nprobe, len(near)) - 1)[: self.nprobe].tolist()
         found: list[tuple[str, float]] = []
         for b in probe:
             block = self.blocks[b]
@@ -131,8 +131,11 @@ class VectorIndex:
     def _retrain(self) -> None:
         keys = list(self.where)
         vectors = np.stack([self.blocks[b].vectors[r] for b, r in (self.where[k] for k in keys)])
-        sample = vectors if len(vectors) <= KMEANS_SAMPLE else \
-            vectors[np.random.default_rng(len(vectors)).choice(len(vectors), KMEANS_SAMPLE, replace=False)]
+        sample = (
+            vectors
+            if len(vectors) <= KMEANS_SAMPLE
+            else vectors[np.random.default_rng(len(vectors)).choice(len(vectors), KMEANS_SAMPLE, replace=False)]
+        )
         lists = max(16, int(np.sqrt(len(vectors))))
         self.centroids = kmeans(sample, lists)
         self.blocks = [_Block(self.dim) for _ in range(lists)]

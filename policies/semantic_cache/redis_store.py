@@ -105,8 +105,7 @@ class RedisStore:
     async def _follow(self) -> None:
         while not self._stopping:
             try:
-                replies = await self.redis.xread({self._k("events"): self._cursor}, block=FOLLOW_BLOCK_MS,
-                                                 count=1000)
+                replies = await self.redis.xread({self._k("events"): self._cursor}, block=FOLLOW_BLOCK_MS, count=1000)
             except RedisError as err:
                 log.warning("cache event stream: %s; retrying", err)
                 await asyncio.sleep(1)
@@ -151,8 +150,11 @@ class RedisStore:
         await self._set_full(keys=[self._k("e", entry.key)], args=[np.asarray(full, dtype=np.float32).tobytes()])
 
     async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
-        fields: dict[str, str | bytes] = {"entry": json.dumps(entry.to_json()), "ns": entry.namespace,
-                                          "team": entry.team_id}
+        fields: dict[str, str | bytes] = {
+            "entry": json.dumps(entry.to_json()),
+            "ns": entry.namespace,
+            "team": entry.team_id,
+        }
         if vectors is not None:
             fields["svec"] = np.asarray(vectors.static, dtype=np.float32).tobytes()
             if vectors.full is not None:
@@ -163,8 +165,12 @@ class RedisStore:
         pipe.sadd(self._k("team", entry.team_id), entry.key)
         pipe.zadd(self._k("keep"), {entry.key: keep_score(entry.last_used or entry.created_at, entry.hits)})
         pipe.zadd(self._k("expiry"), {entry.key: entry.expires_at})
-        pipe.xadd(self._k("events"), {"op": "add", "key": entry.key, "ns": entry.namespace},
-                  maxlen=STREAM_MAXLEN, approximate=True)
+        pipe.xadd(
+            self._k("events"),
+            {"op": "add", "key": entry.key, "ns": entry.namespace},
+            maxlen=STREAM_MAXLEN,
+            approximate=True,
+        )
         pipe.zcard(self._k("keep"))
         size = (await pipe.execute())[-1]
         if vectors is not None:
@@ -181,8 +187,9 @@ class RedisStore:
         pipe.hset(self._k("e", entry.key), "entry", json.dumps(entry.to_json()))
         pipe.zadd(self._k("keep"), {entry.key: keep_score(now, entry.hits)}, xx=True)
         if served is not None:  # in the same round trip
-            pipe.set(self._k("served", served.request_id), json.dumps(served.to_json()),
-                     pxat=int(served.expires_at * 1000))
+            pipe.set(
+                self._k("served", served.request_id), json.dumps(served.to_json()), pxat=int(served.expires_at * 1000)
+            )
         await pipe.execute()
 
     async def served(self, request_id: str, now: float) -> ServedHit | None:

@@ -39,8 +39,9 @@ class TwoStageSearch:
     def vectors(self, question: str) -> QuestionVectors:
         return QuestionVectors(self.static.embed(question))
 
-    async def nearest(self, store: CacheStore, namespace: str, question: str, vectors: QuestionVectors,
-                      now: float) -> Nearest | None:
+    async def nearest(
+        self, store: CacheStore, namespace: str, question: str, vectors: QuestionVectors, now: float
+    ) -> Nearest | None:
         """The stored question nearest by MiniLM cosine among the static candidates; fills
         `vectors.full` when MiniLM ran (so storing this question later needs no pass)."""
         found = await store.candidates(namespace, vectors.static, now, self.static.candidates)

@@ -215,8 +215,13 @@ class EmbeddedStore:
             for key in keys:
                 f.write(json.dumps(self.entries[key].to_json()) + "\n")
         with open(tmp_vectors, "wb") as f:
-            np.savez(f, static=_rows(keys, static), with_static=np.array([k in static for k in keys], dtype=bool),
-                     full=_rows(keys, self.full), with_full=np.array([k in self.full for k in keys], dtype=bool))
+            np.savez(
+                f,
+                static=_rows(keys, static),
+                with_static=np.array([k in static for k in keys], dtype=bool),
+                full=_rows(keys, self.full),
+                with_full=np.array([k in self.full for k in keys], dtype=bool),
+            )
         os.replace(tmp_vectors, path / "vectors.npz")
         os.replace(tmp_entries, path / "entries.jsonl")
 
@@ -249,8 +254,10 @@ def _load_vectors(path: Path, entries: list[Entry]) -> tuple[dict[str, np.ndarra
             full = _by_key(entries, data["with_vector"], data["vectors"])
             embedder = StaticEmbedder.load()
             return {e.key: embedder.embed(e.question) for e in entries if e.key in full}, full
-        return (_by_key(entries, data["with_static"], data["static"]),
-                _by_key(entries, data["with_full"], data["full"]))
+        return (
+            _by_key(entries, data["with_static"], data["static"]),
+            _by_key(entries, data["with_full"], data["full"]),
+        )
 
 
 def _by_key(entries: list[Entry], mask: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:

@@ -14,45 +14,235 @@ CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\ua
 TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+(?:['’][^\W\d_]+)?")
 
 # Words that carry no information need of their own: differing in them changes no answer.
-FUNCTION_WORDS = frozenset({
-    "a", "an", "the", "is", "are", "was", "were", "be", "been", "being", "am", "do", "does", "did", "doing",
-    "i", "you", "me", "my", "mine", "your", "yours", "we", "us", "our", "they", "them", "their", "he", "him",
-    "his", "she", "her", "it", "its", "one", "ones", "someone", "somebody", "anyone", "anybody", "one's",
-    "to", "of", "in", "on", "for", "at", "by", "from", "with", "into", "onto", "about", "as", "than", "then",
-    "and", "or", "so", "if", "this", "that", "these", "those", "there", "here", "can", "could", "should",
-    "would", "will", "shall", "may", "might", "must", "have", "has", "had", "having", "get", "got", "getting",
-    "some", "any", "what", "what's", "how", "why", "when", "where", "who", "which", "whom", "whose",
-    "s", "t", "also", "really", "actually", "ever", "just", "very", "possible", "possibly", "please",
-    "way", "ways", "best", "good", "go", "going", "u", "i'm", "it's", "there's", "im",
-    "thing", "things", "know", "tell", "explain", "example", "examples", "exactly", "kind", "type",
-    # negations: `differences.negation_difference` compares them, not as words on one side
-    "not", "no", "never", "don't", "doesn't", "didn't", "isn't", "aren't", "can't", "cannot", "won't",
-})
+FUNCTION_WORDS = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "i",
+        "you",
+        "me",
+        "my",
+        "mine",
+        "your",
+        "yours",
+        "we",
+        "us",
+        "our",
+        "they",
+        "them",
+        "their",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "it",
+        "its",
+        "one",
+        "ones",
+        "someone",
+        "somebody",
+        "anyone",
+        "anybody",
+        "one's",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "at",
+        "by",
+        "from",
+        "with",
+        "into",
+        "onto",
+        "about",
+        "as",
+        "than",
+        "then",
+        "and",
+        "or",
+        "so",
+        "if",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "have",
+        "has",
+        "had",
+        "having",
+        "get",
+        "got",
+        "getting",
+        "some",
+        "any",
+        "what",
+        "what's",
+        "how",
+        "why",
+        "when",
+        "where",
+        "who",
+        "which",
+        "whom",
+        "whose",
+        "s",
+        "t",
+        "also",
+        "really",
+        "actually",
+        "ever",
+        "just",
+        "very",
+        "possible",
+        "possibly",
+        "please",
+        "way",
+        "ways",
+        "best",
+        "good",
+        "go",
+        "going",
+        "u",
+        "i'm",
+        "it's",
+        "there's",
+        "im",
+        "thing",
+        "things",
+        "know",
+        "tell",
+        "explain",
+        "example",
+        "examples",
+        "exactly",
+        "kind",
+        "type",
+        # negations: `differences.negation_difference` compares them, not as words on one side
+        "not",
+        "no",
+        "never",
+        "don't",
+        "doesn't",
+        "didn't",
+        "isn't",
+        "aren't",
+        "can't",
+        "cannot",
+        "won't",
+    }
+)
 # CJK particles and question fillers ("呢", "吗", "の", "か"): they change no answer either.
 CJK_FILLERS = frozenset("的了吗呢吧啊呀么嗎是在我你请請问問一个個有这這那哪什怎如何为為はがをにでのかねよもとへや")
 # Synonyms common in questions, each group's first word the one the others are read as.
 SYNONYM_GROUPS = (
-    ("buy", "purchase"), ("start", "begin", "commence"), ("movie", "film"), ("big", "large"),
-    ("small", "little", "tiny"), ("job", "career"), ("quick", "fast", "rapid"), ("quickly", "fast", "rapidly"),
-    ("earn", "make"), ("money", "cash"), ("difference", "different", "differ", "vs", "versus"),
-    ("improve", "increase", "boost", "enhance"), ("cheap", "inexpensive", "affordable"),
-    ("mobile", "cell", "phone", "smartphone", "cellphone"), ("pc", "computer", "laptop"),
-    ("use", "using", "usage"), ("mean", "meaning"), ("top", "best"), ("like", "feel"),
-    ("site", "website"), ("recommend", "suggest", "recommendation", "suggestion"),
-    ("benefit", "advantage", "pro"), ("disadvantage", "drawback", "con"), ("easy", "easiest", "simple"),
-    ("learn", "learning"), ("people", "person", "someone"), ("important", "essential"),
-    ("usa", "us", "america", "american", "americans"), ("rupee", "rupees", "rs", "inr"),
+    ("buy", "purchase"),
+    ("start", "begin", "commence"),
+    ("movie", "film"),
+    ("big", "large"),
+    ("small", "little", "tiny"),
+    ("job", "career"),
+    ("quick", "fast", "rapid"),
+    ("quickly", "fast", "rapidly"),
+    ("earn", "make"),
+    ("money", "cash"),
+    ("difference", "different", "differ", "vs", "versus"),
+    ("improve", "increase", "boost", "enhance"),
+    ("cheap", "inexpensive", "affordable"),
+    ("mobile", "cell", "phone", "smartphone", "cellphone"),
+    ("pc", "computer", "laptop"),
+    ("use", "using", "usage"),
+    ("mean", "meaning"),
+    ("top", "best"),
+    ("like", "feel"),
+    ("site", "website"),
+    ("recommend", "suggest", "recommendation", "suggestion"),
+    ("benefit", "advantage", "pro"),
+    ("disadvantage", "drawback", "con"),
+    ("easy", "easiest", "simple"),
+    ("learn", "learning"),
+    ("people", "person", "someone"),
+    ("important", "essential"),
+    ("usa", "us", "america", "american", "americans"),
+    ("rupee", "rupees", "rs", "inr"),
 )
 SYNONYMS = {word: group[0] for group in SYNONYM_GROUPS for word in group}
 # Endings that inflect a word without changing what it names ("hotel"/"hotels", "make"/"making",
 # "study"/"studies"): two words that differ only in these after a shared stem are one word.
-ENDINGS = frozenset({"", "s", "es", "e", "ed", "d", "ing", "er", "ers", "ly", "y", "ies", "ied", "ment", "ments",
-                     "ness", "ion", "ions", "ation", "ations", "al", "ally", "ity", "ic", "ical",
-                     "a", "n", "ns", "an", "ans", "ian", "ians", "ese"})  # India/Indian, China/Chinese
+ENDINGS = frozenset(
+    {
+        "",
+        "s",
+        "es",
+        "e",
+        "ed",
+        "d",
+        "ing",
+        "er",
+        "ers",
+        "ly",
+        "y",
+        "ies",
+        "ied",
+        "ment",
+        "ments",
+        "ness",
+        "ion",
+        "ions",
+        "ation",
+        "ations",
+        "al",
+        "ally",
+        "ity",
+        "ic",
+        "ical",
+        "a",
+        "n",
+        "ns",
+        "an",
+        "ans",
+        "ian",
+        "ians",
+        "ese",
+    }
+)  # India/Indian, China/Chinese
 SHORT_ENDINGS = frozenset({"", "s", "es", "ing", "ed"})  # all a stem of three letters may take
 FUZZY_LIMIT = 64  # content words per side up to which inflections, typos and synonyms are matched
-BRITISH = (("our", "or"), ("ise", "ize"), ("ising", "izing"), ("ised", "ized"), ("isation", "ization"),
-           ("yse", "yze"), ("tre", "ter"), ("ogue", "og"))
+BRITISH = (
+    ("our", "or"),
+    ("ise", "ize"),
+    ("ising", "izing"),
+    ("ised", "ized"),
+    ("isation", "ization"),
+    ("yse", "yze"),
+    ("tre", "ter"),
+    ("ogue", "og"),
+)
 
 
 def tokens(text: str) -> list[str]:
@@ -90,11 +280,12 @@ def _edit_distance_at_most_one(a: str, b: str) -> bool:
         return False
     if len(a) == len(b):
         diffs = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diffs) <= 1 or (len(diffs) == 2 and diffs[1] == diffs[0] + 1
-                                   and a[diffs[0]] == b[diffs[1]] and a[diffs[1]] == b[diffs[0]])
+        return len(diffs) <= 1 or (
+            len(diffs) == 2 and diffs[1] == diffs[0] + 1 and a[diffs[0]] == b[diffs[1]] and a[diffs[1]] == b[diffs[0]]
+        )
     short, long = (a, b) if len(a) < len(b) else (b, a)
     i = next((k for k in range(len(short)) if short[k] != long[k]), len(short))
-    return short[i:] == long[i + 1:]
+    return short[i:] == long[i + 1 :]
 
 
 def _synonym(word: str) -> str:
@@ -108,7 +299,7 @@ def _synonym(word: str) -> str:
 def _british(word: str) -> str:
     for uk, us in BRITISH:
         if word.endswith(uk):
-            return word[:-len(uk)] + us
+            return word[: -len(uk)] + us
     return word
 
 
@@ -140,8 +331,8 @@ def joined_pieces(words: list[str] | tuple[str, ...], joined: frozenset[str], ot
     pieces: set[str] = set()
     for n in (2, 3):
         for i in range(len(words) - n + 1):
-            if "".join(words[i:i + n]) in found:
-                pieces.update(words[i:i + n])
+            if "".join(words[i : i + n]) in found:
+                pieces.update(words[i : i + n])
     return frozenset(pieces)
 
 

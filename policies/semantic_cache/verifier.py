@@ -52,8 +52,15 @@ class Verifier:
         return self.probability(query, candidate, cosine) >= threshold
 
     def save(self, path: Path) -> None:
-        np.savez(path, weights=self.weights, rates=self.rates, thresholds=self.thresholds,
-                 min_cosine=np.array(self.min_cosine), vetoes=np.array(self.vetoes), names=np.array(NAMES))
+        np.savez(
+            path,
+            weights=self.weights,
+            rates=self.rates,
+            thresholds=self.thresholds,
+            min_cosine=np.array(self.min_cosine),
+            vetoes=np.array(self.vetoes),
+            names=np.array(NAMES),
+        )
 
     @classmethod
     def load(cls, path: Path = SHIPPED) -> Verifier:
@@ -69,4 +76,3 @@ class Verifier:
         weights = np.zeros(len(NAMES))
         weights[NAMES.index("bias")], weights[NAMES.index("cosine")] = -1000.0 * threshold, 1000.0
         return cls(weights, np.array([0.0]), np.array([0.5]), threshold, vetoes=False)  # whatever bound is asked
-

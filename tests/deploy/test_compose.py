@@ -53,8 +53,11 @@ def dockerfile() -> list[tuple[str, str]]:
 
 def chart_objects(values: dict[str, Any]) -> list[dict[str, Any]]:
     with helm.Chart.load(CHART) as chart:
-        manifests = chart.render({"adminKey": ENV["COSTGATE_ADMIN_KEY"], "postgresql": {"password": "pw"}, **values},
-                                 name="demo", namespace="llm")
+        manifests = chart.render(
+            {"adminKey": ENV["COSTGATE_ADMIN_KEY"], "postgresql": {"password": "pw"}, **values},
+            name="demo",
+            namespace="llm",
+        )
     return [d for p, t in manifests.items() if p.endswith(".yaml") for d in yaml.safe_load_all(t) if d]
 
 
@@ -73,8 +76,10 @@ def test_services_profiles_and_required_secrets() -> None:
     assert set(services) == {"gateway", "redis", "postgresql", "engine"}
     assert services["engine"]["profiles"] == ["gpu"]
     assert all("profiles" not in s for n, s in services.items() if n != "engine")
-    assert services["gateway"]["depends_on"] == {"redis": {"condition": "service_healthy"},
-                                                 "postgresql": {"condition": "service_healthy"}}
+    assert services["gateway"]["depends_on"] == {
+        "redis": {"condition": "service_healthy"},
+        "postgresql": {"condition": "service_healthy"},
+    }
     (device,) = services["engine"]["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and device["capabilities"] == ["gpu"]
     assert "./models:/models:ro" in services["engine"]["volumes"]

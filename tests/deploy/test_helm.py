@@ -22,29 +22,51 @@ METRICS = "sk-cg-metrics-0123456789abcdef"
 MODELS = [{"name": "gpt-4o-mini", "provider": "openai", "api_key": "env:OPENAI_API_KEY"}]
 
 VALUE_SETS: dict[str, dict[str, Any]] = {
-    "bundled postgres and redis": {"adminKey": ADMIN, "postgresql": {"password": "p@ss/word"},
-                                   "providerKeys": {"OPENAI_API_KEY": "sk-test"}, "config": {"models": MODELS}},
-    "sqlite, one replica": {"adminKey": ADMIN, "postgresql": {"enabled": False}, "redis": {"enabled": False},
-                            "autoscaling": {"enabled": False}, "replicaCount": 1,
-                            "podDisruptionBudget": {"enabled": False}},
-    "external services, existing secret": {"existingSecret": "costgate-prod", "postgresql": {"enabled": False},
-                                           "metrics": {"keyInExistingSecret": True},
-                                           "redis": {"enabled": False, "url": "redis://cache.example:6379/1"},
-                                           "autoscaling": {"enabled": False}, "replicaCount": 3},
-    "engine and service monitor": {"adminKey": ADMIN, "postgresql": {"password": "pw"}, "metrics": {"key": METRICS},
-                                   "engine": {"enabled": True}, "serviceMonitor": {"enabled": True, "labels": {"release": "kps"}},
-                                   "config": {"models": MODELS, "cascades": [{"name": "auto", "tiers": ["local-llm", "gpt-4o-mini"]}]}},
-    "engine on an existing model volume": {"adminKey": ADMIN, "database": {"url": "postgresql://u:p@db:5432/c"},
-                                           "postgresql": {"enabled": False},
-                                           "engine": {"enabled": True, "gpus": 2, "modelVolume": {"existingClaim": "llama-weights"}}},
+    "bundled postgres and redis": {
+        "adminKey": ADMIN,
+        "postgresql": {"password": "p@ss/word"},
+        "providerKeys": {"OPENAI_API_KEY": "sk-test"},
+        "config": {"models": MODELS},
+    },
+    "sqlite, one replica": {
+        "adminKey": ADMIN,
+        "postgresql": {"enabled": False},
+        "redis": {"enabled": False},
+        "autoscaling": {"enabled": False},
+        "replicaCount": 1,
+        "podDisruptionBudget": {"enabled": False},
+    },
+    "external services, existing secret": {
+        "existingSecret": "costgate-prod",
+        "postgresql": {"enabled": False},
+        "metrics": {"keyInExistingSecret": True},
+        "redis": {"enabled": False, "url": "redis://cache.example:6379/1"},
+        "autoscaling": {"enabled": False},
+        "replicaCount": 3,
+    },
+    "engine and service monitor": {
+        "adminKey": ADMIN,
+        "postgresql": {"password": "pw"},
+        "metrics": {"key": METRICS},
+        "engine": {"enabled": True},
+        "serviceMonitor": {"enabled": True, "labels": {"release": "kps"}},
+        "config": {"models": MODELS, "cascades": [{"name": "auto", "tiers": ["local-llm", "gpt-4o-mini"]}]},
+    },
+    "engine on an existing model volume": {
+        "adminKey": ADMIN,
+        "database": {"url": "postgresql://u:p@db:5432/c"},
+        "postgresql": {"enabled": False},
+        "engine": {"enabled": True, "gpus": 2, "modelVolume": {"existingClaim": "llama-weights"}},
+    },
 }
 
 
 def render(values: dict[str, Any]) -> list[dict[str, Any]]:
     with helm.Chart.load(CHART) as chart:
         manifests = chart.render(values, name="demo", namespace="llm")
-    return [doc for path, text in manifests.items() if path.endswith(".yaml")
-            for doc in yaml.safe_load_all(text) if doc]
+    return [
+        doc for path, text in manifests.items() if path.endswith(".yaml") for doc in yaml.safe_load_all(text) if doc
+    ]
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str, suffix: str = "") -> dict[str, Any]:
@@ -93,8 +115,11 @@ def test_gateway_wiring(name: str) -> None:
             assert "replicas" not in deployment["spec"]  # the HPA owns the count
     secret_name = gateway["envFrom"][0]["secretRef"]["name"]
     secrets = [o for o in objects if o["kind"] == "Secret"]
-    env = {"COSTGATE_ADMIN_KEY": "from-existing-secret", "COSTGATE_DATABASE_URL": "postgresql://u@h/db",
-           "COSTGATE_METRICS_KEY": "metrics-from-existing-secret"}
+    env = {
+        "COSTGATE_ADMIN_KEY": "from-existing-secret",
+        "COSTGATE_DATABASE_URL": "postgresql://u@h/db",
+        "COSTGATE_METRICS_KEY": "metrics-from-existing-secret",
+    }
     if secrets:
         assert secrets[0]["metadata"]["name"] == secret_name
         env = dict(secrets[0]["stringData"])
@@ -152,8 +177,10 @@ def test_service_monitor_scrapes_the_gateway_service() -> None:
     assert endpoint["path"] == "/metrics" and endpoint["port"] == service["spec"]["ports"][0]["name"]
     # /metrics needs the metrics key: the scraper sends it from the Secret that holds it
     secret = by_kind(objects, "Secret", "-secrets")
-    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": secret["metadata"]["name"],
-                                                                          "key": "COSTGATE_METRICS_KEY"}}
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": secret["metadata"]["name"], "key": "COSTGATE_METRICS_KEY"},
+    }
     assert secret["stringData"]["COSTGATE_METRICS_KEY"] == METRICS
 
 
@@ -166,15 +193,18 @@ def test_without_a_metrics_key_the_monitor_sends_none_and_the_notes_warn() -> No
     assert "/metrics is open" in notes
 
 
-@pytest.mark.parametrize("values, error", [
-    ({}, "adminKey is required"),
-    ({"adminKey": ADMIN}, "postgresql.password is required"),
-    ({"adminKey": ADMIN, "postgresql": {"enabled": False}}, "SQLite allows one gateway replica"),
-    ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "service": {"type": "Bogus"}}, "/service/type"),
-    ({"adminKey": "short", "postgresql": {"password": "x"}}, "adminKey"),
-    ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "config": {"database_url": "sqlite://"}}, "config"),
-    ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "replicas": 3}, "replicas"),
-])
+@pytest.mark.parametrize(
+    "values, error",
+    [
+        ({}, "adminKey is required"),
+        ({"adminKey": ADMIN}, "postgresql.password is required"),
+        ({"adminKey": ADMIN, "postgresql": {"enabled": False}}, "SQLite allows one gateway replica"),
+        ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "service": {"type": "Bogus"}}, "/service/type"),
+        ({"adminKey": "short", "postgresql": {"password": "x"}}, "adminKey"),
+        ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "config": {"database_url": "sqlite://"}}, "config"),
+        ({"adminKey": ADMIN, "postgresql": {"password": "x"}, "replicas": 3}, "replicas"),
+    ],
+)
 def test_bad_values_are_refused(values: dict[str, Any], error: str) -> None:
     with pytest.raises(helm.HelmError) as err:
         render(values)

@@ -22,8 +22,14 @@ from tests.support import GatewayProcess
 ROOT = Path(__file__).resolve().parents[2]
 RULES = sorted((ROOT / "deploy" / "prometheus").glob("*.yaml"))
 DASHBOARDS = sorted((ROOT / "deploy" / "grafana").glob("*.json"))
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-            "gauge": ("",), "summary": ("_sum", "_count", "_created", ""), "info": ("_info",), "unknown": ("",)}
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+    "gauge": ("",),
+    "summary": ("_sum", "_count", "_created", ""),
+    "info": ("_info",),
+    "unknown": ("",),
+}
 
 PENDING: dict[str, str] = {}
 
@@ -79,18 +85,35 @@ def test_files_exist_and_every_expression_parses_and_names_a_metric() -> None:
 
 
 def test_rules_cover_what_the_issue_asks() -> None:
-    alerts = {rule.get("alert") for path in RULES for group in yaml.safe_load(path.read_text())["groups"]
-              for rule in group["rules"]}
-    for wanted in ("CostgateBudgetBurnRate", "CostgateSpendPerHourHigh", "CostgateUpstreamErrorRate",
-                   "CostgateCacheHitRateDrop", "CostgateBreakerOpen"):
+    alerts = {
+        rule.get("alert")
+        for path in RULES
+        for group in yaml.safe_load(path.read_text())["groups"]
+        for rule in group["rules"]
+    }
+    for wanted in (
+        "CostgateBudgetBurnRate",
+        "CostgateSpendPerHourHigh",
+        "CostgateUpstreamErrorRate",
+        "CostgateCacheHitRateDrop",
+        "CostgateBreakerOpen",
+    ):
         assert wanted in alerts
 
 
 def test_every_metric_used_is_exported_or_pending(exported: set[str]) -> None:
-    assert {"costgate_requests_total", "costgate_cost_usd_total", "costgate_upstream_errors_total",
-            "costgate_request_latency_seconds_bucket"} <= exported  # the scrape really saw traffic
-    unknown = {f"{where}: {name}" for where, expr in expressions() for name in metric_names(expr)
-               if name not in exported and name not in PENDING}
+    assert {
+        "costgate_requests_total",
+        "costgate_cost_usd_total",
+        "costgate_upstream_errors_total",
+        "costgate_request_latency_seconds_bucket",
+    } <= exported  # the scrape really saw traffic
+    unknown = {
+        f"{where}: {name}"
+        for where, expr in expressions()
+        for name in metric_names(expr)
+        if name not in exported and name not in PENDING
+    }
     assert not unknown, "metrics the gateway does not export:\n" + "\n".join(sorted(unknown))
 
 

@@ -41,11 +41,13 @@ def create_app(served: str, max_model_len: int, tools: bool, ready_file: Path | 
             "# TYPE vllm:generation_tokens_total counter\n"
             f"vllm:generation_tokens_total{label} {counts['generation']}\n"
             "# TYPE vllm:num_requests_running gauge\n"
-            f"vllm:num_requests_running{label} 0\n")
+            f"vllm:num_requests_running{label} 0\n"
+        )
 
     async def models(_request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": served, "object": "model",
-                                                         "max_model_len": max_model_len}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": served, "object": "model", "max_model_len": max_model_len}]}
+        )
 
     async def completions(request: Request) -> JSONResponse:
         body = await request.json()
@@ -53,25 +55,57 @@ def create_app(served: str, max_model_len: int, tools: bool, ready_file: Path | 
             os._exit(3)  # a crash: the process is gone mid-request
         counts["prompt"] += 1
         counts["generation"] += body.get("max_tokens", 1)
-        return JSONResponse({"id": "cmpl-1", "object": "text_completion", "model": served,
-                             "choices": [{"index": 0, "text": f"pid {os.getpid()}", "finish_reason": "stop"}],
-                             "usage": USAGE})
+        return JSONResponse(
+            {
+                "id": "cmpl-1",
+                "object": "text_completion",
+                "model": served,
+                "choices": [{"index": 0, "text": f"pid {os.getpid()}", "finish_reason": "stop"}],
+                "usage": USAGE,
+            }
+        )
 
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()
         if body.get("tools") and not tools:  # what vLLM answers without a tool parser
-            return JSONResponse({"error": {"message": '"auto" tool choice requires --enable-auto-tool-choice and '
-                                                      "--tool-call-parser to be set", "type": "BadRequestError",
-                                           "code": 400}}, status_code=400)
+            return JSONResponse(
+                {
+                    "error": {
+                        "message": '"auto" tool choice requires --enable-auto-tool-choice and '
+                        "--tool-call-parser to be set",
+                        "type": "BadRequestError",
+                        "code": 400,
+                    }
+                },
+                status_code=400,
+            )
         counts["prompt"] += 1
         counts["generation"] += 2
-        return JSONResponse({"id": "chatcmpl-1", "object": "chat.completion", "model": served,
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": f"pid {os.getpid()}"},
-                                          "finish_reason": "stop"}], "usage": USAGE})
+        return JSONResponse(
+            {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "model": served,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": f"pid {os.getpid()}"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": USAGE,
+            }
+        )
 
-    return Starlette(routes=[Route("/health", health), Route("/metrics", metrics), Route("/v1/models", models),
-                             Route("/v1/completions", completions, methods=["POST"]),
-                             Route("/v1/chat/completions", chat, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/metrics", metrics),
+            Route("/v1/models", models),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ]
+    )
 
 
 def main() -> None:
@@ -86,8 +120,12 @@ def main() -> None:
     args, _vllm_flags = parser.parse_known_args()
     own = read_checkpoint(Path(args.model)).context_length or 2048  # vLLM's default when a config says nothing
     length = own if args.max_model_len == "auto" else int(args.max_model_len)
-    uvicorn.run(create_app(args.served_model_name, length, args.enable_auto_tool_choice, args.stand_in_ready_file),
-                host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(
+        create_app(args.served_model_name, length, args.enable_auto_tool_choice, args.stand_in_ready_file),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+    )
 
 
 if __name__ == "__main__":

@@ -15,33 +15,45 @@ from engine.launcher import Replica, State
 from tests.engine.test_launcher import STAND_IN, _until
 
 
-@pytest.mark.parametrize(("last_start", "started_for", "remaining"), [
-    (None, None, None), (None, 3.0, None),  # never measured: no estimate
-    (45.0, None, None),                      # no start under way
-    (45.0, 5.0, 40.0), (45.0, 60.0, 0.0),    # a start running longer than the last: due any moment
-])
+@pytest.mark.parametrize(
+    ("last_start", "started_for", "remaining"),
+    [
+        (None, None, None),
+        (None, 3.0, None),  # never measured: no estimate
+        (45.0, None, None),  # no start under way
+        (45.0, 5.0, 40.0),
+        (45.0, 60.0, 0.0),  # a start running longer than the last: due any moment
+    ],
+)
 def test_expected_remaining(last_start: float | None, started_for: float | None, remaining: float | None) -> None:
     assert expected_remaining(last_start, started_for) == remaining
 
 
-@pytest.mark.parametrize(("remaining", "bound", "wait", "retry"), [
-    (None, 20.0, 20.0, 20.0),  # no estimate: wait the bound, then retry after another bound
-    (10.0, 20.0, 20.0, 10.0),  # due within the bound: wait
-    (40.0, 20.0, None, 40.0),  # would exceed it: answer now, retry when it is due
-    (0.2, 20.0, 20.0, 1.0),    # retry-after is whole seconds, at least one
-    (None, 0.0, 0.0, 1.0),     # a model with fallbacks waits not at all
-    (5.0, 0.0, None, 5.0),
-])
+@pytest.mark.parametrize(
+    ("remaining", "bound", "wait", "retry"),
+    [
+        (None, 20.0, 20.0, 20.0),  # no estimate: wait the bound, then retry after another bound
+        (10.0, 20.0, 20.0, 10.0),  # due within the bound: wait
+        (40.0, 20.0, None, 40.0),  # would exceed it: answer now, retry when it is due
+        (0.2, 20.0, 20.0, 1.0),  # retry-after is whole seconds, at least one
+        (None, 0.0, 0.0, 1.0),  # a model with fallbacks waits not at all
+        (5.0, 0.0, None, 5.0),
+    ],
+)
 def test_wait_bound_and_retry_after(remaining: float | None, bound: float, wait: float | None, retry: float) -> None:
     assert wait_bound(remaining, bound) == wait
     assert retry_after(remaining, bound) == retry
 
 
 def _gated_replica(tmp_path: Path, gate: Path) -> Replica:
-    settings = {"health_interval_s": 0.1, "warm_up": False, "startup_timeout_s": 60, "idle_shutdown_s": None,
-                "extra_args": ["--stand-in-ready-file", str(gate)]}
-    return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True,
-                   server_module=STAND_IN)
+    settings = {
+        "health_interval_s": 0.1,
+        "warm_up": False,
+        "startup_timeout_s": 60,
+        "idle_shutdown_s": None,
+        "extra_args": ["--stand-in-ready-file", str(gate)],
+    }
+    return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True, server_module=STAND_IN)
 
 
 async def test_a_request_waits_its_bound_then_gets_a_retry_after_while_the_start_goes_on(tmp_path: Path) -> None:
@@ -86,7 +98,7 @@ async def test_stopping_while_an_engine_starts_leaves_no_process(tmp_path: Path)
     replica = _gated_replica(tmp_path, tmp_path / "never")
     with pytest.raises(EngineStarting):
         await replica.ensure_ready(wait_s=0.2)
-    await _until(lambda: replica._proc is not None)  # noqa: SLF001 - the process the start launched
-    proc = replica._proc  # noqa: SLF001
+    await _until(lambda: replica._proc is not None)
+    proc = replica._proc
     await replica.stop()
     assert proc.returncode is not None and replica.state is State.STOPPED

@@ -6,17 +6,19 @@ from decimal import Decimal
 
 import pytest
 
-from engine.cost import (CostConfig, Counters, LivePrice, ThroughputMeter, carbon_grams, machine_seconds,
-                         price_per_token)
+from engine.cost import CostConfig, Counters, LivePrice, ThroughputMeter, carbon_grams, machine_seconds, price_per_token
 from engine.throughput import Smoothing
 from policies.pricing import Price, Usage, cost_of
 
 
-@pytest.mark.parametrize(("gpu_hour", "tps", "expected"), [
-    ("3.60", 1000.0, "0.000001"),   # $3.60/h = $0.001/s, at 1000 tok/s: $1e-6 per token
-    ("7.20", 50.0, "0.00004"),      # $0.002/s at 50 tok/s
-    ("0", 20.0, "0"),               # a machine already paid for: free
-])
+@pytest.mark.parametrize(
+    ("gpu_hour", "tps", "expected"),
+    [
+        ("3.60", 1000.0, "0.000001"),  # $3.60/h = $0.001/s, at 1000 tok/s: $1e-6 per token
+        ("7.20", 50.0, "0.00004"),  # $0.002/s at 50 tok/s
+        ("0", 20.0, "0"),  # a machine already paid for: free
+    ],
+)
 def test_price_per_token(gpu_hour: str, tps: float, expected: str) -> None:
     assert price_per_token(Decimal(gpu_hour), tps) == Decimal(expected)
 
@@ -26,11 +28,14 @@ def test_price_needs_a_positive_rate() -> None:
         price_per_token(Decimal(1), 0.0)
 
 
-@pytest.mark.parametrize(("seconds", "watts", "grid", "grams"), [
-    (3600.0, 1000.0, 400.0, 400.0),  # 1 kWh on a 400 g/kWh grid
-    (1.0, 300.0, 400.0, 300 / 3.6e6 * 400),
-    (10.0, 300.0, 0.0, 0.0),         # a carbon-free grid
-])
+@pytest.mark.parametrize(
+    ("seconds", "watts", "grid", "grams"),
+    [
+        (3600.0, 1000.0, 400.0, 400.0),  # 1 kWh on a 400 g/kWh grid
+        (1.0, 300.0, 400.0, 300 / 3.6e6 * 400),
+        (10.0, 300.0, 0.0, 0.0),  # a carbon-free grid
+    ],
+)
 def test_carbon_grams(seconds: float, watts: float, grid: float, grams: float) -> None:
     assert carbon_grams(seconds, watts, grid) == pytest.approx(grams)
 
@@ -44,9 +49,14 @@ def _counters(at: float, prompt: float, gen: float, prefill: float, running: flo
 
 
 def test_meter_starts_at_the_priors_and_follows_measurements() -> None:
-    meter = ThroughputMeter(CostConfig(gpu_hour_usd=Decimal("3.6"), tokens_per_second=10.0,
-                                       prompt_tokens_per_second=100.0,
-                                       smoothing=Smoothing(min_tokens=100, weight=0.5, max_step=2.0)))
+    meter = ThroughputMeter(
+        CostConfig(
+            gpu_hour_usd=Decimal("3.6"),
+            tokens_per_second=10.0,
+            prompt_tokens_per_second=100.0,
+            smoothing=Smoothing(min_tokens=100, weight=0.5, max_step=2.0),
+        )
+    )
     assert meter.price() == Price(Decimal("0.00001"), Decimal("0.0001")) and not meter.measured
     meter.observe(_counters(0.0, 0, 0, 0))
     meter.observe(_counters(1.0, 50, 50, 0.1))  # under the evidence floor: pooled, no change
@@ -58,14 +68,15 @@ def test_meter_starts_at_the_priors_and_follows_measurements() -> None:
     meter.observe(_counters(4.0, 400, 300, 0.5))  # 100 tok/s again: stays
     meter.observe(_counters(6.0, 400, 400, 0.5))  # 50 tok/s, moved half way
     assert meter.output_tps == 75
-    meter.observe(_counters(7.0, 10, 5, 0.01))    # counters went back: a restart, new baseline only
+    meter.observe(_counters(7.0, 10, 5, 0.01))  # counters went back: a restart, new baseline only
     assert meter.output_tps == 75
     assert meter.price().output == price_per_token(Decimal("3.6"), 75)
 
 
 def test_live_price_is_a_price_that_follows_the_meter() -> None:
-    meter = ThroughputMeter(CostConfig(gpu_hour_usd=Decimal("3.6"), tokens_per_second=100.0,
-                                       prompt_tokens_per_second=1000.0))
+    meter = ThroughputMeter(
+        CostConfig(gpu_hour_usd=Decimal("3.6"), tokens_per_second=100.0, prompt_tokens_per_second=1000.0)
+    )
     price = LivePrice(meter)  # the default evidence floor (256 tokens) is met by the 1000 below
     assert isinstance(price, Price)
     before = cost_of(Usage(1000, 100), price)
@@ -77,7 +88,8 @@ def test_live_price_is_a_price_that_follows_the_meter() -> None:
 
 
 def test_carbon_of_a_call_uses_the_measured_rates() -> None:
-    meter = ThroughputMeter(CostConfig(tokens_per_second=50.0, prompt_tokens_per_second=500.0,
-                                       power_watts=360.0, grid_g_per_kwh=100.0))
+    meter = ThroughputMeter(
+        CostConfig(tokens_per_second=50.0, prompt_tokens_per_second=500.0, power_watts=360.0, grid_g_per_kwh=100.0)
+    )
     # 500/500 + 50/50 = 2 machine-seconds at 360 W = 720 J = 0.0002 kWh -> 0.02 g
     assert meter.carbon(Usage(500, 50)) == pytest.approx(0.02)

@@ -23,9 +23,19 @@ TEXTS = ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly r
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    gateway = GatewayProcess({"models": [{"name": "minilm-l6", "provider": "local", "model": "minilm-l6",
-                                          "engine": {"gpu_hour_usd": "0.10", "rate_evidence_tokens": 16}}]},
-                             tmp_path_factory.mktemp("embed-gw"))
+    gateway = GatewayProcess(
+        {
+            "models": [
+                {
+                    "name": "minilm-l6",
+                    "provider": "local",
+                    "model": "minilm-l6",
+                    "engine": {"gpu_hour_usd": "0.10", "rate_evidence_tokens": 16},
+                }
+            ]
+        },
+        tmp_path_factory.mktemp("embed-gw"),
+    )
     yield gateway
     gateway.stop()
 
@@ -45,8 +55,9 @@ def status(gw: GatewayProcess) -> dict:
     return entry
 
 
-def test_embeddings_are_minilm_vectors_with_usage_and_a_measured_price(gw: GatewayProcess, client: openai.OpenAI,
-                                                                      reference: Embedder) -> None:
+def test_embeddings_are_minilm_vectors_with_usage_and_a_measured_price(
+    gw: GatewayProcess, client: openai.OpenAI, reference: Embedder
+) -> None:
     raw = client.embeddings.with_raw_response.create(model="minilm-l6", input=TEXTS)  # the SDK asks for base64
     answer = raw.parse()
     vectors = np.array([d.embedding for d in answer.data], dtype=np.float32)
@@ -90,19 +101,25 @@ def test_every_call_is_in_the_ledger(gw: GatewayProcess, client: openai.OpenAI) 
 
 def test_a_budget_that_cannot_cover_the_call_refuses_it(gw: GatewayProcess) -> None:
     key = gw.new_key("embed-poor")
-    budget = gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "embed-poor",
-                                                     "amount_usd": "0.000000000001", "period": "total"})
+    budget = gw.admin(
+        "PUT",
+        "/admin/budgets",
+        json={"scope": "team", "id": "embed-poor", "amount_usd": "0.000000000001", "period": "total"},
+    )
     assert budget.status_code == 200, budget.text
     with pytest.raises(openai.APIStatusError) as refused:
         gw.client(key).embeddings.create(model="minilm-l6", input=TEXTS)
     assert refused.value.status_code == 402
 
 
-@pytest.mark.parametrize(("call", "param", "says"), [
-    (dict(input=[[101, 2023, 102]]), "input", "takes text input"),
-    (dict(input=["fine", ""]), "input", "empty strings"),
-    (dict(input=TEXTS, dimensions=128), "dimensions", "384-dimensional"),
-])
+@pytest.mark.parametrize(
+    ("call", "param", "says"),
+    [
+        (dict(input=[[101, 2023, 102]]), "input", "takes text input"),
+        (dict(input=["fine", ""]), "input", "empty strings"),
+        (dict(input=TEXTS, dimensions=128), "dimensions", "384-dimensional"),
+    ],
+)
 def test_what_the_model_cannot_do_is_a_400(client: openai.OpenAI, call: dict, param: str, says: str) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         client.embeddings.create(model="minilm-l6", **call)
@@ -116,8 +133,9 @@ def test_chat_to_an_embedding_model_is_a_400(client: openai.OpenAI) -> None:
 
 
 async def test_the_price_follows_measured_throughput() -> None:
-    embedder = LocalEmbedder(EmbedderSettings.parse({"gpu_hour_usd": "3.6", "tokens_per_second": 1e9,
-                                                     "rate_evidence_tokens": 1}))
+    embedder = LocalEmbedder(
+        EmbedderSettings.parse({"gpu_hour_usd": "3.6", "tokens_per_second": 1e9, "rate_evidence_tokens": 1})
+    )
     assert embedder.price().input == Decimal("0.000000000001")  # the prior: $0.001/s at 1e9 tok/s
     done = await embedder.embed(TEXTS)
     assert done.vectors.shape == (3, 384) and all(t > 2 for t in done.tokens)

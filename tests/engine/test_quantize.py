@@ -10,8 +10,15 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from engine.quantize import (  # noqa: E402
-    QMAX, dequantize, pack_int8_to_int32, quantization_config, quantize_checkpoint, quantize_symmetric,
-    quantize_with_scale, unpack_int32_to_int8)
+    QMAX,
+    dequantize,
+    pack_int8_to_int32,
+    quantization_config,
+    quantize_checkpoint,
+    quantize_symmetric,
+    quantize_with_scale,
+    unpack_int32_to_int8,
+)
 
 
 @pytest.mark.parametrize("group_size", [None, 8, 32])
@@ -53,14 +60,17 @@ def test_an_all_zero_group_gets_a_finite_scale_and_zero_codes() -> None:
     assert torch.equal(dequantize(q), weight)
 
 
-@pytest.mark.parametrize(("value", "scale", "code"), [
-    (1000.0, 1.0, 127),   # far outside the range: clipped, not wrapped around to a negative code
-    (-1000.0, 1.0, -127),
-    (128.0, 1.0, 127),    # just outside: an int8 cast before clipping would give -128
-    (-128.4, 1.0, -127),  # symmetric range: -128 is never used
-    (126.6, 1.0, 127),    # rounds to nearest
-    (0.49, 1.0, 0),
-])
+@pytest.mark.parametrize(
+    ("value", "scale", "code"),
+    [
+        (1000.0, 1.0, 127),  # far outside the range: clipped, not wrapped around to a negative code
+        (-1000.0, 1.0, -127),
+        (128.0, 1.0, 127),  # just outside: an int8 cast before clipping would give -128
+        (-128.4, 1.0, -127),  # symmetric range: -128 is never used
+        (126.6, 1.0, 127),  # rounds to nearest
+        (0.49, 1.0, 0),
+    ],
+)
 def test_values_are_clipped_before_the_cast(value: float, scale: float, code: int) -> None:
     assert quantize_with_scale(torch.tensor([value]), torch.tensor(scale)).item() == code
 
@@ -97,9 +107,11 @@ def test_quantize_checkpoint_writes_int8_linears_and_keeps_the_rest(tmp_path: Pa
 
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
-    tensors = {"model.layers.0.self_attn.q_proj.weight": torch.randn(8, 16, dtype=torch.bfloat16),
-               "model.layers.0.input_layernorm.weight": torch.ones(16, dtype=torch.bfloat16),
-               "model.embed_tokens.weight": torch.randn(32, 16, dtype=torch.bfloat16)}
+    tensors = {
+        "model.layers.0.self_attn.q_proj.weight": torch.randn(8, 16, dtype=torch.bfloat16),
+        "model.layers.0.input_layernorm.weight": torch.ones(16, dtype=torch.bfloat16),
+        "model.embed_tokens.weight": torch.randn(32, 16, dtype=torch.bfloat16),
+    }
     save_file(tensors, src / "model.safetensors")
     (src / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (src / "tokenizer.json").write_text("{}")

@@ -81,11 +81,14 @@ def test_a_draft_token_the_target_forbids_is_always_rejected() -> None:
     assert out == out.__class__([1], 0)
 
 
-@pytest.mark.parametrize(("p", "q", "expected"), [
-    ([0.5, 0.5, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]),
-    ([0.6, 0.4, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 0]),
-    ([0.3, 0.7, 0, 0, 0, 0], [0.3, 0.7, 0, 0, 0, 0], [0.3, 0.7, 0, 0, 0, 0]),  # p == q: no residual mass
-])
+@pytest.mark.parametrize(
+    ("p", "q", "expected"),
+    [
+        ([0.5, 0.5, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 0], [0, 1.0, 0, 0, 0, 0]),
+        ([0.6, 0.4, 0, 0, 0, 0], [0.2, 0.8, 0, 0, 0, 0], [1.0, 0, 0, 0, 0, 0]),
+        ([0.3, 0.7, 0, 0, 0, 0], [0.3, 0.7, 0, 0, 0, 0], [0.3, 0.7, 0, 0, 0, 0]),  # p == q: no residual mass
+    ],
+)
 def test_residual_distribution(p: list[float], q: list[float], expected: list[float]) -> None:
     assert np.allclose(residual(np.array(p), np.array(q)), expected)
 
@@ -95,24 +98,42 @@ def test_verify_checks_shapes() -> None:
         verify([1, 2], np.ones((2, V)) / V, np.ones((2, V)) / V, np.random.default_rng(0))
 
 
-@pytest.mark.parametrize(("spec", "expected"), [
-    ({}, None),
-    ({"method": "ngram", "enabled": False}, None),
-    ({"method": "ngram", "num_speculative_tokens": 4},
-     {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5}),
-    ({"model": "/m/draft", "num_speculative_tokens": 3},
-     {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 3,
-      "draft_sample_method": "probabilistic"}),
-    ({"model": "/m/draft", "exact": False},
-     {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 4}),
-])
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ({}, None),
+        ({"method": "ngram", "enabled": False}, None),
+        (
+            {"method": "ngram", "num_speculative_tokens": 4},
+            {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 5},
+        ),
+        (
+            {"model": "/m/draft", "num_speculative_tokens": 3},
+            {
+                "method": "draft_model",
+                "model": "/m/draft",
+                "num_speculative_tokens": 3,
+                "draft_sample_method": "probabilistic",
+            },
+        ),
+        (
+            {"model": "/m/draft", "exact": False},
+            {"method": "draft_model", "model": "/m/draft", "num_speculative_tokens": 4},
+        ),
+    ],
+)
 def test_speculative_config(spec: dict, expected: dict | None) -> None:
     assert speculative_config(spec) == expected
 
 
-@pytest.mark.parametrize("spec", [{"method": "ngram", "num_speculative_tokens": 0},
-                                  {"method": "ngram", "prompt_lookup_min": 4, "prompt_lookup_max": 2},
-                                  {"method": "draft_model"}])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"method": "ngram", "num_speculative_tokens": 0},
+        {"method": "ngram", "prompt_lookup_min": 4, "prompt_lookup_max": 2},
+        {"method": "draft_model"},
+    ],
+)
 def test_speculative_config_rejects_nonsense(spec: dict) -> None:
     with pytest.raises(ValueError):
         speculative_config(spec)
@@ -121,20 +142,23 @@ def test_speculative_config_rejects_nonsense(spec: dict) -> None:
 POLICY = SpeculationPolicy(min_acceptance=0.3, max_running=8, hysteresis=0.05, min_drafts=50)
 
 
-@pytest.mark.parametrize(("on", "acceptance", "drafts", "running", "expected"), [
-    (True, None, 0, 1, True),        # nothing measured: keep what is configured
-    (False, None, 0, 1, False),
-    (True, 0.9, 10, 1, True),        # too few drafts to judge
-    (True, 0.1, 10, 1, True),
-    (True, 0.6, 1000, 1, True),      # pays at low load
-    (True, 0.1, 1000, 1, False),     # low acceptance: verifier work wasted
-    (True, 0.27, 1000, 1, True),     # inside the hysteresis band: stays on
-    (False, 0.33, 1000, 1, False),   # inside the band: stays off
-    (False, 0.36, 1000, 1, True),    # clearly above: back on
-    (True, 0.9, 1000, 8, False),     # high load: throughput-bound, speculation slows it down
-    (True, 0.9, 1000, 12.5, False),
-    (False, 0.9, 1000, 7.9, True),
-    (True, None, 0, 9, False),       # high load wins even before acceptance is known
-])
+@pytest.mark.parametrize(
+    ("on", "acceptance", "drafts", "running", "expected"),
+    [
+        (True, None, 0, 1, True),  # nothing measured: keep what is configured
+        (False, None, 0, 1, False),
+        (True, 0.9, 10, 1, True),  # too few drafts to judge
+        (True, 0.1, 10, 1, True),
+        (True, 0.6, 1000, 1, True),  # pays at low load
+        (True, 0.1, 1000, 1, False),  # low acceptance: verifier work wasted
+        (True, 0.27, 1000, 1, True),  # inside the hysteresis band: stays on
+        (False, 0.33, 1000, 1, False),  # inside the band: stays off
+        (False, 0.36, 1000, 1, True),  # clearly above: back on
+        (True, 0.9, 1000, 8, False),  # high load: throughput-bound, speculation slows it down
+        (True, 0.9, 1000, 12.5, False),
+        (False, 0.9, 1000, 7.9, True),
+        (True, None, 0, 9, False),  # high load wins even before acceptance is known
+    ],
+)
 def test_speculation_policy(on: bool, acceptance: float | None, drafts: int, running: float, expected: bool) -> None:
     assert should_speculate(POLICY, on, acceptance, drafts, running) is expected

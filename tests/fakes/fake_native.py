@@ -20,12 +20,12 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from gateway.apis.anthropic.errors import anthropic_error
 from gateway.apis.anthropic.headers import api_version
 from gateway.apis.anthropic.message import MessageMeta, to_message
 from gateway.apis.anthropic.request import parse_request as parse_messages
 from gateway.apis.anthropic.stream import MessagesStream
 from gateway.apis.anthropic.to_chat import to_chat_request as messages_to_chat
-from gateway.apis.anthropic.errors import anthropic_error
 from gateway.apis.responses.output import ResponseMeta, to_response
 from gateway.apis.responses.request import parse_request as parse_responses
 from gateway.apis.responses.stream import ResponsesStream
@@ -35,21 +35,27 @@ from gateway.sse import typed_event
 from tests.fakes.fake_tools import tool_chunks, tool_completion, tool_message, wanted_tool
 
 
-def chat_completion(chat: dict[str, Any], model: str, last_user_text: Any, words: Any,
-                    prompt_text: Any) -> dict[str, Any]:
+def chat_completion(
+    chat: dict[str, Any], model: str, last_user_text: Any, words: Any, prompt_text: Any
+) -> dict[str, Any]:
     """What the fake's chat endpoint answers `chat` (its helpers passed in: fake_openai imports this)."""
     question = last_user_text(chat)
     answer = "echo: " + question
     if chat.get("max_completion_tokens"):
-        answer = " ".join(answer.split()[:chat["max_completion_tokens"]])
+        answer = " ".join(answer.split()[: chat["max_completion_tokens"]])
     usage = {"prompt_tokens": words(prompt_text(chat)), "completion_tokens": words(answer)}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
     tool = wanted_tool(chat)
     if tool is not None:
         return tool_completion(model, tool_message(tool, question), usage)
-    return {"id": "fake-native", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
-            "usage": usage}
+    return {
+        "id": "fake-native",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
 
 
 def chat_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
@@ -58,8 +64,10 @@ def chat_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
         return tool_chunks(model, choice["message"], usage)
     base = {"id": "fake-native", "object": "chat.completion.chunk", "created": completion["created"], "model": model}
     words = choice["message"]["content"].split(" ")
-    out = [{**base, "choices": [{"index": 0, "delta": {"content": w if i == 0 else " " + w}, "finish_reason": None}]}
-           for i, w in enumerate(words)]
+    out = [
+        {**base, "choices": [{"index": 0, "delta": {"content": w if i == 0 else " " + w}, "finish_reason": None}]}
+        for i, w in enumerate(words)
+    ]
     out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
     return out + [{**base, "choices": [], "usage": usage}]
 

@@ -42,9 +42,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.images import data_url_size, rule_for
+from gateway.tokens import count_text
 from tests.fakes.fake_native import NativeEndpoints, chat_completion
 from tests.fakes.fake_tools import sse, tool_chunks, tool_completion, tool_message, wanted_tool
-from gateway.tokens import count_text
 
 
 def words(text: str) -> int:
@@ -96,8 +96,10 @@ def body_tokens(raw: bytes, body: dict[str, Any], model: str) -> int:
             if isinstance(part, dict) and part.get("type") == "image_url":
                 image = part.get("image_url") or {}
                 url = image.get("url") if isinstance(image, dict) else image
-                images += rule.tokens(data_url_size(url) if isinstance(url, str) else None,
-                                      image.get("detail") if isinstance(image, dict) else None)
+                images += rule.tokens(
+                    data_url_size(url) if isinstance(url, str) else None,
+                    image.get("detail") if isinstance(image, dict) else None,
+                )
                 content[i] = {"type": "image_url"}
     text = raw.decode() if not images else orjson.dumps(body).decode()
     return count_text(text, model) + images
@@ -126,18 +128,36 @@ def billing_answer(calls: Counter[str], raw: bytes, body: dict[str, Any], model:
     if body.get("stream"):
         return StreamingResponse(_stream(model, chat, returned, each, usage), media_type="text/event-stream")
     text = TOKEN * each
-    choices = [{"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "length"} if chat
-               else {"index": i, "text": text, "finish_reason": "length"} for i in range(returned)]
-    data = {"id": "fake-bill", "object": "chat.completion" if chat else "text_completion",
-            "created": int(time.time()), "model": model, "choices": choices, "usage": usage}
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
+        if chat
+        else {"index": i, "text": text, "finish_reason": "length"}
+        for i in range(returned)
+    ]
+    data = {
+        "id": "fake-bill",
+        "object": "chat.completion" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+    }
     return Response(orjson.dumps(data), media_type="application/json")
 
 
 def _chunk(model: str, chat: bool, index: int, text: str | None, finish: str | None = None) -> bytes:
-    choice = ({"index": index, "delta": {} if text is None else {"content": text}, "finish_reason": finish} if chat
-              else {"index": index, "text": text or "", "finish_reason": finish})
-    data = {"id": "fake-bill", "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()), "model": model, "choices": [choice]}
+    choice = (
+        {"index": index, "delta": {} if text is None else {"content": text}, "finish_reason": finish}
+        if chat
+        else {"index": index, "text": text or "", "finish_reason": finish}
+    )
+    data = {
+        "id": "fake-bill",
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+    }
     return b"data: " + orjson.dumps(data) + b"\n\n"
 
 
@@ -146,8 +166,20 @@ async def _stream(model: str, chat: bool, returned: int, each: int, usage: dict[
         for _ in range(each):
             yield _chunk(model, chat, index, TOKEN)
         yield _chunk(model, chat, index, None, "length")
-    yield b"data: " + orjson.dumps({"id": "fake-bill", "object": "chat.completion.chunk", "created": 0,
-                                    "model": model, "choices": [], "usage": usage}) + b"\n\n"
+    yield (
+        b"data: "
+        + orjson.dumps(
+            {
+                "id": "fake-bill",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": usage,
+            }
+        )
+        + b"\n\n"
+    )
     yield b"data: [DONE]\n\n"
 
 
@@ -195,22 +227,34 @@ class FakeUpstream:
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         if max_tokens:
             answer = " ".join(answer.split()[:max_tokens])
-        usage = {"prompt_tokens": words(prompt_text(body)), "completion_tokens": words(answer),
-                 "total_tokens": words(prompt_text(body)) + words(answer)}
+        usage = {
+            "prompt_tokens": words(prompt_text(body)),
+            "completion_tokens": words(answer),
+            "total_tokens": words(prompt_text(body)) + words(answer),
+        }
         tool = wanted_tool(body) if chat else None
         if tool is not None:
             message = tool_message(tool, last_user_text(body))
             if body.get("stream"):
                 with_usage = (body.get("stream_options") or {}).get("include_usage")
-                return StreamingResponse(sse(tool_chunks(model, message, usage if with_usage else None)),
-                                         media_type="text/event-stream")
+                return StreamingResponse(
+                    sse(tool_chunks(model, message, usage if with_usage else None)), media_type="text/event-stream"
+                )
             return _json(tool_completion(model, message, usage))
         if body.get("stream"):
             return StreamingResponse(self._stream(body, model, answer, usage, chat), media_type="text/event-stream")
-        choice = ({"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
-                  if chat else {"index": 0, "text": answer, "finish_reason": "stop"})
-        data = {"id": f"fake-{self.calls[model]}", "object": "chat.completion" if chat else "text_completion",
-                "created": int(time.time()), "model": model, "choices": [choice]}
+        choice = (
+            {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+            if chat
+            else {"index": 0, "text": answer, "finish_reason": "stop"}
+        )
+        data = {
+            "id": f"fake-{self.calls[model]}",
+            "object": "chat.completion" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+        }
         if model != "no-usage":
             data["usage"] = usage
         if body.get("seed") is not None:
@@ -220,8 +264,12 @@ class FakeUpstream:
         return _json(data)
 
     async def _stream(self, body: dict[str, Any], model: str, answer: str, usage: dict[str, int], chat: bool):
-        base = {"id": "fake-stream", "object": "chat.completion.chunk" if chat else "text_completion",
-                "created": int(time.time()), "model": model}
+        base = {
+            "id": "fake-stream",
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": model,
+        }
         tokens = [w + " " for w in answer.split()]
         tokens[-1] = tokens[-1].rstrip()
         for i, token in enumerate(tokens):
@@ -229,11 +277,17 @@ class FakeUpstream:
                 return
             if model == "drip":
                 await asyncio.sleep(0.2)
-            choice = {"index": 0, "delta": {"content": token}, "finish_reason": None} if chat else \
-                {"index": 0, "text": token, "finish_reason": None}
+            choice = (
+                {"index": 0, "delta": {"content": token}, "finish_reason": None}
+                if chat
+                else {"index": 0, "text": token, "finish_reason": None}
+            )
             yield b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
-        final = {"index": 0, "delta": {}, "finish_reason": "stop"} if chat else \
-            {"index": 0, "text": "", "finish_reason": "stop"}
+        final = (
+            {"index": 0, "delta": {}, "finish_reason": "stop"}
+            if chat
+            else {"index": 0, "text": "", "finish_reason": "stop"}
+        )
         yield b"data: " + orjson.dumps({**base, "choices": [final]}) + b"\n\n"
         if (body.get("stream_options") or {}).get("include_usage") and model != "no-usage":
             yield b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n"
@@ -245,8 +299,14 @@ class FakeUpstream:
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = [{"object": "embedding", "index": i, "embedding": [0.1, 0.2, 0.3]} for i in range(len(inputs))]
         tokens = sum(words(str(x)) for x in inputs)
-        return _json({"object": "list", "data": data, "model": body.get("model"),
-                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return _json(
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )
 
     async def stats(self, _request: Request) -> Response:
         return _json(dict(self.calls))
@@ -258,17 +318,20 @@ class FakeUpstream:
 
 def create_fake_app() -> Starlette:
     fake = FakeUpstream()
-    native = NativeEndpoints(fake.calls, lambda chat, model: chat_completion(chat, model, last_user_text, words,
-                                                                              prompt_text))
-    return Starlette(routes=[
-        Route("/v1/chat/completions", fake.chat, methods=["POST"]),
-        Route("/v1/completions", fake.chat, methods=["POST"]),
-        Route("/v1/embeddings", fake.embeddings, methods=["POST"]),
-        Route("/v1/responses", native.responses, methods=["POST"]),
-        Route("/v1/messages", native.messages, methods=["POST"]),
-        Route("/_stats", fake.stats),
-        Route("/_reset", fake.reset, methods=["POST"]),
-    ])
+    native = NativeEndpoints(
+        fake.calls, lambda chat, model: chat_completion(chat, model, last_user_text, words, prompt_text)
+    )
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", fake.chat, methods=["POST"]),
+            Route("/v1/completions", fake.chat, methods=["POST"]),
+            Route("/v1/embeddings", fake.embeddings, methods=["POST"]),
+            Route("/v1/responses", native.responses, methods=["POST"]),
+            Route("/v1/messages", native.messages, methods=["POST"]),
+            Route("/_stats", fake.stats),
+            Route("/_reset", fake.reset, methods=["POST"]),
+        ]
+    )
 
 
 def main() -> None:
@@ -278,8 +341,15 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
     args = parser.parse_args()
-    uvicorn.run(create_fake_app(), host=args.host, port=args.port, log_level="warning", access_log=False,
-                loop="uvloop", http="httptools")
+    uvicorn.run(
+        create_fake_app(),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+    )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.fake_openai import last_user_text
 from gateway.tokens import count_prompt, count_text
+from tests.fakes.fake_openai import last_user_text
 
 
 def load_answers(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -66,15 +66,28 @@ class RecordedUpstream:
         content = record["content"]
         usage = {"prompt_tokens": count_prompt(body), "completion_tokens": count_text(content)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
-                                  "finish_reason": record.get("finish_reason", "stop")}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": record.get("finish_reason", "stop"),
+        }
         if body.get("logprobs") and record.get("logprobs") is not None:
             tokens = content.split() or [""]
             lps = record["logprobs"]
-            choice["logprobs"] = {"content": [{"token": tokens[i % len(tokens)], "logprob": lp, "bytes": None,
-                                               "top_logprobs": []} for i, lp in enumerate(lps)]}
-        data = {"id": f"rec-{self.calls[model]}", "object": "chat.completion", "created": int(time.time()),
-                "model": model, "choices": [choice], "usage": usage}
+            choice["logprobs"] = {
+                "content": [
+                    {"token": tokens[i % len(tokens)], "logprob": lp, "bytes": None, "top_logprobs": []}
+                    for i, lp in enumerate(lps)
+                ]
+            }
+        data = {
+            "id": f"rec-{self.calls[model]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [choice],
+            "usage": usage,
+        }
         if body.get("stream"):
             return StreamingResponse(self._stream(data, body), media_type="text/event-stream")
         return _json(data)
@@ -101,11 +114,13 @@ class RecordedUpstream:
 
 def create_recorded_app(answers_path: str | Path) -> Starlette:
     fake = RecordedUpstream(load_answers(Path(answers_path)))
-    return Starlette(routes=[
-        Route("/v1/chat/completions", fake.chat, methods=["POST"]),
-        Route("/_stats", fake.stats),
-        Route("/_reset", fake.reset, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", fake.chat, methods=["POST"]),
+            Route("/_stats", fake.stats),
+            Route("/_reset", fake.reset, methods=["POST"]),
+        ]
+    )
 
 
 def main() -> None:
@@ -116,8 +131,15 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
     args = parser.parse_args()
-    uvicorn.run(create_recorded_app(args.answers), host=args.host, port=args.port, log_level="warning",
-                access_log=False, loop="uvloop", http="httptools")
+    uvicorn.run(
+        create_recorded_app(args.answers),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+    )
 
 
 if __name__ == "__main__":

@@ -27,13 +27,22 @@ def wanted_tool(body: dict[str, Any]) -> str | None:
 
 def tool_message(name: str, question: str) -> dict[str, Any]:
     arguments = orjson.dumps({"q": question}).decode()
-    return {"role": "assistant", "content": None,
-            "tool_calls": [{"id": CALL_ID, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": CALL_ID, "type": "function", "function": {"name": name, "arguments": arguments}}],
+    }
 
 
 def tool_completion(model: str, message: dict[str, Any], usage: dict[str, int]) -> dict[str, Any]:
-    return {"id": "fake-tool", "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}], "usage": usage}
+    return {
+        "id": "fake-tool",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+        "usage": usage,
+    }
 
 
 def tool_chunks(model: str, message: dict[str, Any], usage: dict[str, int] | None) -> list[dict[str, Any]]:
@@ -41,11 +50,22 @@ def tool_chunks(model: str, message: dict[str, Any], usage: dict[str, int] | Non
     arguments = call["function"]["arguments"]
     half = len(arguments) // 2
     base = {"id": "fake-tool", "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
-    deltas = [{"role": "assistant", "content": None,
-               "tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                               "function": {"name": call["function"]["name"], "arguments": ""}}]},
-              {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]},
-              {"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]}]
+    deltas = [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "index": 0,
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {"name": call["function"]["name"], "arguments": ""},
+                }
+            ],
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:half]}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": arguments[half:]}}]},
+    ]
     chunks = [{**base, "choices": [{"index": 0, "delta": d, "finish_reason": None}]} for d in deltas]
     chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
     if usage is not None:

@@ -54,16 +54,27 @@ def chunk(data: bytes) -> bytes:
 
 
 def completion(model: str, content: str) -> bytes:
-    return orjson.dumps({"id": "faulty-1", "object": "chat.completion", "created": int(time.time()), "model": model,
-                         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                      "finish_reason": "stop"}], "usage": USAGE})
+    return orjson.dumps(
+        {
+            "id": "faulty-1",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": USAGE,
+        }
+    )
 
 
 def event(model: str, content: str | None, usage: bool = False, finish_reason: str | None = None) -> bytes:
     delta = {} if finish_reason else {"content": content}
-    data: dict[str, Any] = {"id": "faulty-s", "object": "chat.completion.chunk", "created": 0, "model": model,
-                            "choices": [] if usage else [{"index": 0, "delta": delta,
-                                                          "finish_reason": finish_reason}]}
+    data: dict[str, Any] = {
+        "id": "faulty-s",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": model,
+        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
     if usage:
         data["usage"] = USAGE
     return b"data: " + orjson.dumps(data) + b"\n\n"
@@ -150,7 +161,7 @@ class FaultyUpstream:
             payload = completion(model, ANSWER) + b" " * 1000
             writer.write(head(200, "application/json", len(payload)))
             for i in range(min(600, len(payload))):
-                writer.write(payload[i:i + 1])
+                writer.write(payload[i : i + 1])
                 await writer.drain()
                 await asyncio.sleep(0.1)
             return False
@@ -163,8 +174,14 @@ class FaultyUpstream:
             return await self.send(writer, 200, completion(model, f"you sent {auth}"))
         return await self.send(writer, 200, completion(model, ANSWER))
 
-    async def send(self, writer: asyncio.StreamWriter, status: int, payload: bytes,
-                   content_type: str = "application/json", extra: dict[str, str] | None = None) -> bool:
+    async def send(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        payload: bytes,
+        content_type: str = "application/json",
+        extra: dict[str, str] | None = None,
+    ) -> bool:
         writer.write(head(status, content_type, len(payload), extra) + payload)
         await writer.drain()
         return True
@@ -188,8 +205,12 @@ class FaultyUpstream:
                 continue
             writer.write(chunk(event(model, word + " ")))
             await writer.drain()
-        writer.write(chunk(event(model, None, finish_reason="stop")) + chunk(event(model, None, usage=True))
-                     + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        writer.write(
+            chunk(event(model, None, finish_reason="stop"))
+            + chunk(event(model, None, usage=True))
+            + chunk(b"data: [DONE]\n\n")
+            + b"0\r\n\r\n"
+        )
         await writer.drain()
         return True
 
@@ -199,8 +220,7 @@ class FaultyUpstream:
             return False
         status = int(model.split("-")[1])
         retry = {"retry-after": "3600" if model.endswith("long") else "0"} if status == 429 else {}
-        return await self.send(writer, status, b'{"error": {"message": "faulty", "type": "server_error"}}',
-                               extra=retry)
+        return await self.send(writer, status, b'{"error": {"message": "faulty", "type": "server_error"}}', extra=retry)
 
 
 async def main(port: int) -> None:

@@ -18,14 +18,28 @@ from policies.pricing import Price, Usage
 TEAM_A = Principal(team_id="team_a1", team_name="team-a", key_id="key_a1")
 
 
-def request(body: dict[str, Any] | None = None, *, headers: dict[str, str] | None = None,
-            endpoint: Endpoint = Endpoint.CHAT, principal: Principal | None = None, stream: bool = False,
-            api_key: str | None = "sk-cg-secret", **fields: Any) -> RequestContext:
+def request(
+    body: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
+    endpoint: Endpoint = Endpoint.CHAT,
+    principal: Principal | None = None,
+    stream: bool = False,
+    api_key: str | None = "sk-cg-secret",
+    **fields: Any,
+) -> RequestContext:
     """A context as the route hands it to the pipeline (headers case-insensitive, like Starlette's),
     with `fields` already filled in as the earlier stages would have."""
     body = {"model": "small", "messages": [{"role": "user", "content": "hi"}]} if body is None else body
-    ctx = RequestContext(request_id="req_test", endpoint=endpoint, body=body, api_key=api_key,
-                         headers=Headers(headers or {}), stream=stream, principal=principal)
+    ctx = RequestContext(
+        request_id="req_test",
+        endpoint=endpoint,
+        body=body,
+        api_key=api_key,
+        headers=Headers(headers or {}),
+        stream=stream,
+        principal=principal,
+    )
     for name, value in fields.items():
         setattr(ctx, name, value)
     return ctx
@@ -55,20 +69,39 @@ class ScriptedProvider:
 
 
 def chat_answer(text: str, usage: Usage | None = None, model: str = "upstream-model") -> Completion:
-    body: dict[str, Any] = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                         "finish_reason": "stop"}]}
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+    }
     if usage is not None:
-        body["usage"] = {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                         "total_tokens": usage.total_tokens}
+        body["usage"] = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        }
     return Completion(body, orjson.dumps(body), usage)
 
 
-def deployment(name: str, *, upstream: str | None = None, input_per_mtok: str = "1", output_per_mtok: str = "2",
-               provider: Provider | None = None, max_output_tokens: int = 4096,
-               fallbacks: tuple[str, ...] = ()) -> Deployment:
+def deployment(
+    name: str,
+    *,
+    upstream: str | None = None,
+    input_per_mtok: str = "1",
+    output_per_mtok: str = "2",
+    provider: Provider | None = None,
+    max_output_tokens: int = 4096,
+    fallbacks: tuple[str, ...] = (),
+) -> Deployment:
     """A configured model at a chosen price per million tokens, served by `provider`."""
-    config = ModelConfig(name=name, model=upstream, api_base="http://upstream.invalid/v1", fallbacks=list(fallbacks),
-                         price={"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok})
+    config = ModelConfig(
+        name=name,
+        model=upstream,
+        api_base="http://upstream.invalid/v1",
+        fallbacks=list(fallbacks),
+        price={"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok},
+    )
     price = Price.per_million(Decimal(input_per_mtok), Decimal(output_per_mtok))
     return Deployment(config, provider or ScriptedProvider(name), price, max_output_tokens)

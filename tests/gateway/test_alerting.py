@@ -35,8 +35,7 @@ class Hook:
 
 def notifier(hook: Hook, retries: int = 3) -> tuple[WebhookNotifier, CollectorRegistry]:
     registry = CollectorRegistry()
-    n = WebhookNotifier(URL, BudgetMetrics(registry), retries=retries, backoff_s=0,
-                        transport=httpx.MockTransport(hook))
+    n = WebhookNotifier(URL, BudgetMetrics(registry), retries=retries, backoff_s=0, transport=httpx.MockTransport(hook))
     return n, registry
 
 

@@ -20,9 +20,13 @@ SMALL_IN, SMALL_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    config = {"models": [model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
-                         model("slow", "slow", fake_upstream.url, timeout_s=30, max_retries=0)],
-              "batch": {"discount": "0.5", "concurrency": 2, "poll_interval_s": 0.2, "lease_s": 2}}
+    config = {
+        "models": [
+            model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
+            model("slow", "slow", fake_upstream.url, timeout_s=30, max_retries=0),
+        ],
+        "batch": {"discount": "0.5", "concurrency": 2, "poll_interval_s": 0.2, "lease_s": 2},
+    }
     g = GatewayProcess(config, tmp_path_factory.mktemp("batch-gw"))
     yield g
     g.stop()
@@ -33,14 +37,19 @@ def jsonl(lines: list[dict[str, Any]]) -> bytes:
 
 
 def chat_line(custom_id: str, text: str, model_name: str = "small") -> dict[str, Any]:
-    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions",
-            "body": {"model": model_name, "messages": [{"role": "user", "content": text}]}}
+    return {
+        "custom_id": custom_id,
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": model_name, "messages": [{"role": "user", "content": text}]},
+    }
 
 
 def submit(client: openai.OpenAI, lines: list[dict[str, Any]]) -> Any:
     f = client.files.create(file=("input.jsonl", io.BytesIO(jsonl(lines))), purpose="batch")
-    return client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h",
-                                 metadata={"job": "test"})
+    return client.batches.create(
+        input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h", metadata={"job": "test"}
+    )
 
 
 def wait_for(client: openai.OpenAI, batch_id: str, statuses: set[str], timeout: float = 60.0) -> Any:
@@ -87,7 +96,7 @@ def test_batch_runs_every_line_at_the_discount(gw: GatewayProcess) -> None:
     team = {r["group"]: r for r in gw.spend("team")["rows"]}
     rows = [r for r in team.values() if r["requests"] == 6]  # five answers and the refused line
     assert len(rows) == 1
-    assert Decimal(rows[0]["cost_usd"]) == expected   # charged half of list price...
+    assert Decimal(rows[0]["cost_usd"]) == expected  # charged half of list price...
     assert Decimal(rows[0]["saved_usd"]) == expected  # ...and the other half shows as saved
     tags = {r["group"]: r for r in gw.spend("tag")["rows"]}
     assert "lane:batch" in tags
@@ -118,13 +127,16 @@ def test_files_api(gw: GatewayProcess) -> None:
         client.files.retrieve(f.id)
 
 
-@pytest.mark.parametrize("content, code", [
-    (b"not json\n", "invalid_json_line"),
-    (jsonl([chat_line("a", "x"), chat_line("a", "y")]), "duplicate_custom_id"),
-    (jsonl([{**chat_line("a", "x"), "url": "/v1/embeddings"}]), "mismatched_endpoint"),
-    (jsonl([{"method": "POST", "url": "/v1/chat/completions", "body": {}}]), "invalid_custom_id"),
-    (b"\n\n", "empty_file"),
-])
+@pytest.mark.parametrize(
+    "content, code",
+    [
+        (b"not json\n", "invalid_json_line"),
+        (jsonl([chat_line("a", "x"), chat_line("a", "y")]), "duplicate_custom_id"),
+        (jsonl([{**chat_line("a", "x"), "url": "/v1/embeddings"}]), "mismatched_endpoint"),
+        (jsonl([{"method": "POST", "url": "/v1/chat/completions", "body": {}}]), "invalid_custom_id"),
+        (b"\n\n", "empty_file"),
+    ],
+)
 def test_invalid_input_fails_the_batch(gw: GatewayProcess, content: bytes, code: str) -> None:
     client = gw.client(gw.new_key("batch-team-3"))
     f = client.files.create(file=("bad.jsonl", io.BytesIO(content)), purpose="batch")
@@ -139,8 +151,7 @@ def test_bad_create_requests_are_400(gw: GatewayProcess) -> None:
     with pytest.raises(openai.BadRequestError):
         client.batches.create(input_file_id=f.id, endpoint="/v1/images/generations", completion_window="24h")
     with pytest.raises(openai.BadRequestError):
-        client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions",
-                              completion_window="soon")  # type: ignore[arg-type]
+        client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="soon")  # type: ignore[arg-type]
     with pytest.raises(openai.AuthenticationError):
         gw.client("sk-cg-wrong").batches.list()
 

@@ -7,11 +7,16 @@ import pytest
 from gateway.bodies import answer_text, query_text, token_logprobs
 
 
-@pytest.mark.parametrize("logprobs, expected", [
-    ({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1}]}, (-0.5, -1.0)),
-    ({"token_logprobs": [-0.2, None, -0.3]}, (-0.2, -0.3)),
-    ({"content": []}, None), (None, None), ("x", None),
-])
+@pytest.mark.parametrize(
+    "logprobs, expected",
+    [
+        ({"content": [{"token": "a", "logprob": -0.5}, {"token": "b", "logprob": -1}]}, (-0.5, -1.0)),
+        ({"token_logprobs": [-0.2, None, -0.3]}, (-0.2, -0.3)),
+        ({"content": []}, None),
+        (None, None),
+        ("x", None),
+    ],
+)
 def test_token_logprobs(logprobs, expected) -> None:
     assert token_logprobs(logprobs) == expected
 
@@ -20,27 +25,53 @@ CHAT = {"choices": [{"message": {"role": "assistant", "content": "one"}}, {"mess
 TEXT = {"choices": [{"text": "a"}, {"text": "b"}]}
 
 
-@pytest.mark.parametrize("body, first, every", [
-    (CHAT, "one", "onetwo"),
-    (TEXT, "a", "ab"),
-    ({"choices": [{"message": {"content": None, "tool_calls": [{}]}}]}, "", ""),
-    ({"choices": "garbage"}, "", ""),
-    ({}, "", ""),
-])
+@pytest.mark.parametrize(
+    "body, first, every",
+    [
+        (CHAT, "one", "onetwo"),
+        (TEXT, "a", "ab"),
+        ({"choices": [{"message": {"content": None, "tool_calls": [{}]}}]}, "", ""),
+        ({"choices": "garbage"}, "", ""),
+        ({}, "", ""),
+    ],
+)
 def test_answer_text(body: dict, first: str, every: str) -> None:
     assert answer_text(body) == first
     assert answer_text(body, all_choices=True) == every
 
 
-@pytest.mark.parametrize("body, expected", [
-    ({"messages": [{"role": "user", "content": "first"}, {"role": "assistant", "content": "x"},
-                   {"role": "user", "content": "last"}]}, "last"),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                {"type": "image_url", "image_url": {"url": "u"}},
-                                                {"type": "text", "text": "b"}]}]}, "a b"),
-    ({"messages": [{"role": "system", "content": "only system"}]}, ""),
-    ({"prompt": "complete me"}, "complete me"),
-    ({"prompt": ["a", "b"]}, ""),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "first"},
+                    {"role": "assistant", "content": "x"},
+                    {"role": "user", "content": "last"},
+                ]
+            },
+            "last",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "a"},
+                            {"type": "image_url", "image_url": {"url": "u"}},
+                            {"type": "text", "text": "b"},
+                        ],
+                    }
+                ]
+            },
+            "a b",
+        ),
+        ({"messages": [{"role": "system", "content": "only system"}]}, ""),
+        ({"prompt": "complete me"}, "complete me"),
+        ({"prompt": ["a", "b"]}, ""),
+    ],
+)
 def test_query_text(body: dict, expected: str) -> None:
     assert query_text(body) == expected

@@ -27,14 +27,22 @@ def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnRedis]:
 
 
 def _gateway(tmp: Path, upstream: FakeUpstream, redis_url: str, mode: str) -> GatewayProcess:
-    return GatewayProcess({"models": standard_models(upstream.url), "cache": NO_CACHE, "redis_url": redis_url,
-                           "budgets": {"on_store_error": mode, "redis_timeout_s": 0.2}}, tmp)
+    return GatewayProcess(
+        {
+            "models": standard_models(upstream.url),
+            "cache": NO_CACHE,
+            "redis_url": redis_url,
+            "budgets": {"on_store_error": mode, "redis_timeout_s": 0.2},
+        },
+        tmp,
+    )
 
 
 def _ask(gw: GatewayProcess, key: str) -> int:
     try:
-        gw.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": PROMPT}],
-                                               max_tokens=20)
+        gw.client(key).chat.completions.create(
+            model="small", messages=[{"role": "user", "content": PROMPT}], max_tokens=20
+        )
         return 200
     except openai.APIStatusError as err:
         if err.status_code == 503:
@@ -49,8 +57,11 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
     try:
         key = closed.new_key("outage")
         open_key = opened.new_key("outage")
-        budget = closed.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "outage",
-                                                             "amount_usd": "0.00011", "period": "monthly"}).json()
+        budget = closed.admin(
+            "PUT",
+            "/admin/budgets",
+            json={"scope": "team", "id": "outage", "amount_usd": "0.00011", "period": "monthly"},
+        ).json()
         assert [_ask(closed, key) for _ in range(2)] == [200, 200]
 
         own_redis.stop()
@@ -80,12 +91,16 @@ def test_redis_restarted_mid_run(tmp_path_factory, fake_upstream, own_redis):
 def test_in_process_counters_survive_a_restart_through_the_ledger(tmp_path_factory, fake_upstream):
     """The embedded default (no Redis): counters live in the process; a restarted gateway
     seeds them from its SQLite ledger, so the budget still binds."""
-    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "cache": NO_CACHE},
-                        tmp_path_factory.mktemp("memory"))
+    gw = GatewayProcess(
+        {"models": standard_models(fake_upstream.url), "cache": NO_CACHE}, tmp_path_factory.mktemp("memory")
+    )
     try:
         key = gw.new_key("embedded")
-        gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "embedded", "amount_usd": "0.00007",
-                                                "period": "daily"})
+        gw.admin(
+            "PUT",
+            "/admin/budgets",
+            json={"scope": "team", "id": "embedded", "amount_usd": "0.00007", "period": "daily"},
+        )
         assert [_ask(gw, key) for _ in range(2)] == [200, 200]
         gw.stop()
         gw.start()

@@ -9,15 +9,14 @@ import csv
 import io
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import openai
 import pytest
 
 from tests.conftest import standard_models
-from tests.gateway.budget_support import (SHARED_REDIS, WebhookReceiver, fresh_postgres, price_cost,
-                                          redis_prefix)
+from tests.gateway.budget_support import SHARED_REDIS, WebhookReceiver, fresh_postgres, price_cost, redis_prefix
 from tests.support import FakeUpstream, GatewayProcess
 
 SMALL_IN, SMALL_OUT = "0.15", "0.6"  # the `small` model's price in standard_models
@@ -31,16 +30,26 @@ def hook() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture(scope="module")
-def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream,
-             hook: WebhookReceiver) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
+def replicas(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, hook: WebhookReceiver
+) -> Iterator[tuple[GatewayProcess, GatewayProcess]]:
     with fresh_postgres() as pg_url, redis_prefix() as prefix:
-        config = {"models": standard_models(fake_upstream.url), "database_url": pg_url, "redis_url": SHARED_REDIS,
-                  "cache": {"exact": {"enabled": False}},  # repeated questions must be calls that spend
-                  "budgets": {"redis_prefix": prefix, "refresh_s": 0.2},
-                  "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}},
-                  "plans": {"free": {"dollar_cap_usd": "0.00006", "tarpit_s": 0.2}},
-                  "alerts": {"webhook_url": hook.url, "backoff_s": 0.05, "retries": 4,
-                             "spend_rate_per_hour_usd": "0.0008", "total_spend_rate_per_hour_usd": "0.0005"}}
+        config = {
+            "models": standard_models(fake_upstream.url),
+            "database_url": pg_url,
+            "redis_url": SHARED_REDIS,
+            "cache": {"exact": {"enabled": False}},  # repeated questions must be calls that spend
+            "budgets": {"redis_prefix": prefix, "refresh_s": 0.2},
+            "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}},
+            "plans": {"free": {"dollar_cap_usd": "0.00006", "tarpit_s": 0.2}},
+            "alerts": {
+                "webhook_url": hook.url,
+                "backoff_s": 0.05,
+                "retries": 4,
+                "spend_rate_per_hour_usd": "0.0008",
+                "total_spend_rate_per_hour_usd": "0.0005",
+            },
+        }
         a = GatewayProcess(config, tmp_path_factory.mktemp("replica-a"))
         b = GatewayProcess(config, tmp_path_factory.mktemp("replica-b"))
         try:
@@ -80,13 +89,18 @@ async def _one(client: openai.AsyncOpenAI) -> tuple[int, Decimal, Decimal, dict 
     """(status, header cost, usage x price, error body) of one request."""
     try:
         raw = await client.chat.completions.with_raw_response.create(
-            model="small", messages=[{"role": "user", "content": PROMPT}], max_tokens=20)
+            model="small", messages=[{"role": "user", "content": PROMPT}], max_tokens=20
+        )
     except openai.APIStatusError as err:
         return err.status_code, Decimal(err.response.headers["x-costgate-cost-usd"]), Decimal(0), err.body
     usage = raw.parse().usage
     assert usage is not None
-    return 200, Decimal(raw.headers["x-costgate-cost-usd"]), price_cost(
-        usage.prompt_tokens, usage.completion_tokens, SMALL_IN, SMALL_OUT), None
+    return (
+        200,
+        Decimal(raw.headers["x-costgate-cost-usd"]),
+        price_cost(usage.prompt_tokens, usage.completion_tokens, SMALL_IN, SMALL_OUT),
+        None,
+    )
 
 
 def test_200_concurrent_requests_never_overrun_a_shared_team_budget(replicas):
@@ -127,14 +141,18 @@ def test_200_concurrent_requests_never_overrun_a_shared_team_budget(replicas):
 def test_spend_rate_alerts_fire_once_per_hour_per_team_and_overall(replicas, hook):
     a, _ = replicas  # runs after the crowd above spent about $0.001 in this hour
     crowd = team_id(a, "crowd")
-    hook.wait_for(lambda: {x["subject"] for x in hook.accepted if x["type"] == "spend_rate"} >= {"all", f"team:{crowd}"})
+    hook.wait_for(
+        lambda: {x["subject"] for x in hook.accepted if x["type"] == "spend_rate"} >= {"all", f"team:{crowd}"}
+    )
     rate_alerts = [(x["subject"], x["period"]) for x in hook.accepted if x["type"] == "spend_rate"]
     assert sorted(rate_alerts) == sorted([("all", "hourly"), (f"team:{crowd}", "hourly")])
     rates = {r["subject"]: r for r in a.admin("GET", "/admin/budgets").json()["spend_rate"]}
     assert rates["all"]["alerted_at"] is not None and rates[f"team:{crowd}"]["alerted_at"] is not None
     assert 0 < Decimal(rates[f"team:{crowd}"]["spent_usd"]) <= ledger_total(replicas, crowd)  # <: an hour may turn
-    assert 'costgate_budget_alerts_total{kind="spend_rate"' in a.admin("GET", "/metrics").text + \
-        replicas[1].admin("GET", "/metrics").text
+    assert (
+        'costgate_budget_alerts_total{kind="spend_rate"'
+        in a.admin("GET", "/metrics").text + replicas[1].admin("GET", "/metrics").text
+    )
 
 
 def test_a_request_failing_upstream_releases_its_reservation(replicas, fake_upstream):
@@ -148,7 +166,8 @@ def test_a_request_failing_upstream_releases_its_reservation(replicas, fake_upst
     assert Decimal(view["reserved_usd"]) == 0 and Decimal(view["spent_usd"]) == 0
     # A failure that falls back is charged once, for the deployment that answered.
     raw = b.client(key).chat.completions.with_raw_response.create(
-        model="broken", messages=[{"role": "user", "content": "one two three"}])
+        model="broken", messages=[{"role": "user", "content": "one two three"}]
+    )
     view = budget_of(a, budget["id"])
     assert Decimal(view["spent_usd"]) == Decimal(raw.headers["x-costgate-cost-usd"]) > 0
     assert Decimal(view["reserved_usd"]) == 0
@@ -164,8 +183,11 @@ def test_a_streamed_request_is_charged_to_its_budget(replicas):
     key = a.new_key("streams")
     budget = put_budget(a, scope="team", id="streams", amount_usd="1", period="weekly")
     stream = b.client(key).chat.completions.create(
-        model="small", messages=[{"role": "user", "content": "stream these words please"}], stream=True,
-        stream_options={"include_usage": True})
+        model="small",
+        messages=[{"role": "user", "content": "stream these words please"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     usage = chunks[-1].usage
     assert usage is not None
@@ -181,16 +203,19 @@ def test_user_and_tag_budgets_apply_too(replicas):
     key = a.new_key("tagged")
     put_budget(a, scope="tag", id="project=zeta", amount_usd="0.0000001", period="daily")
     with pytest.raises(openai.APIStatusError) as err:
-        b.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
-                                              metadata={"project": "zeta"})
+        b.client(key).chat.completions.create(
+            model="small", messages=[{"role": "user", "content": "hi"}], metadata={"project": "zeta"}
+        )
     assert err.value.status_code == 402 and err.value.body["code"] == "budget_exceeded"
     put_budget(a, scope="user", id="end-user-9", amount_usd="0.0000001", period="total")
     with pytest.raises(openai.APIStatusError) as err:
-        b.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
-                                              user="end-user-9")
+        b.client(key).chat.completions.create(
+            model="small", messages=[{"role": "user", "content": "hi"}], user="end-user-9"
+        )
     assert err.value.status_code == 402
-    ok = b.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "hi"}],
-                                               user="end-user-10")
+    ok = b.client(key).chat.completions.create(
+        model="small", messages=[{"role": "user", "content": "hi"}], user="end-user-10"
+    )
     assert ok.choices[0].message.content
 
 
@@ -200,7 +225,8 @@ def test_a_trace_sums_its_calls_into_one_transaction(replicas):
     costs = []
     for gw, words in ((a, "one"), (b, "one two"), (a, "one two three")):
         raw = gw.client(key).chat.completions.with_raw_response.create(
-            model="small", messages=[{"role": "user", "content": words}], extra_headers={"x-costgate-trace-id": "tx-42"})
+            model="small", messages=[{"role": "user", "content": words}], extra_headers={"x-costgate-trace-id": "tx-42"}
+        )
         costs.append(Decimal(raw.headers["x-costgate-cost-usd"]))
     b.spend()
     trace = a.admin("GET", "/admin/traces/tx-42").json()
@@ -215,15 +241,19 @@ def test_chargeback_csv_has_one_line_per_team_model_and_tags(replicas):
     client = b.client(key)
     for model, tags in (("small", None), ("large", None), ("small", "feature-x")):
         headers = {"x-costgate-tags": tags} if tags else {}
-        client.chat.completions.create(model=model, messages=[{"role": "user", "content": "bill me"}],
-                                       extra_headers=headers)
+        client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "bill me"}], extra_headers=headers
+        )
     b.spend()
-    month = datetime.now(timezone.utc).strftime("%Y-%m")
+    month = datetime.now(UTC).strftime("%Y-%m")
     response = a.admin("GET", f"/admin/chargeback.csv?month={month}")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/csv")
     lines = [r for r in csv.DictReader(io.StringIO(response.text)) if r["team"] == "invoiced"]
     assert sorted((r["model"], r["tags"]) for r in lines) == [
-        ("large", "dept=ml"), ("small", "dept=ml"), ("small", "dept=ml+feature-x")]
+        ("large", "dept=ml"),
+        ("small", "dept=ml"),
+        ("small", "dept=ml+feature-x"),
+    ]
     assert sum(Decimal(r["cost_usd"]) for r in lines) == ledger_total(replicas, team_id(a, "invoiced"))
     assert a.admin("GET", "/admin/chargeback.csv?month=2026-13").status_code == 400
 
@@ -235,8 +265,7 @@ def test_threshold_alerts_are_sent_once_with_retries(replicas, hook):
     client = b.client(key)
     for _ in range(3):  # each costs ~$1.2e-5 and reserves ~$2.5e-5: the 2nd passes 50%
         try:
-            client.chat.completions.create(model="small", messages=[{"role": "user", "content": PROMPT}],
-                                           max_tokens=10)
+            client.chat.completions.create(model="small", messages=[{"role": "user", "content": PROMPT}], max_tokens=10)
         except openai.APIStatusError as err:
             assert err.status_code == 402
     hook.wait_for(lambda: any(x["budget_id"] == budget["id"] for x in hook.accepted))
@@ -249,8 +278,11 @@ def test_threshold_alerts_are_sent_once_with_retries(replicas, hook):
     metrics = b.admin("GET", "/metrics").text
     assert 'costgate_budget_alerts_total{kind="budget_threshold"' in metrics
     assert "costgate_alert_webhook_failures_total" in metrics
-    ratio = next(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
-                 if line.startswith("costgate_budget_used_ratio{") and budget["id"] in line)
+    ratio = next(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("costgate_budget_used_ratio{") and budget["id"] in line
+    )
     assert 0.5 <= ratio <= 1.0  # the burn-rate alert's input: spend over the budget
 
 
@@ -271,14 +303,26 @@ def test_team_rate_limit_answers_429_with_retry_after(replicas):
 
 def test_budget_admin_validation(replicas):
     a, _ = replicas
-    assert a.admin("PUT", "/admin/budgets", json={"scope": "team", "id": "no-such-team", "amount_usd": "1",
-                                                  "period": "daily"}).status_code == 404
+    assert (
+        a.admin(
+            "PUT", "/admin/budgets", json={"scope": "team", "id": "no-such-team", "amount_usd": "1", "period": "daily"}
+        ).status_code
+        == 404
+    )
     bad = a.admin("PUT", "/admin/budgets", json={"scope": "planet", "id": "x", "amount_usd": "1", "period": "daily"})
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
-    assert a.admin("PUT", "/admin/budgets", json={"scope": "tag", "id": "x", "amount_usd": "-1",
-                                                  "period": "daily"}).status_code == 400
-    assert a.admin("PUT", "/admin/budgets", json={"scope": "tag", "id": "x", "amount_usd": "1",
-                                                  "period": "hourly"}).status_code == 400
+    assert (
+        a.admin(
+            "PUT", "/admin/budgets", json={"scope": "tag", "id": "x", "amount_usd": "-1", "period": "daily"}
+        ).status_code
+        == 400
+    )
+    assert (
+        a.admin(
+            "PUT", "/admin/budgets", json={"scope": "tag", "id": "x", "amount_usd": "1", "period": "hourly"}
+        ).status_code
+        == 400
+    )
     created = put_budget(a, scope="tag", id="temp", amount_usd="2", period="total")
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 200
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 404

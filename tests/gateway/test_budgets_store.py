@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,20 +15,27 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
+from gateway.context import Principal
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl, budget_checks
-from gateway.storage.counters import (Admission, BudgetCheck, InProcessStore, Lease, Outcome, Settlement,
-                                      StoreUnavailable)
+from gateway.storage.counters import (
+    Admission,
+    BudgetCheck,
+    InProcessStore,
+    Lease,
+    Outcome,
+    Settlement,
+    StoreUnavailable,
+)
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.redis_counters import RedisStore
-from gateway.context import Principal
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.ratelimit import Limit, RateCheck
 from tests.gateway.budget_support import SHARED_REDIS, OwnRedis, redis_prefix
 from tests.support import free_port
 
-T0 = datetime(2026, 1, 31, 23, 59, 0, tzinfo=timezone.utc).timestamp()
+T0 = datetime(2026, 1, 31, 23, 59, 0, tzinfo=UTC).timestamp()
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +54,15 @@ async def store(request: pytest.FixtureRequest, prefix: str) -> AsyncIterator[ob
     await s.close()
 
 
-def admission(rid: str, now: float, want: int, budgets: tuple[BudgetCheck, ...] = (),
-              rates: tuple[RateCheck, ...] = (), timeout: float = 60, owner: str | None = None) -> Admission:
+def admission(
+    rid: str,
+    now: float,
+    want: int,
+    budgets: tuple[BudgetCheck, ...] = (),
+    rates: tuple[RateCheck, ...] = (),
+    timeout: float = 60,
+    owner: str | None = None,
+) -> Admission:
     return Admission(rid, now, now + timeout, want, rates, budgets, None if owner is None else Lease(owner, now + 10))
 
 
@@ -191,9 +205,31 @@ async def test_an_unreachable_redis_raises_store_unavailable_quickly():
 
 
 def _row(request_id: str, when: float, team: str, cost_pusd: int) -> LedgerRow:
-    day = datetime.fromtimestamp(when, timezone.utc).strftime("%Y-%m-%d")
-    return LedgerRow(request_id, when, day, team, "k", None, None, None, "chat.completions", "m", "m", "openai",
-                     1, 1, 0, cost_pusd, 0, 1.0, None, "miss", 200, None)
+    day = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d")
+    return LedgerRow(
+        request_id,
+        when,
+        day,
+        team,
+        "k",
+        None,
+        None,
+        None,
+        "chat.completions",
+        "m",
+        "m",
+        "openai",
+        1,
+        1,
+        0,
+        cost_pusd,
+        0,
+        1.0,
+        None,
+        "miss",
+        200,
+        None,
+    )
 
 
 @pytest.mark.parametrize("backend", ["memory", "redis"])
@@ -201,9 +237,12 @@ async def test_period_rollover_with_an_injected_clock(backend: str, tmp_path: Pa
     """A daily budget full at 23:59 on Jan 31 admits again at 00:00:30 on Feb 1: the new day's
     counter is seeded from the ledger's rows of that day only."""
     clock = [T0]
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/l.db", data_dir=str(tmp_path),
-                        redis_url=SHARED_REDIS if backend == "redis" else None,
-                        budgets={"redis_prefix": prefix + f"rollover-{backend}:"})
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/l.db",
+        data_dir=str(tmp_path),
+        redis_url=SHARED_REDIS if backend == "redis" else None,
+        budgets={"redis_prefix": prefix + f"rollover-{backend}:"},
+    )
     engine = create_engine(settings.database_url)
     await create_tables(engine)
     ledger = LedgerWriter(engine)
@@ -215,8 +254,9 @@ async def test_period_rollover_with_an_injected_clock(backend: str, tmp_path: Pa
 
     async def admit(rid: str, want: int) -> Outcome:
         now = clock[0]
-        return (await control.admit(Admission(rid, now, now + 60, want, (), budget_checks(budgets, now)),
-                                    budgets)).outcome
+        return (
+            await control.admit(Admission(rid, now, now + 60, want, (), budget_checks(budgets, now)), budgets)
+        ).outcome
 
     assert await admit("jan31", 200) is Outcome.OVER_BUDGET  # 900 + 200 > 1000
     assert [v.state.spent_pusd for v in await control.view(budgets)] == [900]
@@ -234,15 +274,21 @@ async def test_a_settlement_whose_reply_is_lost_is_retried_and_counted_once(tmp_
     then changes nothing, so the cost is counted exactly once."""
     server = OwnRedis(tmp_path)
     try:
-        settings = Settings(database_url=f"sqlite:///{tmp_path}/l.db", data_dir=str(tmp_path), redis_url=server.url,
-                            budgets={"redis_timeout_s": 0.2})
+        settings = Settings(
+            database_url=f"sqlite:///{tmp_path}/l.db",
+            data_dir=str(tmp_path),
+            redis_url=server.url,
+            budgets={"redis_timeout_s": 0.2},
+        )
         engine = create_engine(settings.database_url)
         await create_tables(engine)
         control = SpendControl(settings, engine, LedgerWriter(engine), CollectorRegistry())
         budget = await control.table.put(Budget(Scope.TEAM, "team_p", Period.TOTAL, 10_000))
         now = time.time()
         hold = Hold("h-stall", now, (budget,), 4_000)
-        admitted = await control.admit(Admission(hold.id, now, now + 60, 4_000, (), budget_checks([budget], now)), [budget])
+        admitted = await control.admit(
+            Admission(hold.id, now, now + 60, 4_000, (), budget_checks([budget], now)), [budget]
+        )
         assert admitted.outcome is Outcome.ADMITTED
         redis.Redis(port=server.port).execute_command("CLIENT", "PAUSE", "600", "WRITE")
         await control.settle(hold, 1_500, (), Principal("team_p", "p", "key_p"))

@@ -17,9 +17,10 @@ COLD = {"temperature": 0}
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    config = {"models": standard_models(fake_upstream.url),
-              "cache": {"teams": {"sem": {"semantic": True, "max_false_hit_rate": 0.25},
-                                  "hot": {"max_temperature": 2.0}}}}
+    config = {
+        "models": standard_models(fake_upstream.url),
+        "cache": {"teams": {"sem": {"semantic": True, "max_false_hit_rate": 0.25}, "hot": {"max_temperature": 2.0}}},
+    }
     gateway = GatewayProcess(config, tmp_path_factory.mktemp("cache-gw"))
     yield gateway
     gateway.stop()
@@ -32,7 +33,8 @@ def keys(gw: GatewayProcess) -> dict[str, str]:
 
 def ask(gw: GatewayProcess, key: str, text: str, model: str = "small", headers: dict | None = None, **kw):
     raw = gw.client(key).chat.completions.with_raw_response.create(
-        model=model, messages=[{"role": "user", "content": text}], extra_headers=headers or {}, **{**COLD, **kw})
+        model=model, messages=[{"role": "user", "content": text}], extra_headers=headers or {}, **{**COLD, **kw}
+    )
     return raw, raw.parse()
 
 
@@ -77,7 +79,8 @@ def test_sampled_requests_are_not_cached_unless_the_team_opts_in(gw, keys, fake_
 def unset_temperature(gw: GatewayProcess, key: str, text: str, headers: dict | None = None):
     """A request as most applications send it: no temperature at all."""
     raw = gw.client(key).chat.completions.with_raw_response.create(
-        model="small", messages=[{"role": "user", "content": text}], extra_headers=headers or {})
+        model="small", messages=[{"role": "user", "content": text}], extra_headers=headers or {}
+    )
     return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content
 
 
@@ -113,16 +116,23 @@ def test_errors_are_never_cached(gw, keys, fake_upstream) -> None:
         with pytest.raises(openai.BadRequestError):
             ask(gw, keys["alpha"], "errors: please fail", model="reject")
     assert fake_upstream.stats().get("reject", 0) >= 2
-    raw = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {keys['alpha']}"},
-                     json={"model": "reject", "temperature": 0, "messages": [{"role": "user", "content": "errors: please fail"}]})
+    raw = httpx.post(
+        gw.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {keys['alpha']}"},
+        json={"model": "reject", "temperature": 0, "messages": [{"role": "user", "content": "errors: please fail"}]},
+    )
     assert raw.status_code == 400 and raw.headers["x-costgate-cache"] == "miss"
 
 
 def test_streaming_hit_is_replayed_with_usage(gw, keys, fake_upstream) -> None:
     _, first = ask(gw, keys["alpha"], "stream: tell me about the moon")
     stream = gw.client(keys["alpha"]).chat.completions.with_raw_response.create(
-        model="small", stream=True, stream_options={"include_usage": True}, temperature=0,
-        messages=[{"role": "user", "content": "stream: tell me about the moon"}])
+        model="small",
+        stream=True,
+        stream_options={"include_usage": True},
+        temperature=0,
+        messages=[{"role": "user", "content": "stream: tell me about the moon"}],
+    )
     assert stream.headers["x-costgate-cache"] == "exact"
     assert stream.headers["x-costgate-cost-usd"] == "0"
     chunks = list(stream.parse())
@@ -134,8 +144,11 @@ def test_streaming_hit_is_replayed_with_usage(gw, keys, fake_upstream) -> None:
 
 
 def test_streamed_miss_is_stored_and_served_whole(gw, keys) -> None:
-    chunks = list(gw.client(keys["alpha"]).chat.completions.create(
-        model="small", stream=True, temperature=0, messages=[{"role": "user", "content": "stream: count the stars"}]))
+    chunks = list(
+        gw.client(keys["alpha"]).chat.completions.create(
+            model="small", stream=True, temperature=0, messages=[{"role": "user", "content": "stream: count the stars"}]
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert all(c.usage is None for c in chunks)  # not asked for: none replayed either
     raw, hit = ask(gw, keys["alpha"], "stream: count the stars")

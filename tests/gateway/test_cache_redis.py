@@ -20,10 +20,12 @@ REDIS = "redis://127.0.0.1:6379/0"
 def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[list[GatewayProcess]]:
     prefix = f"costgate-test-{secrets.token_hex(6)}:"
     root = tmp_path_factory.mktemp("cache-redis")
-    config = {"models": standard_models(fake_upstream.url), "redis_url": REDIS,
-              "database_url": f"sqlite:///{root}/shared.db",
-              "cache": {"redis_prefix": prefix,
-                        "teams": {"shared": {"semantic": True, "max_false_hit_rate": 0.25}}}}
+    config = {
+        "models": standard_models(fake_upstream.url),
+        "redis_url": REDIS,
+        "database_url": f"sqlite:///{root}/shared.db",
+        "cache": {"redis_prefix": prefix, "teams": {"shared": {"semantic": True, "max_false_hit_rate": 0.25}}},
+    }
     first = GatewayProcess(config, root / "a")
     second = GatewayProcess(config, root / "b")
     yield [first, second]
@@ -38,10 +40,9 @@ def replicas(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
 
 def ask(gw: GatewayProcess, key: str, text: str):
     raw = gw.client(key).chat.completions.with_raw_response.create(
-        model="small", temperature=0, messages=[{"role": "user", "content": text}])
+        model="small", temperature=0, messages=[{"role": "user", "content": text}]
+    )
     return raw.headers["x-costgate-cache"], raw.parse().choices[0].message.content
-
-
 
 
 def test_replicas_share_exact_and_semantic_entries(replicas) -> None:
@@ -74,10 +75,14 @@ def test_a_hit_reported_wrong_on_one_replica_is_purged_for_both(replicas) -> Non
     ask(one, key, "What is the fastest way to learn Go?")
     wait_until(lambda: ask(two, key, "What's the fastest way to learn Go?")[0] == "semantic", timeout=5, interval=0.05)
     raw = two.client(key).chat.completions.with_raw_response.create(
-        model="small", temperature=0, messages=[{"role": "user", "content": "What's the fastest way to learn Go?"}])
+        model="small", temperature=0, messages=[{"role": "user", "content": "What's the fastest way to learn Go?"}]
+    )
     assert raw.headers["x-costgate-cache"] == "semantic"
-    reply = one.client(key).post("/feedback", cast_to=object,  # reported to the replica that did not serve it
-                                 body={"request_id": raw.headers["x-costgate-request-id"], "verdict": "wrong"})
+    reply = one.client(key).post(
+        "/feedback",
+        cast_to=object,  # reported to the replica that did not serve it
+        body={"request_id": raw.headers["x-costgate-request-id"], "verdict": "wrong"},
+    )
     assert (reply["cache"], reply["purged"], reply["labelled"]) == ("semantic", True, True)
     # the replica that served it has no such entry left (asked again, its answer would be stored anew)
     assert ask(two, key, "What is the fastest way to learn Go?")[0] == "miss"

@@ -18,7 +18,8 @@ def expected_cost(usage, price_in: Decimal = SMALL_IN, price_out: Decimal = SMAL
 
 def test_plain_chat_is_charged_exactly(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="small", messages=[{"role": "user", "content": "what is two plus two"}])
+        model="small", messages=[{"role": "user", "content": "what is two plus two"}]
+    )
     completion = raw.parse()
     assert completion.choices[0].message.content == "echo: what is two plus two"
     assert raw.headers["x-costgate-model"] == "small"
@@ -30,8 +31,11 @@ def test_plain_chat_is_charged_exactly(gateway: GatewayProcess, key: str) -> Non
 
 def test_streamed_chat_reports_cost_in_usage_chunk(gateway: GatewayProcess, key: str) -> None:
     stream = gateway.client(key).chat.completions.create(
-        model="small", stream=True, stream_options={"include_usage": True},
-        messages=[{"role": "user", "content": "count to three please"}])
+        model="small",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "count to three please"}],
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "echo: count to three please"
@@ -41,8 +45,11 @@ def test_streamed_chat_reports_cost_in_usage_chunk(gateway: GatewayProcess, key:
 
 
 def test_stream_without_usage_request_gets_no_usage_chunk(gateway: GatewayProcess, key: str) -> None:
-    chunks = list(gateway.client(key).chat.completions.create(
-        model="small", stream=True, messages=[{"role": "user", "content": "hello"}]))
+    chunks = list(
+        gateway.client(key).chat.completions.create(
+            model="small", stream=True, messages=[{"role": "user", "content": "hello"}]
+        )
+    )
     assert chunks and all(c.choices for c in chunks)
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "echo: hello"
     assert all(c.usage is None for c in chunks)
@@ -50,17 +57,23 @@ def test_stream_without_usage_request_gets_no_usage_chunk(gateway: GatewayProces
 
 def test_price_from_litellm_map(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+    )
     usage = raw.parse().usage
     assert Decimal(raw.headers["x-costgate-cost-usd"]) == expected_cost(usage)  # gpt-4o-mini: $0.15 / $0.60
 
 
 def test_openai_fields_pass_and_unknown_ones_are_dropped_and_named(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="small", seed=7, messages=[{"role": "user", "content": "x"}],
+        model="small",
+        seed=7,
+        messages=[{"role": "user", "content": "x"}],
         tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
-        response_format={"type": "json_object"}, logprobs=True, n=1,
-        extra_body={"vendor_field": 1, "top_k": 3, "service_tier": "priority"})
+        response_format={"type": "json_object"},
+        logprobs=True,
+        n=1,
+        extra_body={"vendor_field": 1, "top_k": 3, "service_tier": "priority"},
+    )
     assert raw.parse().system_fingerprint == "seed-7"  # the fake saw the seed
     assert raw.headers["x-costgate-dropped-params"] == "service_tier,top_k,vendor_field"
 
@@ -68,15 +81,20 @@ def test_openai_fields_pass_and_unknown_ones_are_dropped_and_named(gateway: Gate
 def test_a_models_extra_params_go_upstream(gateway: GatewayProcess, key: str) -> None:
     """`fields` lists them in extra_params and drops `seed` (drop_params): the fake names what it got."""
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="fields", seed=7, temperature=0, messages=[{"role": "user", "content": "x"}],
-        extra_body={"top_k": 3, "min_p": 0.1, "vendor_field": 1})
+        model="fields",
+        seed=7,
+        temperature=0,
+        messages=[{"role": "user", "content": "x"}],
+        extra_body={"top_k": 3, "min_p": 0.1, "vendor_field": 1},
+    )
     assert raw.parse().system_fingerprint == "fields:messages,min_p,model,temperature,top_k"
     assert raw.headers["x-costgate-dropped-params"] == "seed,vendor_field"
 
 
 def test_fallback_answers_when_primary_fails(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="broken", messages=[{"role": "user", "content": "hi"}])
+        model="broken", messages=[{"role": "user", "content": "hi"}]
+    )
     assert raw.headers["x-costgate-model"] == "small"
 
 
@@ -88,5 +106,6 @@ def test_models_lists_configured_models(gateway: GatewayProcess, key: str) -> No
 def test_missing_key_is_401(gateway: GatewayProcess) -> None:
     with pytest.raises(openai.AuthenticationError) as err:
         gateway.client("sk-cg-not-a-real-key").chat.completions.create(
-            model="small", messages=[{"role": "user", "content": "hi"}])
+            model="small", messages=[{"role": "user", "content": "hi"}]
+        )
     assert err.value.body["code"] == "invalid_api_key"

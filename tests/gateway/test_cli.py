@@ -15,20 +15,35 @@ from tests.support import ROOT, _env
 
 
 def _serve(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "1"],
-                          cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "1"],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize(("text", "says"), [
-    (None, "no such file (copy costgate.example.yaml"),
-    ("models: [1, 2\nadmin_key: x\n", "not valid YAML at line 3"),
-    ("models:\n  - {name: m, provider: nope}\n", "models[0].provider: Input should be 'openai', 'litellm' or 'local'"),
-    ("cache: {exact: {enabled: true, colour: red}}\n", "cache.exact.colour: Extra inputs are not permitted"),
-    ("- just\n- a list\n", "top level: Input should be a valid dictionary"),
-    # caught when the app is built, not by the schema
-    ("models:\n  - {name: m, api_base: 'http://127.0.0.1:9/v1', fallbacks: [ghost],\n"
-     "     price: {input_per_mtok: 1, output_per_mtok: 1}}\n", "model 'm': unknown fallbacks ['ghost']"),
-])
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (None, "no such file (copy costgate.example.yaml"),
+        ("models: [1, 2\nadmin_key: x\n", "not valid YAML at line 3"),
+        (
+            "models:\n  - {name: m, provider: nope}\n",
+            "models[0].provider: Input should be 'openai', 'litellm' or 'local'",
+        ),
+        ("cache: {exact: {enabled: true, colour: red}}\n", "cache.exact.colour: Extra inputs are not permitted"),
+        ("- just\n- a list\n", "top level: Input should be a valid dictionary"),
+        # caught when the app is built, not by the schema
+        (
+            "models:\n  - {name: m, api_base: 'http://127.0.0.1:9/v1', fallbacks: [ghost],\n"
+            "     price: {input_per_mtok: 1, output_per_mtok: 1}}\n",
+            "model 'm': unknown fallbacks ['ghost']",
+        ),
+    ],
+)
 def test_a_config_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str | None, says: str) -> None:
     config = tmp_path / "costgate.yaml"
     if text is not None:

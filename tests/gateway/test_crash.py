@@ -22,8 +22,9 @@ def complete_answers(gw: GatewayProcess, key: str, stop: threading.Event, done: 
         body = {"model": "small", "stream": stream, "messages": [{"role": "user", "content": f"n {i}"}]}
         try:
             if stream:
-                with httpx.stream("POST", gw.url + "/v1/chat/completions", json=body, headers=headers,
-                                  timeout=10) as response:
+                with httpx.stream(
+                    "POST", gw.url + "/v1/chat/completions", json=body, headers=headers, timeout=10
+                ) as response:
                     lines = [line for line in response.iter_lines() if line]
                     if response.status_code == 200 and lines and lines[-1] == "data: [DONE]":
                         done.append(response.headers["x-costgate-request-id"])
@@ -38,8 +39,10 @@ def complete_answers(gw: GatewayProcess, key: str, stop: threading.Event, done: 
 def test_sigkill_under_load_loses_no_answered_request(tmp_path, fake_upstream) -> None:
     # A flush interval far beyond the test's length: rows can reach the database only
     # through the journal's replay after the kill.
-    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "ledger_flush_interval_s": 3600,
-                         "ledger_batch_size": 100_000}, tmp_path / "gw")
+    gw = GatewayProcess(
+        {"models": standard_models(fake_upstream.url), "ledger_flush_interval_s": 3600, "ledger_batch_size": 100_000},
+        tmp_path / "gw",
+    )
     key = gw.new_key("team-crash")
     stop, done = threading.Event(), []
     workers = [threading.Thread(target=complete_answers, args=(gw, key, stop, done)) for _ in range(4)]

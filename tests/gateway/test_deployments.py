@@ -27,23 +27,38 @@ def config(**fields: Any) -> ModelConfig:
     return ModelConfig.model_validate({"name": "m", "api_base": "http://up.test/v1", **fields})
 
 
-@pytest.mark.parametrize("fields, price, cap", [
-    # the config's price wins, per million tokens, exactly
-    ({"price": {"input_per_mtok": "0.15", "output_per_mtok": "0.6"}},
-     Price(Decimal("0.15") / MILLION, Decimal("0.6") / MILLION), DEFAULT_MAX_OUTPUT_TOKENS),
-    ({"price": {"input_per_mtok": "3", "output_per_mtok": "15", "cached_input_per_mtok": "0.3"}},
-     Price(Decimal(3) / MILLION, Decimal(15) / MILLION, Decimal("0.3") / MILLION), DEFAULT_MAX_OUTPUT_TOKENS),
-    # else litellm's bundled map, with its output cap
-    ({"model": "gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
-    ({"model": "openai/gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
-    # the config's own cap overrides the map's; the config's price keeps the map's cap
-    ({"model": "gpt-4o-mini", "max_output_tokens": 256}, Price(Decimal("1.5e-7"), Decimal("6e-7"),
-                                                               Decimal("7.5e-8")), 256),
-    ({"model": "gpt-4o-mini", "price": {"input_per_mtok": 1, "output_per_mtok": 2}},
-     Price(Decimal(1) / MILLION, Decimal(2) / MILLION), 16384),
-    # a local model nobody priced runs free
-    ({"model": "./models/tiny", "provider": "local"}, FREE, DEFAULT_MAX_OUTPUT_TOKENS),
-])
+@pytest.mark.parametrize(
+    "fields, price, cap",
+    [
+        # the config's price wins, per million tokens, exactly
+        (
+            {"price": {"input_per_mtok": "0.15", "output_per_mtok": "0.6"}},
+            Price(Decimal("0.15") / MILLION, Decimal("0.6") / MILLION),
+            DEFAULT_MAX_OUTPUT_TOKENS,
+        ),
+        (
+            {"price": {"input_per_mtok": "3", "output_per_mtok": "15", "cached_input_per_mtok": "0.3"}},
+            Price(Decimal(3) / MILLION, Decimal(15) / MILLION, Decimal("0.3") / MILLION),
+            DEFAULT_MAX_OUTPUT_TOKENS,
+        ),
+        # else litellm's bundled map, with its output cap
+        ({"model": "gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
+        ({"model": "openai/gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
+        # the config's own cap overrides the map's; the config's price keeps the map's cap
+        (
+            {"model": "gpt-4o-mini", "max_output_tokens": 256},
+            Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")),
+            256,
+        ),
+        (
+            {"model": "gpt-4o-mini", "price": {"input_per_mtok": 1, "output_per_mtok": 2}},
+            Price(Decimal(1) / MILLION, Decimal(2) / MILLION),
+            16384,
+        ),
+        # a local model nobody priced runs free
+        ({"model": "./models/tiny", "provider": "local"}, FREE, DEFAULT_MAX_OUTPUT_TOKENS),
+    ],
+)
 def test_price_and_output_cap(fields: dict[str, Any], price: Price, cap: int) -> None:
     assert price_for(config(**fields)) == (price, cap)
 
@@ -53,11 +68,14 @@ def test_an_unpriced_model_outside_the_map_is_refused_at_startup() -> None:
         price_for(config(model="my-finetune"))
 
 
-@pytest.mark.parametrize("fields, kind", [
-    ({}, OpenAIProvider),
-    ({"provider": "litellm", "model": "anthropic/claude-3-haiku-20240307", "api_base": None}, LiteLLMProvider),
-    ({"replicas": ["http://up2.test/v1"], "price": {"input_per_mtok": 1, "output_per_mtok": 1}}, ReplicaSet),
-])
+@pytest.mark.parametrize(
+    "fields, kind",
+    [
+        ({}, OpenAIProvider),
+        ({"provider": "litellm", "model": "anthropic/claude-3-haiku-20240307", "api_base": None}, LiteLLMProvider),
+        ({"replicas": ["http://up2.test/v1"], "price": {"input_per_mtok": 1, "output_per_mtok": 1}}, ReplicaSet),
+    ],
+)
 def test_the_provider_client_follows_the_config(fields: dict[str, Any], kind: type) -> None:
     assert isinstance(build_provider(config(**fields)), kind)
 
@@ -72,10 +90,17 @@ async def test_a_deployment_calls_its_host_with_its_key_and_upstream_model_name(
 
     def upstream(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, json={"id": "x", "object": "chat.completion", "created": 0, "model": "up-7b",
-                                         "choices": [{"index": 0, "finish_reason": "stop",
-                                                      "message": {"role": "assistant", "content": "ok"}}],
-                                         "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}})
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "up-7b",
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        )
 
     models = [config(name="small", model="up-7b", api_key="sk-up", price={"input_per_mtok": 1, "output_per_mtok": 2})]
     dep = build_deployments(models, httpx.MockTransport(upstream))["small"]
@@ -98,8 +123,9 @@ def test_fallbacks_must_name_configured_models() -> None:
         build_deployments([config(name="a", fallbacks=["b", "c"], **priced), config(name="b", **priced)])
 
 
-@pytest.mark.parametrize("fields", [{"provider": "litellm", "model": "anthropic/claude-haiku-4-5"},
-                                    {"replicas": ["http://127.0.0.1:9/v1"]}])
+@pytest.mark.parametrize(
+    "fields", [{"provider": "litellm", "model": "anthropic/claude-haiku-4-5"}, {"replicas": ["http://127.0.0.1:9/v1"]}]
+)
 def test_a_native_api_needs_one_http_upstream(fields: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="need provider openai with one api_base"):
         ModelConfig(**{"name": "m", "api_base": "http://127.0.0.1:9/v1", **fields, "apis": ["chat", "messages"]})

@@ -15,8 +15,12 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def post(gateway: GatewayProcess, key: str, content: bytes | str, **headers: str) -> httpx.Response:
-    return httpx.post(gateway.url + "/v1/chat/completions", content=content, timeout=30,
-                      headers={"authorization": f"Bearer {key}", "content-type": "application/json", **headers})
+    return httpx.post(
+        gateway.url + "/v1/chat/completions",
+        content=content,
+        timeout=30,
+        headers={"authorization": f"Bearer {key}", "content-type": "application/json", **headers},
+    )
 
 
 def assert_openai_error(response: httpx.Response, status: int, request_id: bool = True) -> dict:
@@ -28,18 +32,21 @@ def assert_openai_error(response: httpx.Response, status: int, request_id: bool 
     return error
 
 
-@pytest.mark.parametrize("body, param", [
-    (b"{not json", None),
-    (b"\xff\xfe{}", None),  # invalid UTF-8
-    (b"[1, 2]", None),
-    (b'{"model": "small"}', "messages"),
-    (b'{"model": 5, "messages": []}', "model"),
-    (b'{"model": "small", "messages": "hi"}', "messages"),
-    (b'{"model": "small", "messages": [{"role": "wizard", "content": "x"}]}', "messages.0.role"),
-    (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', "max_tokens"),
-    (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "temperature"),
-    (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "n": 0}', "n"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (b"{not json", None),
+        (b"\xff\xfe{}", None),  # invalid UTF-8
+        (b"[1, 2]", None),
+        (b'{"model": "small"}', "messages"),
+        (b'{"model": 5, "messages": []}', "model"),
+        (b'{"model": "small", "messages": "hi"}', "messages"),
+        (b'{"model": "small", "messages": [{"role": "wizard", "content": "x"}]}', "messages.0.role"),
+        (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "max_tokens": -1}', "max_tokens"),
+        (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"}', "temperature"),
+        (b'{"model": "small", "messages": [{"role": "user", "content": "x"}], "n": 0}', "n"),
+    ],
+)
 def test_bad_bodies_are_400(gateway: GatewayProcess, key: str, body: bytes, param: str | None) -> None:
     error = assert_openai_error(post(gateway, key, body), 400)
     assert error["type"] == "invalid_request_error"
@@ -53,16 +60,20 @@ def test_oversized_body_is_413(gateway: GatewayProcess, key: str) -> None:
     assert error["code"] == "request_too_large"
 
 
-@pytest.mark.parametrize("model, status, code", [
-    ("always-500", 502, "bad_gateway"),
-    ("always-429", 429, "upstream_rate_limited"),
-    ("html", 502, "bad_upstream_body"),
-    ("garbage", 502, "bad_upstream_body"),
-    ("reject", 400, "upstream_invalid_request"),
-    ("slow", 504, "upstream_timeout"),
-])
-def test_upstream_failures_map_to_clear_errors(gateway: GatewayProcess, key: str, model: str, status: int,
-                                               code: str) -> None:
+@pytest.mark.parametrize(
+    "model, status, code",
+    [
+        ("always-500", 502, "bad_gateway"),
+        ("always-429", 429, "upstream_rate_limited"),
+        ("html", 502, "bad_upstream_body"),
+        ("garbage", 502, "bad_upstream_body"),
+        ("reject", 400, "upstream_invalid_request"),
+        ("slow", 504, "upstream_timeout"),
+    ],
+)
+def test_upstream_failures_map_to_clear_errors(
+    gateway: GatewayProcess, key: str, model: str, status: int, code: str
+) -> None:
     response = post(gateway, key, f'{{"model": "{model}", "messages": [{{"role": "user", "content": "x"}}]}}')
     error = assert_openai_error(response, status)
     assert error["code"] == code
@@ -80,21 +91,25 @@ def test_a_flaky_upstream_is_retried_into_success(gateway: GatewayProcess, fake_
     for i in range(3):  # the fake fails the first of every three calls
         # Each question once: a repeated one would be answered by the exact cache, not the upstream.
         raw = gateway.client(key).chat.completions.with_raw_response.create(
-            model="flaky", messages=[{"role": "user", "content": f"flaky question {i}"}])
+            model="flaky", messages=[{"role": "user", "content": f"flaky question {i}"}]
+        )
         answer = raw.parse()
         assert answer.choices[0].message.content == f"echo: flaky question {i}"
         assert raw.headers["x-costgate-cache"] == "miss"
         # charged for the call that answered (flaky: $1.5 / $6 per million), not the one that failed
         usage = answer.usage
-        assert Decimal(raw.headers["x-costgate-cost-usd"]) == \
-            (usage.prompt_tokens * Decimal("1.5") + usage.completion_tokens * 6) / 1_000_000
+        assert (
+            Decimal(raw.headers["x-costgate-cost-usd"])
+            == (usage.prompt_tokens * Decimal("1.5") + usage.completion_tokens * 6) / 1_000_000
+        )
     # three answers took four or five calls: every failure was retried, none reached the client
     assert 4 <= fake_upstream.stats()["flaky"] - before <= 5
 
 
 def test_truncated_stream_ends_with_an_error_and_is_charged(gateway: GatewayProcess, key: str) -> None:
     stream = gateway.client(key).chat.completions.create(
-        model="truncate", stream=True, messages=[{"role": "user", "content": "one two three four five"}])
+        model="truncate", stream=True, messages=[{"role": "user", "content": "one two three four five"}]
+    )
     received = []
     with pytest.raises(openai.APIError) as err:
         for chunk in stream:
@@ -105,7 +120,8 @@ def test_truncated_stream_ends_with_an_error_and_is_charged(gateway: GatewayProc
 
 def test_upstream_without_usage_is_charged_by_token_count(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="no-usage", messages=[{"role": "user", "content": "count these tokens"}])
+        model="no-usage", messages=[{"role": "user", "content": "count these tokens"}]
+    )
     assert raw.parse().usage is None
     assert float(raw.headers["x-costgate-cost-usd"]) > 0
 
@@ -122,5 +138,6 @@ def test_failures_are_in_the_ledger_and_the_gateway_keeps_serving(gateway: Gatew
     after = {r["group"]: r["requests"] for r in gateway.spend("model")["rows"]}
     assert after.get(None, 0) == before.get(None, 0) + 1  # the unreadable body: no model known
     assert after.get("always-500", 0) == before.get("always-500", 0) + 1
-    assert gateway.client(key).chat.completions.create(model="small", messages=HI).choices[0].message.content \
-        == "echo: hi"
+    assert (
+        gateway.client(key).chat.completions.create(model="small", messages=HI).choices[0].message.content == "echo: hi"
+    )

@@ -34,8 +34,9 @@ async def both_paths(api_base: str, model: str, **options: Any) -> tuple[tuple, 
         provider = OpenAIProvider("m", api_base, "sk-up", max_retries=0, transport=transport, **options)
         assert (provider._fast is None) is (transport is not None)
         try:
-            outcomes.append(outcome_of(await provider.complete(UpstreamCall(
-                Endpoint.CHAT, {"model": model, "messages": HI}))))
+            outcomes.append(
+                outcome_of(await provider.complete(UpstreamCall(Endpoint.CHAT, {"model": model, "messages": HI})))
+            )
         except GatewayError as err:
             outcomes.append(outcome_of(err))
         finally:
@@ -43,16 +44,19 @@ async def both_paths(api_base: str, model: str, **options: Any) -> tuple[tuple, 
     return outcomes[0], outcomes[1]
 
 
-@pytest.mark.parametrize("model, expected", [
-    ("gpt-fake", "answer"),
-    ("no-usage", "answer"),
-    ("fail-503", "UpstreamError"),
-    ("fail-429", "UpstreamRateLimited"),
-    ("fail-401", "UpstreamError"),
-    ("reject", "InvalidRequest"),
-    ("html", "UpstreamError"),
-    ("garbage", "UpstreamError"),
-])
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        ("gpt-fake", "answer"),
+        ("no-usage", "answer"),
+        ("fail-503", "UpstreamError"),
+        ("fail-429", "UpstreamRateLimited"),
+        ("fail-401", "UpstreamError"),
+        ("reject", "InvalidRequest"),
+        ("html", "UpstreamError"),
+        ("garbage", "UpstreamError"),
+    ],
+)
 async def test_aiohttp_and_httpx_paths_agree(fake_upstream: FakeUpstream, model: str, expected: str) -> None:
     fast, slow = await both_paths(fake_upstream.url, model)
     assert fast[0] == expected
@@ -83,17 +87,29 @@ async def test_fast_post_returns_status_headers_and_body(fake_upstream: FakeUpst
     assert orjson.loads(raw)["choices"][0]["message"]["content"] == "echo: hi there"
 
 
-@pytest.mark.parametrize("env, expected", [
-    ({}, False),
-    ({"HTTPS_PROXY": "http://proxy.internal:3128"}, True),
-    ({"http_proxy": "http://proxy.internal:3128"}, True),
-    ({"ALL_PROXY": "http://proxy.internal:3128"}, True),
-    ({"NO_PROXY": "localhost"}, False),
-])
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({}, False),
+        ({"HTTPS_PROXY": "http://proxy.internal:3128"}, True),
+        ({"http_proxy": "http://proxy.internal:3128"}, True),
+        ({"ALL_PROXY": "http://proxy.internal:3128"}, True),
+        ({"NO_PROXY": "localhost"}, False),
+    ],
+)
 def test_a_proxy_in_the_environment_sends_whole_answers_through_httpx(
-        monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: bool) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy",
-                 "NO_PROXY", "no_proxy"):
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: bool
+) -> None:
+    for name in (
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

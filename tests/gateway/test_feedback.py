@@ -23,10 +23,12 @@ SEM = {"semantic": True, "max_false_hit_rate": 0.25}
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    config = {"models": standard_models(fake_upstream.url),
-              "cascades": [{"name": "auto", "tiers": ["small", "large"], "shadow_rate": 0.0}],
-              "cache": {"teams": {"sem": SEM, "other": SEM}},
-              "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}}}
+    config = {
+        "models": standard_models(fake_upstream.url),
+        "cascades": [{"name": "auto", "tiers": ["small", "large"], "shadow_rate": 0.0}],
+        "cache": {"teams": {"sem": SEM, "other": SEM}},
+        "rate_limits": {"teams": {"limited": {"requests_per_minute": 3}}},
+    }
     gateway = GatewayProcess(config, tmp_path_factory.mktemp("feedback-gw"))
     yield gateway
     gateway.stop()
@@ -40,14 +42,16 @@ def keys(gw: GatewayProcess) -> dict[str, str]:
 def ask(gw: GatewayProcess, key: str, text: str, model: str = "small") -> tuple[str, str, str]:
     """(cache status, request id, answer) of one question."""
     raw = gw.client(key).chat.completions.with_raw_response.create(
-        model=model, temperature=0, messages=[{"role": "user", "content": text}])
+        model=model, temperature=0, messages=[{"role": "user", "content": text}]
+    )
     return raw.headers["x-costgate-cache"], raw.headers["x-costgate-request-id"], raw.parse().choices[0].message.content
 
 
 def report(gw: GatewayProcess, key: str, request_id: str, verdict: str = "wrong", **extra: Any) -> dict[str, Any]:
     """The endpoint as an application calls it: the SDK's generic post, the app's own key."""
-    return gw.client(key).post("/feedback", body={"request_id": request_id, "verdict": verdict, **extra},
-                               cast_to=object)
+    return gw.client(key).post(
+        "/feedback", body={"request_id": request_id, "verdict": verdict, **extra}, cast_to=object
+    )
 
 
 def post(gw: GatewayProcess, key: str | None, body: Any = None, **kw: Any) -> httpx.Response:
@@ -72,16 +76,26 @@ async def test_a_wrong_semantic_hit_is_purged_and_kept_as_the_teams_label(gw, ke
     status, request_id, answer = ask(gw, keys["sem"], "How can I learn Rust quickly?")
     assert status == "semantic" and answer == "echo: How do I learn Rust quickly?"
     reply = report(gw, keys["sem"], request_id, comment="that answer was for another question")
-    assert reply == {"object": "feedback", "request_id": request_id, "verdict": "wrong",
-                     "comment": "that answer was for another question", "cache": "semantic", "model": "small",
-                     "recorded": "new", "purged": True, "labelled": True, "updated_at": reply["updated_at"]}
+    assert reply == {
+        "object": "feedback",
+        "request_id": request_id,
+        "verdict": "wrong",
+        "comment": "that answer was for another question",
+        "cache": "semantic",
+        "model": "small",
+        "recorded": "new",
+        "purged": True,
+        "labelled": True,
+        "updated_at": reply["updated_at"],
+    }
     before = calls(fake_upstream)
     status, _, answer = ask(gw, keys["sem"], "How can I learn Rust quickly?")
     assert (status, answer) == ("miss", "echo: How can I learn Rust quickly?")
     assert calls(fake_upstream) == before + 1
     store = await stored(gw)
     assert await store.labelled(team_id(gw, "sem")) == [
-        Labelled("How can I learn Rust quickly?", "How do I learn Rust quickly?", False)]
+        Labelled("How can I learn Rust quickly?", "How do I learn Rust quickly?", False)
+    ]
     assert await store.labelled(team_id(gw, "other")) == []
     metrics = httpx.get(gw.url + "/metrics").text
     assert 'costgate_cache_reported_false_hits_total{kind="semantic",team="sem"} 1.0' in metrics
@@ -115,8 +129,9 @@ async def test_another_teams_key_can_neither_report_nor_purge(gw, keys, fake_ups
         report(gw, keys["other"], "req_000000000000000000000000")
     # the same answer as for an id that does not exist: nothing says the request is there
     assert stolen.value.body["code"] == unknown.value.body["code"] == "request_not_found"
-    assert stolen.value.body["message"].replace(victim_id, "ID") == \
-        unknown.value.body["message"].replace("req_000000000000000000000000", "ID")
+    assert stolen.value.body["message"].replace(victim_id, "ID") == unknown.value.body["message"].replace(
+        "req_000000000000000000000000", "ID"
+    )
     assert ask(gw, keys["sem"], "attack: how do I bake sourdough bread")[0] == "exact"  # not purged
     store = await stored(gw)
     assert victim_id not in await store.verdicts_of([victim_id])
@@ -127,15 +142,18 @@ async def test_another_teams_key_can_neither_report_nor_purge(gw, keys, fake_ups
     assert ask(gw, keys["sem"], "attack: how do I bake sourdough bread")[0] == "exact"
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"request_id": "req_x", "verdict": "meh"}, "verdict"),
-    ({"verdict": "wrong"}, "request_id"),
-    ({"request_id": "", "verdict": "wrong"}, "request_id"),
-    ({"request_id": "r" * 65, "verdict": "wrong"}, "request_id"),
-    ({"request_id": "req_x", "verdict": "wrong", "comment": "c" * 2001}, "comment"),
-    ({"request_id": "req_x", "verdict": "wrong", "score": 3}, "score"),
-    (["req_x", "wrong"], None),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"request_id": "req_x", "verdict": "meh"}, "verdict"),
+        ({"verdict": "wrong"}, "request_id"),
+        ({"request_id": "", "verdict": "wrong"}, "request_id"),
+        ({"request_id": "r" * 65, "verdict": "wrong"}, "request_id"),
+        ({"request_id": "req_x", "verdict": "wrong", "comment": "c" * 2001}, "comment"),
+        ({"request_id": "req_x", "verdict": "wrong", "score": 3}, "score"),
+        (["req_x", "wrong"], None),
+    ],
+)
 def test_bad_bodies_get_openai_shaped_400s(gw, keys, body, param) -> None:
     refused = post(gw, keys["sem"], body)
     assert refused.status_code == 400, refused.text
@@ -146,8 +164,9 @@ def test_bad_bodies_get_openai_shaped_400s(gw, keys, body, param) -> None:
 def test_bodies_are_capped_and_must_be_json(gw, keys) -> None:
     huge = post(gw, keys["sem"], {"request_id": "req_x", "verdict": "wrong", "comment": "c" * 100_000})
     assert huge.status_code == 413 and huge.json()["error"]["code"] == "request_too_large"
-    garbage = httpx.post(gw.url + "/v1/feedback", headers={"authorization": f"Bearer {keys['sem']}"},
-                         content=b"{not json", timeout=30)
+    garbage = httpx.post(
+        gw.url + "/v1/feedback", headers={"authorization": f"Bearer {keys['sem']}"}, content=b"{not json", timeout=30
+    )
     assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "invalid_request_error"
 
 
@@ -162,17 +181,23 @@ async def test_verdicts_on_answers_that_were_not_hits_are_kept_per_cascade(gw, k
     assert status == "miss"
     reply = report(gw, keys["other"], request_id)
     assert (reply["cache"], reply["purged"], reply["labelled"]) == ("miss", False, False)
-    failed = httpx.post(gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {keys['other']}"},
-                        json={"model": "reject", "messages": [{"role": "user", "content": "no"}]}, timeout=30)
+    failed = httpx.post(
+        gw.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {keys['other']}"},
+        json={"model": "reject", "messages": [{"role": "user", "content": "no"}]},
+        timeout=30,
+    )
     with pytest.raises(openai.NotFoundError):  # a failed request served no answer to judge
         report(gw, keys["other"], failed.headers["x-costgate-request-id"])
     store = await stored(gw)
     counts = await store.counts(team_id=team_id(gw, "other"))
-    assert [(c.requested_model, c.cache_status, c.verdict, c.count) for c in counts] == \
-        [("auto", "miss", Verdict.WRONG, 1)]
+    assert [(c.requested_model, c.cache_status, c.verdict, c.count) for c in counts] == [
+        ("auto", "miss", Verdict.WRONG, 1)
+    ]
     rows = await store.verdicts(requested_model="auto")
-    assert [(r.request.request_id, r.request.served_model, r.verdict) for r in rows] == \
-        [(request_id, reply["model"], Verdict.WRONG)]
+    assert [(r.request.request_id, r.request.served_model, r.verdict) for r in rows] == [
+        (request_id, reply["model"], Verdict.WRONG)
+    ]
     assert reply["model"] in ("small", "large") and rows[0].reported_by.startswith("key_")
     await store.engine.dispose()
 

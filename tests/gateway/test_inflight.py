@@ -34,9 +34,15 @@ def deployments():  # type: ignore[no-untyped-def]
 
 
 def stream_ctx(rid: str) -> RequestContext:
-    ctx = RequestContext(request_id=rid, endpoint=Endpoint.CHAT, headers={}, api_key=None, stream=True,
-                         body={"model": "m", "messages": [{"role": "user", "content": "count to ten"}]},
-                         principal=Principal("team_1", "team", "key_1"))
+    ctx = RequestContext(
+        request_id=rid,
+        endpoint=Endpoint.CHAT,
+        headers={},
+        api_key=None,
+        stream=True,
+        body={"model": "m", "messages": [{"role": "user", "content": "count to ten"}]},
+        principal=Principal("team_1", "team", "key_1"),
+    )
     ctx.requested_model = ctx.served_model = "m"
     ctx.reservation = Hold("h-" + rid, 1000.0, (BUDGET,), 10**14)
     return ctx
@@ -58,8 +64,17 @@ async def parts(tmp_path: Path) -> AsyncIterator[tuple[SpendControl, LedgerWrite
 async def hold(control: SpendControl, ctx: RequestContext) -> None:
     assert ctx.reservation is not None
     check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)
-    await control.store.admit(Admission(ctx.reservation.id, 1000.0, 2000.0, ctx.reservation.want_pusd, (), (check,),
-                                        Lease("dead-replica", time.time() + 60)))
+    await control.store.admit(
+        Admission(
+            ctx.reservation.id,
+            1000.0,
+            2000.0,
+            ctx.reservation.want_pusd,
+            (),
+            (check,),
+            Lease("dead-replica", time.time() + 60),
+        )
+    )
 
 
 def relay(streams: StreamJournal, ctx: RequestContext, pieces: list[str]):  # type: ignore[no-untyped-def]

@@ -40,8 +40,10 @@ def test_rotated_key_replaces_the_old_secret(gateway: GatewayProcess) -> None:
     assert rotated["id"] == key_id and rotated["key"] != old
     with pytest.raises(openai.AuthenticationError):
         gateway.client(old).chat.completions.create(model="small", messages=HI)
-    assert gateway.client(rotated["key"]).chat.completions.create(model="small", messages=HI) \
-        .choices[0].message.content == "echo: hi"
+    assert (
+        gateway.client(rotated["key"]).chat.completions.create(model="small", messages=HI).choices[0].message.content
+        == "echo: hi"
+    )
 
 
 def test_expired_key_is_refused(gateway: GatewayProcess) -> None:
@@ -87,8 +89,12 @@ def test_key_for_unknown_model_or_team_is_refused(gateway: GatewayProcess) -> No
 @pytest.mark.parametrize("auth", [None, "Bearer wrong", "Basic abc", "Bearer sk-cg-user-key"])
 def test_admin_routes_refuse_anything_but_the_admin_key(gateway: GatewayProcess, auth: str | None) -> None:
     headers = {"authorization": auth} if auth else {}
-    for method, path in [("GET", "/admin/teams"), ("POST", "/admin/teams"), ("GET", "/admin/keys"),
-                         ("GET", "/admin/spend")]:
+    for method, path in [
+        ("GET", "/admin/teams"),
+        ("POST", "/admin/teams"),
+        ("GET", "/admin/keys"),
+        ("GET", "/admin/spend"),
+    ]:
         response = httpx.request(method, gateway.url + path, headers=headers, json={"name": "z"})
         assert response.status_code == 401
         assert response.json()["error"]["type"] == "authentication_error"

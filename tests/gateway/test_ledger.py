@@ -26,14 +26,21 @@ def run_traffic(gateway: GatewayProcess, key: str) -> Decimal:
     total = Decimal(0)
     for i in range(5):
         raw = client.chat.completions.with_raw_response.create(
-            model="small" if i % 2 else "large", user="alice",
+            model="small" if i % 2 else "large",
+            user="alice",
             messages=[{"role": "user", "content": f"question number {i} " * (i + 1)}],
-            extra_headers={"x-costgate-tags": "search,beta", "x-costgate-trace-id": "trace-1"})
+            extra_headers={"x-costgate-tags": "search,beta", "x-costgate-trace-id": "trace-1"},
+        )
         total += Decimal(raw.headers["x-costgate-cost-usd"])
     for i in range(3):
-        chunks = list(client.chat.completions.create(
-            model="small", stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": f"stream {i} please"}]))
+        chunks = list(
+            client.chat.completions.create(
+                model="small",
+                stream=True,
+                stream_options={"include_usage": True},
+                messages=[{"role": "user", "content": f"stream {i} please"}],
+            )
+        )
         total += Decimal(chunks[-1].usage.model_extra["cost_usd"])
     return total
 
@@ -52,8 +59,11 @@ def test_spend_equals_what_clients_were_charged(gateway: GatewayProcess) -> None
 def test_ledger_row_has_every_field(gateway: GatewayProcess) -> None:
     key = gateway.new_key("team-fields")
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="broken", user="bob", messages=[{"role": "user", "content": "fields please"}],
-        extra_headers={"x-costgate-tags": "t1", "x-costgate-trace-id": "tr-9"})
+        model="broken",
+        user="bob",
+        messages=[{"role": "user", "content": "fields please"}],
+        extra_headers={"x-costgate-tags": "t1", "x-costgate-trace-id": "tr-9"},
+    )
     request_id = raw.headers["x-costgate-request-id"]
     gateway.spend()  # flushes the ledger
     db = sqlite3.connect(gateway.workdir / "costgate.db")
@@ -70,19 +80,20 @@ def test_ledger_row_has_every_field(gateway: GatewayProcess) -> None:
 
 def test_streamed_request_records_time_to_first_token(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).chat.completions.with_raw_response.create(
-        model="small", stream=True, messages=[{"role": "user", "content": "ttft"}])
+        model="small", stream=True, messages=[{"role": "user", "content": "ttft"}]
+    )
     request_id = raw.headers["x-costgate-request-id"]
     list(raw.parse())
     gateway.spend()
     db = sqlite3.connect(gateway.workdir / "costgate.db")
-    ttft, latency, cost = db.execute("SELECT ttft_ms, latency_ms, cost_pusd FROM ledger WHERE request_id = ?",
-                                     (request_id,)).fetchone()
+    ttft, latency, cost = db.execute(
+        "SELECT ttft_ms, latency_ms, cost_pusd FROM ledger WHERE request_id = ?", (request_id,)
+    ).fetchone()
     assert 0 < ttft <= latency and cost > 0
 
 
 def test_shutdown_flushes_every_row(tmp_path, fake_upstream) -> None:
-    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "ledger_flush_interval_s": 30},
-                        tmp_path / "gw")
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "ledger_flush_interval_s": 30}, tmp_path / "gw")
     key = gw.new_key("team-flush")
     for _ in range(4):
         gw.client(key).chat.completions.create(model="small", messages=[{"role": "user", "content": "x"}])
@@ -108,8 +119,7 @@ def postgres_url() -> Iterator[str]:
 
 
 def test_postgresql_ledger(tmp_path, fake_upstream, postgres_url: str) -> None:
-    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "database_url": postgres_url},
-                        tmp_path / "gw")
+    gw = GatewayProcess({"models": standard_models(fake_upstream.url), "database_url": postgres_url}, tmp_path / "gw")
     try:
         key = gw.new_key("team-pg")
         charged = run_traffic(gw, key)
@@ -124,8 +134,9 @@ def test_postgresql_ledger(tmp_path, fake_upstream, postgres_url: str) -> None:
 
 def test_client_leaving_mid_stream_is_charged_for_what_was_generated(gateway: GatewayProcess, key: str) -> None:
     body = {"model": "drip", "stream": True, "messages": [{"role": "user", "content": " ".join(["w"] * 30)}]}
-    with httpx.stream("POST", gateway.url + "/v1/chat/completions", json=body, timeout=30,
-                      headers={"authorization": f"Bearer {key}"}) as response:
+    with httpx.stream(
+        "POST", gateway.url + "/v1/chat/completions", json=body, timeout=30, headers={"authorization": f"Bearer {key}"}
+    ) as response:
         request_id = response.headers["x-costgate-request-id"]
         lines = response.iter_lines()
         first = next(line for line in lines if line.startswith("data:"))
@@ -135,8 +146,11 @@ def test_client_leaving_mid_stream_is_charged_for_what_was_generated(gateway: Ga
     row = None
     while row is None and time.monotonic() < deadline:
         gateway.spend()
-        row = sqlite3.connect(gateway.workdir / "costgate.db").execute(
-            "SELECT completion_tokens, cost_pusd FROM ledger WHERE request_id = ?", (request_id,)).fetchone()
+        row = (
+            sqlite3.connect(gateway.workdir / "costgate.db")
+            .execute("SELECT completion_tokens, cost_pusd FROM ledger WHERE request_id = ?", (request_id,))
+            .fetchone()
+        )
     assert row is not None
     completion_tokens, cost = row
     assert 0 < completion_tokens < 31 and cost > 0
@@ -196,8 +210,32 @@ async def test_a_flush_waits_for_rows_the_background_writer_has_taken(tmp_path) 
 
     writer.insert = slow_insert  # type: ignore[method-assign]
     writer.start()
-    writer.record(LedgerRow("r1", time.time(), "2026-11-29", "team", "k", None, None, None, "chat.completions",
-                            "m", "m", "openai", 1, 1, 0, 7, 0, 1.0, None, "miss", 200, None))
+    writer.record(
+        LedgerRow(
+            "r1",
+            time.time(),
+            "2026-11-29",
+            "team",
+            "k",
+            None,
+            None,
+            None,
+            "chat.completions",
+            "m",
+            "m",
+            "openai",
+            1,
+            1,
+            0,
+            7,
+            0,
+            1.0,
+            None,
+            "miss",
+            200,
+            None,
+        )
+    )
     await taken.wait()  # the background writer holds the row, uncommitted
     await writer.flush()
     async with engine.connect() as conn:

@@ -14,21 +14,26 @@ from gateway.limits_config import BudgetSettings, PlanSettings, RateLimitSetting
 from policies.plans import DEFAULT_PLANS, plans_with
 
 
-@pytest.mark.parametrize("written, overrides", [
-    ({}, {}),
-    ({"tarpit_s": 0.5}, {"tarpit_s": 0.5}),
-    ({"dollar_cap_usd": "2.50"}, {"dollar_cap": Decimal("2.50")}),  # named as the Plan names it
-    ({"requests_per_minute": None}, {"requests_per_minute": None}),  # written null: lifted, not left alone
-    ({"models": ["small"], "max_output_per_mtok": 1}, {"models": ["small"], "max_output_per_mtok": Decimal(1)}),
-])
+@pytest.mark.parametrize(
+    "written, overrides",
+    [
+        ({}, {}),
+        ({"tarpit_s": 0.5}, {"tarpit_s": 0.5}),
+        ({"dollar_cap_usd": "2.50"}, {"dollar_cap": Decimal("2.50")}),  # named as the Plan names it
+        ({"requests_per_minute": None}, {"requests_per_minute": None}),  # written null: lifted, not left alone
+        ({"models": ["small"], "max_output_per_mtok": 1}, {"models": ["small"], "max_output_per_mtok": Decimal(1)}),
+    ],
+)
 def test_a_plan_override_is_only_what_the_config_wrote(written: dict[str, Any], overrides: dict[str, Any]) -> None:
     assert PlanSettings.model_validate(written).overrides() == overrides
 
 
 def test_an_override_changes_its_fields_and_keeps_the_plans_other_defaults() -> None:
     free = DEFAULT_PLANS["free"]
-    settings = {"free": PlanSettings.model_validate({"requests_per_minute": None, "dollar_cap_usd": "5"}),
-                "team-plan": PlanSettings.model_validate({"tokens_per_minute": 1000})}
+    settings = {
+        "free": PlanSettings.model_validate({"requests_per_minute": None, "dollar_cap_usd": "5"}),
+        "team-plan": PlanSettings.model_validate({"tokens_per_minute": 1000}),
+    }
     plans = plans_with({name: p.overrides() for name, p in settings.items()})
     assert plans["free"].requests_per_minute is None and plans["free"].dollar_cap == Decimal(5)
     assert plans["free"].tokens_per_day == free.tokens_per_day  # not written: the default stays
@@ -37,17 +42,20 @@ def test_an_override_changes_its_fields_and_keeps_the_plans_other_defaults() -> 
     assert plans["pro"] == DEFAULT_PLANS["pro"]
 
 
-@pytest.mark.parametrize("model, written", [
-    (PlanSettings, {"tarpit_s": 61}),  # a tarpit longer than a minute holds connections, not abusers
-    (PlanSettings, {"tarpit_s": -1}),
-    (PlanSettings, {"requests_per_minute": -5}),
-    (PlanSettings, {"requests_per_mintue": 5}),  # a typo is an error, not a silently unlimited plan
-    (BudgetSettings, {"reservation_timeout_s": 0}),
-    (BudgetSettings, {"on_store_error": "maybe"}),
-    (BudgetSettings, {"backend": "postgres"}),
-    (RateLimitSettings, {"team": {"requests_per_minute": -1}}),
-    (RateLimitSettings, {"teams": {"search": {"rpm": 5}}}),
-])
+@pytest.mark.parametrize(
+    "model, written",
+    [
+        (PlanSettings, {"tarpit_s": 61}),  # a tarpit longer than a minute holds connections, not abusers
+        (PlanSettings, {"tarpit_s": -1}),
+        (PlanSettings, {"requests_per_minute": -5}),
+        (PlanSettings, {"requests_per_mintue": 5}),  # a typo is an error, not a silently unlimited plan
+        (BudgetSettings, {"reservation_timeout_s": 0}),
+        (BudgetSettings, {"on_store_error": "maybe"}),
+        (BudgetSettings, {"backend": "postgres"}),
+        (RateLimitSettings, {"team": {"requests_per_minute": -1}}),
+        (RateLimitSettings, {"teams": {"search": {"rpm": 5}}}),
+    ],
+)
 def test_bad_values_are_refused_when_the_config_loads(model: type[pydantic.BaseModel], written: dict) -> None:
     with pytest.raises(pydantic.ValidationError):
         model.model_validate(written)

@@ -18,14 +18,19 @@ from tests.support import FakeUpstream, GatewayProcess, model
 
 PRICE_IN, PRICE_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 MODELS = ["small", "native"]
-WEATHER = {"name": "get_weather", "description": "Weather in a city",
-           "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+}
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    models = [model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
-              model("native", "echo-native", fake_upstream.url, "0.15", "0.6", apis=["chat", "messages"])]
+    models = [
+        model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
+        model("native", "echo-native", fake_upstream.url, "0.15", "0.6", apis=["chat", "messages"]),
+    ]
     gateway = GatewayProcess({"models": models}, tmp_path_factory.mktemp("messages"))
     yield gateway
     gateway.stop()
@@ -64,11 +69,13 @@ def ask(text: str) -> list[dict[str, str]]:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_whole_message_is_priced_and_in_the_ledger(gw: GatewayProcess, client: anthropic.Anthropic,
-                                                   fake_upstream: FakeUpstream, name: str) -> None:
+def test_whole_message_is_priced_and_in_the_ledger(
+    gw: GatewayProcess, client: anthropic.Anthropic, fake_upstream: FakeUpstream, name: str
+) -> None:
     before, headers = native_calls(fake_upstream), traced()
-    raw = client.messages.with_raw_response.create(model=name, max_tokens=100, system="Be brief.",
-                                                   messages=ask(f"hello claude {name}"), **headers)
+    raw = client.messages.with_raw_response.create(
+        model=name, max_tokens=100, system="Be brief.", messages=ask(f"hello claude {name}"), **headers
+    )
     message = raw.parse()
     assert [(b.type, b.text) for b in message.content] == [("text", f"echo: hello claude {name}")]
     relayed = {"native": "echo-native"}  # a native answer is relayed as it came: the upstream's model name
@@ -82,8 +89,7 @@ def test_whole_message_is_priced_and_in_the_ledger(gw: GatewayProcess, client: a
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_stream_reports_its_cost_in_the_final_usage(gw: GatewayProcess, client: anthropic.Anthropic,
-                                                    name: str) -> None:
+def test_stream_reports_its_cost_in_the_final_usage(gw: GatewayProcess, client: anthropic.Anthropic, name: str) -> None:
     headers = traced()
     with client.messages.stream(model=name, max_tokens=100, messages=ask(f"stream it {name}"), **headers) as stream:
         events = list(stream)
@@ -111,9 +117,13 @@ def test_tool_use_round_trip(client: anthropic.Anthropic, name: str, stream: boo
     assert first.stop_reason == "tool_use"
     [use] = first.content
     assert (use.type, use.name, use.input) == ("tool_use", "get_weather", {"q": "Weather in Paris?"})
-    second = create(messages=[*question, {"role": "assistant", "content": first.content},
-                              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
-                                                            "content": "sunny"}]}])
+    second = create(
+        messages=[
+            *question,
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}]},
+        ]
+    )
     assert second.content[0].text == "echo: tool said sunny" and second.stop_reason == "end_turn"
 
 
@@ -127,8 +137,9 @@ def test_a_repeat_is_a_cache_hit_at_no_cost(client: anthropic.Anthropic, name: s
             raw = client.messages.with_raw_response.create(model=name, max_tokens=100, messages=question)
             text = raw.parse().content[0].text
             return text, raw.headers["x-costgate-cache"], Decimal(raw.headers["x-costgate-cost-usd"])
-        with client.messages.with_streaming_response.create(model=name, max_tokens=100, messages=question,
-                                                             stream=True) as raw:
+        with client.messages.with_streaming_response.create(
+            model=name, max_tokens=100, messages=question, stream=True
+        ) as raw:
             events = [json.loads(line[5:]) for line in raw.iter_lines() if line.startswith("data:")]
             text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
             [delta] = [e for e in events if e["type"] == "message_delta"]
@@ -155,15 +166,19 @@ def test_a_budget_too_small_is_a_billing_error(gw: GatewayProcess, fake_upstream
 
 def test_refusals_are_in_anthropics_shape(gw: GatewayProcess, client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as refused:
-        client.messages.create(model="small", max_tokens=10, messages=ask("hi"), thinking={"type": "enabled",
-                                                                                            "budget_tokens": 1024})
+        client.messages.create(
+            model="small", max_tokens=10, messages=ask("hi"), thinking={"type": "enabled", "budget_tokens": 1024}
+        )
     assert refused.value.body["error"]["type"] == "invalid_request_error"
     with pytest.raises(anthropic.NotFoundError):
         client.messages.create(model="no-such-model", max_tokens=10, messages=ask("hi"))
     with pytest.raises(anthropic.AuthenticationError):
         client_for(gw, "sk-cg-wrong").messages.create(model="small", max_tokens=10, messages=ask("hi"))
-    response = httpx.post(gw.url + "/v1/messages", headers={"x-api-key": "sk-cg-wrong"},
-                          json={"model": "small", "max_tokens": 10, "messages": ask("hi")})
+    response = httpx.post(
+        gw.url + "/v1/messages",
+        headers={"x-api-key": "sk-cg-wrong"},
+        json={"model": "small", "max_tokens": 10, "messages": ask("hi")},
+    )
     assert response.status_code == 401 and response.json()["error"]["type"] == "authentication_error"
 
 

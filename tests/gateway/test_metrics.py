@@ -14,10 +14,15 @@ def ctx(cache: CacheStatus = CacheStatus.MISS, price_factor: Decimal = Decimal(1
     return c
 
 
-@pytest.mark.parametrize("cache, factor, reason", [
-    (CacheStatus.EXACT, Decimal(1), "exact"), (CacheStatus.SEMANTIC, Decimal(1), "semantic"),
-    (CacheStatus.MISS, Decimal("0.5"), "batch"), (CacheStatus.MISS, Decimal(1), "other"),
-])
+@pytest.mark.parametrize(
+    "cache, factor, reason",
+    [
+        (CacheStatus.EXACT, Decimal(1), "exact"),
+        (CacheStatus.SEMANTIC, Decimal(1), "semantic"),
+        (CacheStatus.MISS, Decimal("0.5"), "batch"),
+        (CacheStatus.MISS, Decimal(1), "other"),
+    ],
+)
 def test_saving_reason(cache: CacheStatus, factor: Decimal, reason: str) -> None:
     assert saving_reason(ctx(cache, factor)) == reason
 

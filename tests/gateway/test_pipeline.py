@@ -14,8 +14,14 @@ from gateway.sse import SSE_DONE
 
 
 class Probe:
-    def __init__(self, name: str, log: list[str], answer: Response | None = None, fail: Exception | None = None,
-                 settle_fails: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        log: list[str],
+        answer: Response | None = None,
+        fail: Exception | None = None,
+        settle_fails: bool = False,
+    ) -> None:
         self.name, self.log, self.answer, self.fail, self.settle_fails = name, log, answer, fail, settle_fails
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
@@ -31,8 +37,9 @@ class Probe:
 
 
 def ctx() -> RequestContext:
-    return RequestContext(request_id="req_1", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={},
-                          requested_model="m")
+    return RequestContext(
+        request_id="req_1", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={}, requested_model="m"
+    )
 
 
 async def test_stages_run_in_order_and_settle_in_reverse() -> None:

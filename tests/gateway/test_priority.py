@@ -16,9 +16,14 @@ from gateway.app import create_app
 from gateway.service import Gateway
 from gateway.settings import Settings
 
-ANSWER = {"id": "x", "object": "chat.completion", "model": "m", "created": 0,
-          "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
-          "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+ANSWER = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "m",
+    "created": 0,
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +35,24 @@ async def app_and_calls(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterat
         return httpx.Response(200, json=ANSWER)
 
     work: Path = tmp_path_factory.mktemp("priority")
-    settings = Settings.model_validate({
-        "admin_key": "sk-cg-admin-priority-test", "database_url": f"sqlite:///{work}/db.sqlite",
-        "data_dir": str(work / "data"),
-        "cache": {"exact": {"enabled": False}},  # each test asks "hi" again and must reach the upstream
-        "models": [{"name": "m", "provider": "openai", "api_base": "http://r0.test/v1",
-                    "replicas": ["http://r1.test/v1"], "admission": {"forward_priority": True},  # vLLM servers
-                    "price": {"input_per_mtok": "0.1", "output_per_mtok": "0.5"}}]})  # cheap: free keys may use it
+    settings = Settings.model_validate(
+        {
+            "admin_key": "sk-cg-admin-priority-test",
+            "database_url": f"sqlite:///{work}/db.sqlite",
+            "data_dir": str(work / "data"),
+            "cache": {"exact": {"enabled": False}},  # each test asks "hi" again and must reach the upstream
+            "models": [
+                {
+                    "name": "m",
+                    "provider": "openai",
+                    "api_base": "http://r0.test/v1",
+                    "replicas": ["http://r1.test/v1"],
+                    "admission": {"forward_priority": True},  # vLLM servers
+                    "price": {"input_per_mtok": "0.1", "output_per_mtok": "0.5"},
+                }
+            ],
+        }
+    )  # cheap: free keys may use it
     app = create_app(settings, transport=httpx.MockTransport(upstream))
     gateway: Gateway = app.state.gateway
     await gateway.start()
@@ -54,21 +70,24 @@ async def client_for(app: Any, plan: str) -> openai.AsyncOpenAI:
     return openai.AsyncOpenAI(base_url="http://gw.test/v1", api_key=secret, http_client=http, max_retries=0)
 
 
-@pytest.mark.parametrize("plan, header, vllm_priority", [
-    ("pro", None, 0),
-    ("pro", "realtime", -1),
-    ("pro", "batch", 1),
-    ("free", None, 1),            # free keys default to the batch class
-    ("free", "realtime", 0),      # and may not rise above interactive
-    ("enterprise", "Realtime", -1),
-])
-async def test_class_reaches_vllm_as_priority(app_and_calls, plan: str, header: str | None,
-                                              vllm_priority: int) -> None:
+@pytest.mark.parametrize(
+    "plan, header, vllm_priority",
+    [
+        ("pro", None, 0),
+        ("pro", "realtime", -1),
+        ("pro", "batch", 1),
+        ("free", None, 1),  # free keys default to the batch class
+        ("free", "realtime", 0),  # and may not rise above interactive
+        ("enterprise", "Realtime", -1),
+    ],
+)
+async def test_class_reaches_vllm_as_priority(app_and_calls, plan: str, header: str | None, vllm_priority: int) -> None:
     app, calls = app_and_calls
     client = await client_for(app, plan)
     headers = {"x-costgate-priority": header} if header else {}
     completion = await client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], extra_headers=headers)
+        model="m", messages=[{"role": "user", "content": "hi"}], extra_headers=headers
+    )
     assert completion.choices[0].message.content == "ok"
     assert calls[-1]["priority"] == vllm_priority
     assert calls[-1]["host"] in ("r0.test", "r1.test")
@@ -79,8 +98,9 @@ async def test_unknown_class_is_400(app_and_calls) -> None:
     client = await client_for(app, "pro")
     sent = len(calls)
     with pytest.raises(openai.BadRequestError) as err:
-        await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
-                                             extra_headers={"x-costgate-priority": "urgent"})
+        await client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], extra_headers={"x-costgate-priority": "urgent"}
+        )
     assert err.value.body["param"] == "x-costgate-priority"
     assert len(calls) == sent  # refused before any upstream call
 

@@ -23,10 +23,16 @@ A, B = "http://a.test/v1", "http://b.test/v1"
 
 
 def answer(body: dict[str, Any]) -> httpx.Response:
-    return httpx.Response(200, json={"id": "x", "object": "chat.completion", "model": body["model"],
-                                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
-                                                  "finish_reason": "stop"}],
-                                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+    return httpx.Response(
+        200,
+        json={
+            "id": "x",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        },
+    )
 
 
 class Upstreams:
@@ -57,30 +63,38 @@ class Upstreams:
 
 
 def make(upstreams: Upstreams, **fields: Any) -> ReplicaSet:
-    config = ModelConfig.model_validate({"name": "m", "api_base": A, "replicas": [B],
-                                         "price": {"input_per_mtok": 1, "output_per_mtok": 1}, **fields})
+    config = ModelConfig.model_validate(
+        {"name": "m", "api_base": A, "replicas": [B], "price": {"input_per_mtok": 1, "output_per_mtok": 1}, **fields}
+    )
     return replica_set(config, 100, httpx.MockTransport(upstreams.handler))
 
 
 def chat(priority: Priority = Priority.INTERACTIVE, max_tokens: int = 10) -> UpstreamCall:
-    return UpstreamCall(Endpoint.CHAT, {"model": "m", "max_tokens": max_tokens,
-                                        "messages": [{"role": "user", "content": "hi"}]}, priority=priority)
+    return UpstreamCall(
+        Endpoint.CHAT,
+        {"model": "m", "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]},
+        priority=priority,
+    )
 
 
 async def until(condition: Callable[[], bool]) -> None:
     await wait_until_async(condition, timeout=10)
 
 
-@pytest.mark.parametrize("provider, forward, priority, expected", [
-    ("local", None, Priority.REALTIME, -1),
-    ("local", None, Priority.INTERACTIVE, 0),
-    ("local", None, Priority.BATCH, 1),
-    ("openai", None, Priority.BATCH, None),     # a plain OpenAI-compatible host gets no extra field
-    ("openai", True, Priority.REALTIME, -1),
-    ("local", False, Priority.REALTIME, None),
-])
-async def test_vllm_priority_field(provider: str, forward: bool | None, priority: Priority,
-                                   expected: int | None) -> None:
+@pytest.mark.parametrize(
+    "provider, forward, priority, expected",
+    [
+        ("local", None, Priority.REALTIME, -1),
+        ("local", None, Priority.INTERACTIVE, 0),
+        ("local", None, Priority.BATCH, 1),
+        ("openai", None, Priority.BATCH, None),  # a plain OpenAI-compatible host gets no extra field
+        ("openai", True, Priority.REALTIME, -1),
+        ("local", False, Priority.REALTIME, None),
+    ],
+)
+async def test_vllm_priority_field(
+    provider: str, forward: bool | None, priority: Priority, expected: int | None
+) -> None:
     ups = Upstreams()
     rs = make(ups, provider=provider, admission={"forward_priority": forward})
     await rs.complete(chat(priority))
@@ -141,12 +155,15 @@ async def test_batch_gives_up_after_its_wait() -> None:
     await rs.aclose()
 
 
-@pytest.mark.parametrize("failure, marked_down", [
-    (httpx.ConnectError("refused"), True),
-    (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
-    (httpx.Response(503, json={"error": {"message": "overloaded"}}), False),
-    (httpx.Response(429, json={"error": {"message": "slow down"}}), False),
-])
+@pytest.mark.parametrize(
+    "failure, marked_down",
+    [
+        (httpx.ConnectError("refused"), True),
+        (httpx.RemoteProtocolError("Server disconnected without sending a response."), True),
+        (httpx.Response(503, json={"error": {"message": "overloaded"}}), False),
+        (httpx.Response(429, json={"error": {"message": "slow down"}}), False),
+    ],
+)
 async def test_failover_to_another_replica(failure: Any, marked_down: bool) -> None:
     ups = Upstreams(fail=lambda host: failure if host == "a.test" else None)
     rs = make(ups)
@@ -175,9 +192,12 @@ async def test_client_errors_and_total_failure_are_not_hidden() -> None:
 
 async def test_stream_holds_its_weight_until_closed() -> None:
     def sse(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\n'
-                                      b"data: [DONE]\n\n")
+        return httpx.Response(
+            200,
+            headers={"content-type": "text/event-stream"},
+            content=b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n',
+        )
+
     config = ModelConfig.model_validate({"name": "m", "api_base": A, "replicas": [B]})
     rs = replica_set(config, 100, httpx.MockTransport(sse))
     stream = await rs.open_stream(UpstreamCall(Endpoint.CHAT, chat().body, True))
@@ -191,8 +211,8 @@ async def test_stream_holds_its_weight_until_closed() -> None:
 
 # End to end: two fake upstream processes as the replicas of one model, one killed mid-run.
 
-def test_no_request_is_lost_when_a_replica_dies(tmp_path_factory: pytest.TempPathFactory,
-                                                fake_upstream: Any) -> None:
+
+def test_no_request_is_lost_when_a_replica_dies(tmp_path_factory: pytest.TempPathFactory, fake_upstream: Any) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from tests.support import FakeUpstream, GatewayProcess, model
@@ -200,22 +220,27 @@ def test_no_request_is_lost_when_a_replica_dies(tmp_path_factory: pytest.TempPat
     logs = tmp_path_factory.mktemp("replicas")
     first, second = FakeUpstream(logs), fake_upstream  # the session's fake is the survivor
     before = second.stats().get("slow", 0)
-    config = {"models": [model("pool", "slow", first.url, replicas=[second.url], timeout_s=30,
-                               admission={"cooldown_s": 60})]}
+    config = {
+        "models": [model("pool", "slow", first.url, replicas=[second.url], timeout_s=30, admission={"cooldown_s": 60})]
+    }
     gw = GatewayProcess(config, logs / "gw")
     try:
         client = gw.client(gw.new_key("replica-team"))
 
         def ask(i: int) -> str:
             completion = client.chat.completions.create(
-                model="pool", messages=[{"role": "user", "content": f"question {i}"}])
+                model="pool", messages=[{"role": "user", "content": f"question {i}"}]
+            )
             return completion.choices[0].message.content or ""
 
         with ThreadPoolExecutor(8) as pool:
             answers = [pool.submit(ask, i) for i in range(8)]
             # both replicas hold 4 requests (fewest outstanding tokens)
-            wait_until(lambda: first.stats().get("slow", 0) >= 4 and second.stats().get("slow", 0) - before >= 4,
-                       timeout=10, what="4 requests in flight on each replica")
+            wait_until(
+                lambda: first.stats().get("slow", 0) >= 4 and second.stats().get("slow", 0) - before >= 4,
+                timeout=10,
+                what="4 requests in flight on each replica",
+            )
             first.proc.kill()  # the replica dies with 4 requests in flight
             results = [a.result(timeout=30) for a in answers]
         assert sorted(results) == sorted(f"echo: question {i}" for i in range(8))  # none lost

@@ -11,8 +11,19 @@ from pydantic import ValidationError
 from gateway.context import Endpoint
 from gateway.providers.base import UpstreamCall
 from gateway.providers.litellm import LiteLLMProvider
-from gateway.request_fields import (COMPLETION_FIELDS, CHAT_FIELDS, EMBEDDING_FIELDS, LITELLM_READS, OPENAI_FIELDS,
-                                    PRICED_APART, VLLM_SAMPLING, FieldPolicy, dropped_header, for_provider, refusal)
+from gateway.request_fields import (
+    CHAT_FIELDS,
+    COMPLETION_FIELDS,
+    EMBEDDING_FIELDS,
+    LITELLM_READS,
+    OPENAI_FIELDS,
+    PRICED_APART,
+    VLLM_SAMPLING,
+    FieldPolicy,
+    dropped_header,
+    for_provider,
+    refusal,
+)
 from gateway.settings import ModelConfig
 from tests.litellm_kwargs import hostile_value, litellm_kwargs
 
@@ -21,17 +32,54 @@ from tests.litellm_kwargs import hostile_value, litellm_kwargs
 # name litellm's call types, or tune its price multipliers). A litellm release that adds a
 # name config validation does not refuse fails test_extras_never_name_what_steers_a_call
 # until it is reviewed here.
-REVIEWED_HARMLESS = frozenset({
-    "acompletion", "acreate_batch", "acreate_fine_tuning_job", "aembedding", "aimg_generation", "amoderation",
-    "arerank", "aresponses", "aspeech", "assistant_continue_message", "atext_completion", "atranscription",
-    "batch_failed_requests", "batch_successful_requests", "batch_usage", "bos_token", "call_type",
-    "combined_usage_object", "completion_start_time", "contents", "custom_prompt_dict", "daily_reset_time",
-    "disable_add_transform_inline_image_block", "document", "enable_json_schema_validation",
-    "ensure_alternating_roles", "eos_token", "exception", "fedramp_uplift_multiplier", "final_prompt_value",
-    "initial_prompt_value", "merge_reasoning_content_in_choices", "query", "regional_processing_uplift_multiplier_eu",
-    "regional_processing_uplift_multiplier_us", "roles", "stream_chunk_size", "supports_system_message", "system",
-    "text_completion", "thinking", "top_k", "top_n_tokens", "user_continue_message",
-})
+REVIEWED_HARMLESS = frozenset(
+    {
+        "acompletion",
+        "acreate_batch",
+        "acreate_fine_tuning_job",
+        "aembedding",
+        "aimg_generation",
+        "amoderation",
+        "arerank",
+        "aresponses",
+        "aspeech",
+        "assistant_continue_message",
+        "atext_completion",
+        "atranscription",
+        "batch_failed_requests",
+        "batch_successful_requests",
+        "batch_usage",
+        "bos_token",
+        "call_type",
+        "combined_usage_object",
+        "completion_start_time",
+        "contents",
+        "custom_prompt_dict",
+        "daily_reset_time",
+        "disable_add_transform_inline_image_block",
+        "document",
+        "enable_json_schema_validation",
+        "ensure_alternating_roles",
+        "eos_token",
+        "exception",
+        "fedramp_uplift_multiplier",
+        "final_prompt_value",
+        "initial_prompt_value",
+        "merge_reasoning_content_in_choices",
+        "query",
+        "regional_processing_uplift_multiplier_eu",
+        "regional_processing_uplift_multiplier_us",
+        "roles",
+        "stream_chunk_size",
+        "supports_system_message",
+        "system",
+        "text_completion",
+        "thinking",
+        "top_k",
+        "top_n_tokens",
+        "user_continue_message",
+    }
+)
 
 
 def keys(typed_dict: type) -> frozenset[str]:
@@ -54,27 +102,41 @@ def test_litellm_reads_of_openai_fields_are_pinned() -> None:
 
 
 def test_split_keeps_openai_fields_and_names_the_rest() -> None:
-    body = {"model": "m", "messages": [], "temperature": 0, "api_base": "http://x", "fallbacks": [],
-            "service_tier": "priority", "top_k": 5}
+    body = {
+        "model": "m",
+        "messages": [],
+        "temperature": 0,
+        "api_base": "http://x",
+        "fallbacks": [],
+        "service_tier": "priority",
+        "top_k": 5,
+    }
     kept, dropped = FieldPolicy().split("chat.completions", body)
     assert kept == {"model": "m", "messages": [], "temperature": 0}
     assert dropped == ("api_base", "fallbacks", "service_tier", "top_k")
     kept, dropped = FieldPolicy(extra=frozenset({"top_k", "service_tier"}), drop=frozenset({"temperature"})).split(
-        "chat.completions", body)
+        "chat.completions", body
+    )
     assert kept == {"model": "m", "messages": [], "service_tier": "priority", "top_k": 5}
     assert dropped == ("api_base", "fallbacks", "temperature")
     assert FieldPolicy().split("embeddings", {"model": "m", "input": "x", "n": 2}) == (
-        {"model": "m", "input": "x"}, ("n",))
+        {"model": "m", "input": "x"},
+        ("n",),
+    )
 
 
-@pytest.mark.parametrize(("provider", "extra", "drop", "takes", "lacks"), [
-    ("openai", None, [], {"seed", "metadata"}, {"top_k", "service_tier"}),
-    ("local", None, [], VLLM_SAMPLING, {"chat_template", "kv_transfer_params"}),
-    ("local", ["top_k"], [], {"top_k"}, {"min_p"}),
-    ("litellm", None, ["seed", "logprobs"], {"temperature"}, {"seed", "logprobs", "metadata"}),
-])
-def test_provider_defaults(provider: str, extra: list[str] | None, drop: list[str], takes: set[str],
-                           lacks: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("provider", "extra", "drop", "takes", "lacks"),
+    [
+        ("openai", None, [], {"seed", "metadata"}, {"top_k", "service_tier"}),
+        ("local", None, [], VLLM_SAMPLING, {"chat_template", "kv_transfer_params"}),
+        ("local", ["top_k"], [], {"top_k"}, {"min_p"}),
+        ("litellm", None, ["seed", "logprobs"], {"temperature"}, {"seed", "logprobs", "metadata"}),
+    ],
+)
+def test_provider_defaults(
+    provider: str, extra: list[str] | None, drop: list[str], takes: set[str], lacks: set[str]
+) -> None:
     allowed = for_provider(provider, extra, drop).allowed("chat.completions")
     assert takes <= allowed and not (lacks & allowed)
 
@@ -90,9 +152,27 @@ def test_extras_never_name_what_steers_a_call() -> None:
     openai_fields = set().union(*(OPENAI_FIELDS[e] for e in ("chat.completions", "completions", "embeddings")))
     let_through = {n for n in litellm_kwargs() if refusal(n) is None and n not in openai_fields}
     assert let_through == REVIEWED_HARMLESS
-    for name in ("api_base", "base_url", "api_key", "fallbacks", "model_list", "callbacks", "success_callback",
-                 "langfuse_host", "s3_endpoint_url", "extra_headers", "mock_response", "client", "kv_transfer_params",
-                 "chat_template", "logits_processors", "API_BASE", "apiBase", "api-base", "x" * 65):
+    for name in (
+        "api_base",
+        "base_url",
+        "api_key",
+        "fallbacks",
+        "model_list",
+        "callbacks",
+        "success_callback",
+        "langfuse_host",
+        "s3_endpoint_url",
+        "extra_headers",
+        "mock_response",
+        "client",
+        "kv_transfer_params",
+        "chat_template",
+        "logits_processors",
+        "API_BASE",
+        "apiBase",
+        "api-base",
+        "x" * 65,
+    ):
         assert refusal(name) is not None, name
 
 
@@ -101,8 +181,11 @@ def test_model_config_refuses_dangerous_extras_and_needed_drops() -> None:
     for bad in (["fallbacks"], ["api_base"], ["success_callback"], ["model_list"], ["custom_llm_provider"]):
         with pytest.raises(ValidationError, match="extra_params may not list"):
             ModelConfig(name="m", extra_params=bad)
-    assert ModelConfig(name="m", drop_params=["seed", "n", "stream_options"]).drop_params == ["seed", "n",
-                                                                                              "stream_options"]
+    assert ModelConfig(name="m", drop_params=["seed", "n", "stream_options"]).drop_params == [
+        "seed",
+        "n",
+        "stream_options",
+    ]
     for bad in (["messages"], ["model"], ["Seed!"]):
         with pytest.raises(ValidationError, match="drop_params may not list"):
             ModelConfig(name="m", drop_params=bad)
@@ -119,21 +202,32 @@ def test_dropped_header_is_encoded_and_bounded() -> None:
 def test_litellm_gets_no_keyword_argument_a_client_chose(endpoint: Endpoint) -> None:
     """Whatever path built the body, the provider passes litellm only allowed fields, plus where
     to connect and with what key from the config."""
-    provider = LiteLLMProvider("m", "openai/x", "sk-config", "http://config.example/v1",
-                               fields=for_provider("litellm", None, []))
+    provider = LiteLLMProvider(
+        "m", "openai/x", "sk-config", "http://config.example/v1", fields=for_provider("litellm", None, [])
+    )
     body = {name: hostile_value(name, "http://attacker.example/v1") for name in litellm_kwargs()}
     kwargs = provider.kwargs_for(UpstreamCall(endpoint, body))
     client_chosen = set(kwargs) - {"model", "api_key", "api_base", "timeout", "num_retries"}
     assert client_chosen <= OPENAI_FIELDS[endpoint.value] - PRICED_APART - LITELLM_READS
     assert (kwargs["model"], kwargs["api_key"], kwargs["api_base"], kwargs["num_retries"]) == (
-        "openai/x", "sk-config", "http://config.example/v1", 0)
+        "openai/x",
+        "sk-config",
+        "http://config.example/v1",
+        0,
+    )
 
 
 def test_a_native_apis_body_goes_through_its_own_allow_list() -> None:
     from gateway.request_fields import FieldPolicy
 
-    body = {"model": "m", "input": "hi", "store": True, "service_tier": "priority", "api_base": "http://evil",
-            "stream_options": {"include_obfuscation": False}}
+    body = {
+        "model": "m",
+        "input": "hi",
+        "store": True,
+        "service_tier": "priority",
+        "api_base": "http://evil",
+        "stream_options": {"include_obfuscation": False},
+    }
     sent, dropped = FieldPolicy().split("responses", body)
     assert sent == {"model": "m", "input": "hi", "store": True}
     assert dropped == ("api_base", "service_tier", "stream_options")

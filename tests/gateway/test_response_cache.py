@@ -8,9 +8,18 @@ from gateway.response_cache import backend_of, parse_duration, policies_from
 from gateway.settings import CacheConfig
 
 
-@pytest.mark.parametrize("text, seconds", [
-    ("7d", 7 * 86400), ("12h", 43200), ("30m", 1800), ("45s", 45), ("2w", 14 * 86400), ("90", 90), ("1.5h", 5400),
-])
+@pytest.mark.parametrize(
+    "text, seconds",
+    [
+        ("7d", 7 * 86400),
+        ("12h", 43200),
+        ("30m", 1800),
+        ("45s", 45),
+        ("2w", 14 * 86400),
+        ("90", 90),
+        ("1.5h", 5400),
+    ],
+)
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
@@ -22,10 +31,16 @@ def test_parse_duration_rejects(text: str) -> None:
 
 
 def test_team_overrides_fall_back_to_the_global_settings() -> None:
-    config = CacheConfig.model_validate({
-        "ttl": "1d", "semantic": {"enabled": False, "max_false_hit_rate": 0.05},
-        "teams": {"a": {"semantic": True}, "b": {"exact": False, "max_temperature": 1.0, "ttl": "1h",
-                                                  "verifier": "/v.npz"}}})
+    config = CacheConfig.model_validate(
+        {
+            "ttl": "1d",
+            "semantic": {"enabled": False, "max_false_hit_rate": 0.05},
+            "teams": {
+                "a": {"semantic": True},
+                "b": {"exact": False, "max_temperature": 1.0, "ttl": "1h", "verifier": "/v.npz"},
+            },
+        }
+    )
     base, teams = policies_from(config)
     assert (base.exact, base.semantic, base.ttl_s, base.max_false_hit_rate) == (True, False, 86400, 0.05)
     assert teams["a"].semantic and teams["a"].max_false_hit_rate == 0.05 and teams["a"].ttl_s == 86400
@@ -33,12 +48,15 @@ def test_team_overrides_fall_back_to_the_global_settings() -> None:
     assert (b.exact, b.semantic, b.max_temperature, b.ttl_s, b.verifier) == (False, False, 1.0, 3600, "/v.npz")
 
 
-@pytest.mark.parametrize("backend, redis_url, chosen", [
-    ("auto", None, "embedded"),
-    ("auto", "redis://127.0.0.1:6379/0", "redis"),  # replicas given a Redis share their cache
-    ("embedded", "redis://127.0.0.1:6379/0", "embedded"),  # unless the config keeps it per replica
-    ("redis", "redis://127.0.0.1:6379/0", "redis"),
-])
+@pytest.mark.parametrize(
+    "backend, redis_url, chosen",
+    [
+        ("auto", None, "embedded"),
+        ("auto", "redis://127.0.0.1:6379/0", "redis"),  # replicas given a Redis share their cache
+        ("embedded", "redis://127.0.0.1:6379/0", "embedded"),  # unless the config keeps it per replica
+        ("redis", "redis://127.0.0.1:6379/0", "redis"),
+    ],
+)
 def test_the_backend_follows_redis_url_unless_named(backend: str, redis_url: str | None, chosen: str) -> None:
     assert backend_of(CacheConfig(backend=backend), redis_url) == chosen
 

@@ -18,14 +18,20 @@ from tests.support import FakeUpstream, GatewayProcess, model
 
 PRICE_IN, PRICE_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 MODELS = ["small", "native"]
-WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",
-           "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+}
 
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    models = [model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
-              model("native", "echo-native", fake_upstream.url, "0.15", "0.6", apis=["chat", "responses"])]
+    models = [
+        model("small", "echo-small", fake_upstream.url, "0.15", "0.6"),
+        model("native", "echo-native", fake_upstream.url, "0.15", "0.6", apis=["chat", "responses"]),
+    ]
     gateway = GatewayProcess({"models": models}, tmp_path_factory.mktemp("responses"))
     yield gateway
     gateway.stop()
@@ -55,11 +61,13 @@ def native_calls(fake: FakeUpstream) -> int:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_whole_answer_is_priced_and_in_the_ledger(gw: GatewayProcess, client: openai.OpenAI,
-                                                  fake_upstream: FakeUpstream, name: str) -> None:
+def test_whole_answer_is_priced_and_in_the_ledger(
+    gw: GatewayProcess, client: openai.OpenAI, fake_upstream: FakeUpstream, name: str
+) -> None:
     before, headers = native_calls(fake_upstream), traced()
-    raw = client.responses.with_raw_response.create(model=name, input=f"what is two plus two {name}",
-                                                    instructions="Be brief.", **headers)
+    raw = client.responses.with_raw_response.create(
+        model=name, input=f"what is two plus two {name}", instructions="Be brief.", **headers
+    )
     response = raw.parse()
     assert response.output_text == f"echo: what is two plus two {name}"
     assert response.status == "completed" and response.id.startswith("resp_")
@@ -98,8 +106,10 @@ def test_tool_round_trip_with_previous_response_id(client: openai.OpenAI, name: 
     [call] = first.output
     assert call.type == "function_call" and call.name == "get_weather"
     assert json.loads(call.arguments) == {"q": "Weather in Paris?"}
-    second = create(previous_response_id=first.id,
-                    input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}])
+    second = create(
+        previous_response_id=first.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "sunny"}],
+    )
     assert second.output_text == "echo: tool said sunny"
     assert second.previous_response_id == first.id
     third = create(previous_response_id=second.id, input="And tomorrow?")
@@ -147,8 +157,9 @@ def test_a_repeat_is_a_cache_hit_at_no_cost(client: openai.OpenAI, name: str, st
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_a_budget_too_small_is_refused_before_any_upstream_call(gw: GatewayProcess, fake_upstream: FakeUpstream,
-                                                                 name: str) -> None:
+def test_a_budget_too_small_is_refused_before_any_upstream_call(
+    gw: GatewayProcess, fake_upstream: FakeUpstream, name: str
+) -> None:
     key = gw.key_with_budget(f"poor-{name}", "0.000001")
     calls = sum(fake_upstream.stats().values())
     with pytest.raises(openai.APIStatusError) as refused:
@@ -170,8 +181,11 @@ def test_what_cannot_be_translated_is_refused_and_recorded(gw: GatewayProcess) -
 
 
 def test_a_wrong_key_never_reaches_the_pipeline(gw: GatewayProcess) -> None:
-    response = httpx.post(gw.url + "/v1/responses", json={"model": "small", "input": "hi"},
-                          headers={"authorization": "Bearer sk-cg-wrong"})
+    response = httpx.post(
+        gw.url + "/v1/responses",
+        json={"model": "small", "input": "hi"},
+        headers={"authorization": "Bearer sk-cg-wrong"},
+    )
     assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
 
 

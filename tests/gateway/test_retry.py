@@ -25,20 +25,28 @@ def provider(handler, max_retries: int = 2) -> tuple[OpenAIProvider, list[httpx.
         seen.append(request)
         return handler(len(seen))
 
-    return OpenAIProvider("m", "http://upstream/v1", "sk-up", max_retries=max_retries,
-                          transport=httpx.MockTransport(record)), seen
+    return OpenAIProvider(
+        "m", "http://upstream/v1", "sk-up", max_retries=max_retries, transport=httpx.MockTransport(record)
+    ), seen
 
 
-@pytest.mark.parametrize("attempt, retry_after, low, high", [
-    (0, None, 0.05, 0.15), (2, None, 0.2, 0.6), (0, 1.5, 1.5, 1.5), (0, 60, MAX_RETRY_AFTER_S, MAX_RETRY_AFTER_S),
-    (0, -3, 0, 0),
-])
+@pytest.mark.parametrize(
+    "attempt, retry_after, low, high",
+    [
+        (0, None, 0.05, 0.15),
+        (2, None, 0.2, 0.6),
+        (0, 1.5, 1.5, 1.5),
+        (0, 60, MAX_RETRY_AFTER_S, MAX_RETRY_AFTER_S),
+        (0, -3, 0, 0),
+    ],
+)
 def test_backoff(attempt: int, retry_after: float | None, low: float, high: float) -> None:
     assert low <= backoff_s(attempt, retry_after) <= high
 
 
-@pytest.mark.parametrize("value, parsed", [("2", 2.0), ("0.5", 0.5), (None, None), ("", None),
-                                           ("Wed, 21 Oct 2026 07:28:00 GMT", None)])
+@pytest.mark.parametrize(
+    "value, parsed", [("2", 2.0), ("0.5", 0.5), (None, None), ("", None), ("Wed, 21 Oct 2026 07:28:00 GMT", None)]
+)
 def test_parse_retry_after(value: str | None, parsed: float | None) -> None:
     assert parse_retry_after(value) == parsed
 
@@ -71,16 +79,22 @@ async def test_a_long_retry_after_is_not_waited_out() -> None:
 
 
 async def test_provider_retries_429_honouring_retry_after_then_succeeds() -> None:
-    up, seen = provider(lambda n: httpx.Response(429, headers={"retry-after": "0"}) if n < 3 else httpx.Response(200, json=OK))
+    up, seen = provider(
+        lambda n: httpx.Response(429, headers={"retry-after": "0"}) if n < 3 else httpx.Response(200, json=OK)
+    )
     completion = await up.complete(CALL)
     assert len(seen) == 3 and completion.usage.prompt_tokens == 3
     assert seen[0].headers["authorization"] == "Bearer sk-up"
 
 
-@pytest.mark.parametrize("status, error, relayed", [
-    (400, InvalidRequest, True), (404, InvalidRequest, True),
-    (401, UpstreamError, False),  # a 401's message may quote the gateway's provider key: never relayed
-])
+@pytest.mark.parametrize(
+    "status, error, relayed",
+    [
+        (400, InvalidRequest, True),
+        (404, InvalidRequest, True),
+        (401, UpstreamError, False),  # a 401's message may quote the gateway's provider key: never relayed
+    ],
+)
 async def test_client_faults_are_not_retried(status: int, error: type, relayed: bool) -> None:
     up, seen = provider(lambda n: httpx.Response(status, json={"error": {"message": "nope sk-up"}}))
     with pytest.raises(error) as err:
@@ -119,7 +133,7 @@ async def test_connect_errors_are_retried() -> None:
 
 async def test_a_stream_dripping_past_the_total_timeout_ends_with_a_timeout() -> None:
     async def drip():
-        for i in range(50):
+        for _ in range(50):
             await asyncio.sleep(0.05)
             yield b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
         yield b"data: [DONE]\n\n"

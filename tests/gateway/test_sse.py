@@ -9,9 +9,14 @@ from gateway.context import Endpoint
 from gateway.sse import SSE_DONE, StreamEnd, chunk_text, chunks, replay, stream_tail
 from policies.pricing import Usage
 
-CHAT = {"id": "x", "created": 1, "model": "m",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "one two three four five"},
-                     "finish_reason": "stop"}]}
+CHAT = {
+    "id": "x",
+    "created": 1,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "one two three four five"}, "finish_reason": "stop"}
+    ],
+}
 
 
 def test_replay_chunks_carry_content_and_finish() -> None:
@@ -50,8 +55,13 @@ def test_stream_tail(include_usage: bool) -> None:
     assert tail[-2] == b": x-costgate-cost-usd=0.5\n\n"
     if include_usage:
         usage = orjson.loads(tail[0].removeprefix(b"data: "))["usage"]
-        assert usage == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7,
-                         "prompt_tokens_details": {"cached_tokens": 1}, "cost_usd": "0.5"}
+        assert usage == {
+            "prompt_tokens": 3,
+            "completion_tokens": 4,
+            "total_tokens": 7,
+            "prompt_tokens_details": {"cached_tokens": 1},
+            "cost_usd": "0.5",
+        }
     else:
         assert len(tail) == 2
 

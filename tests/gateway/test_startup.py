@@ -9,9 +9,11 @@ from tests.support import ROOT
 
 
 def test_building_the_app_does_not_import_litellm() -> None:
-    code = ("import sys; from gateway.app import create_app; from gateway.settings import Settings; "
-            "create_app(Settings(admin_key='k', database_url='sqlite:///:memory:')); "
-            "print('litellm' in sys.modules)")
+    code = (
+        "import sys; from gateway.app import create_app; from gateway.settings import Settings; "
+        "create_app(Settings(admin_key='k', database_url='sqlite:///:memory:')); "
+        "print('litellm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -25,8 +27,13 @@ def test_serve_runs_on_embedded_defaults(tmp_path) -> None:
 
     port = free_port()
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)], cwd=tmp_path,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_http(f"http://127.0.0.1:{port}/healthz", proc, timeout=120)
         admin_key = (tmp_path / "costgate-data" / "admin_key").read_text().strip()

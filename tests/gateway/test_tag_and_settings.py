@@ -10,17 +10,25 @@ from gateway.settings import default_models, load_settings
 from gateway.stages.tag import parse_max_cost, parse_tags
 
 
-@pytest.mark.parametrize("header, flags", [
-    (None, CacheControl.DEFAULT), ("no-cache", CacheControl.NO_CACHE), ("no-store", CacheControl.NO_STORE),
-    ("no-cache, no-store", CacheControl.NO_CACHE | CacheControl.NO_STORE), ("NO-STORE ,", CacheControl.NO_STORE),
-    ("bogus", CacheControl.DEFAULT),
-])
+@pytest.mark.parametrize(
+    "header, flags",
+    [
+        (None, CacheControl.DEFAULT),
+        ("no-cache", CacheControl.NO_CACHE),
+        ("no-store", CacheControl.NO_STORE),
+        ("no-cache, no-store", CacheControl.NO_CACHE | CacheControl.NO_STORE),
+        ("NO-STORE ,", CacheControl.NO_STORE),
+        ("bogus", CacheControl.DEFAULT),
+    ],
+)
 def test_cache_control(header: str | None, flags: CacheControl) -> None:
     assert CacheControl.parse(header) == flags
 
 
-@pytest.mark.parametrize("header, tags", [(None, []), ("a,b", ["a", "b"]), (" a , ,b ", ["a", "b"]),
-                                          ("env=prod,team:x", ["env=prod", "team:x"])])
+@pytest.mark.parametrize(
+    "header, tags",
+    [(None, []), ("a,b", ["a", "b"]), (" a , ,b ", ["a", "b"]), ("env=prod,team:x", ["env=prod", "team:x"])],
+)
 def test_parse_tags(header: str | None, tags: list[str]) -> None:
     assert parse_tags(header) == tags
 

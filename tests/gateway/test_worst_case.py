@@ -25,16 +25,19 @@ from policies.pricing import Price
 from tests.fakes.fake_openai import body_tokens
 
 
-@pytest.mark.parametrize(("size", "detail", "tokens"), [
-    ((1024, 1024), "high", 765),   # OpenAI's examples: 768 x 768, 4 tiles
-    ((2048, 4096), "high", 1105),  # 1024 x 2048, then 768 x 1536: 6 tiles
-    ((4096, 8192), "low", 85),
-    ((512, 512), "auto", 255),
-    ((100, 100), None, 255),  # never scaled up
-    ((768, 2048), "high", 1445),
-    (None, "high", 1445),  # size unknown: the most tiles the rule allows
-    (None, "low", 85),
-])
+@pytest.mark.parametrize(
+    ("size", "detail", "tokens"),
+    [
+        ((1024, 1024), "high", 765),  # OpenAI's examples: 768 x 768, 4 tiles
+        ((2048, 4096), "high", 1105),  # 1024 x 2048, then 768 x 1536: 6 tiles
+        ((4096, 8192), "low", 85),
+        ((512, 512), "auto", 255),
+        ((100, 100), None, 255),  # never scaled up
+        ((768, 2048), "high", 1445),
+        (None, "high", 1445),  # size unknown: the most tiles the rule allows
+        (None, "low", 85),
+    ],
+)
 def test_openai_tile_rule(size: tuple[int, int] | None, detail: str | None, tokens: int) -> None:
     assert GPT_4O.tokens(size, detail) == tokens
 
@@ -57,31 +60,49 @@ def data_url(fmt: str, size: tuple[int, int], **save: object) -> str:
     return f"data:image/{mime};base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-@pytest.mark.parametrize(("fmt", "save"), [("PNG", {}), ("GIF", {}), ("JPEG", {}), ("WEBP", {}),
-                                           ("WEBP", {"lossless": True}),
-                                           ("JPEG", {"comment": b"c" * 60_000})])  # size marker past 32 KiB
+@pytest.mark.parametrize(
+    ("fmt", "save"),
+    [
+        ("PNG", {}),
+        ("GIF", {}),
+        ("JPEG", {}),
+        ("WEBP", {}),
+        ("WEBP", {"lossless": True}),
+        ("JPEG", {"comment": b"c" * 60_000}),
+    ],
+)  # size marker past 32 KiB
 @pytest.mark.parametrize("size", [(1, 1), (640, 480), (3000, 1000)])
 def test_sizes_from_data_urls(fmt: str, save: dict, size: tuple[int, int]) -> None:
     assert data_url_size(data_url(fmt, size, **save)) == size
 
 
-@pytest.mark.parametrize("url", ["https://example.com/cat.png", "data:image/png;base64,!!!!",
-                                 "data:image/png;base64," + base64.b64encode(b"not an image").decode(), ""])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://example.com/cat.png",
+        "data:image/png;base64,!!!!",
+        "data:image/png;base64," + base64.b64encode(b"not an image").decode(),
+        "",
+    ],
+)
 def test_unknown_sizes(url: str) -> None:
     assert data_url_size(url) is None
 
 
-@pytest.mark.parametrize(("body", "count"), [
-    ({"messages": []}, 1),
-    ({"messages": [], "n": 3}, 3),
-    ({"prompt": "one"}, 1),
-    ({"prompt": ["a"] * 100}, 100),
-    ({"prompt": [1, 2, 3]}, 1),  # one prompt of tokens
-    ({"prompt": [[1, 2], [3]], "n": 2}, 4),
-    ({"prompt": "x", "best_of": 20}, 20),
-    ({"prompt": ["a", "b"], "n": 2, "best_of": 5}, 20),
-    ({"prompt": "x", "n": 0, "best_of": "9"}, 1),
-])
+@pytest.mark.parametrize(
+    ("body", "count"),
+    [
+        ({"messages": []}, 1),
+        ({"messages": [], "n": 3}, 3),
+        ({"prompt": "one"}, 1),
+        ({"prompt": ["a"] * 100}, 100),
+        ({"prompt": [1, 2, 3]}, 1),  # one prompt of tokens
+        ({"prompt": [[1, 2], [3]], "n": 2}, 4),
+        ({"prompt": "x", "best_of": 20}, 20),
+        ({"prompt": ["a", "b"], "n": 2, "best_of": 5}, 20),
+        ({"prompt": "x", "n": 0, "best_of": "9"}, 1),
+    ],
+)
 def test_completion_count(body: dict, count: int) -> None:
     assert completion_count(body) == count
 
@@ -91,15 +112,41 @@ ATTACKS = {
     "plain": {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
     "prompt list": {"model": "m", "prompt": [" ".join(["word"] * 50)] * 100},
     "token arrays": {"model": "m", "prompt": [[1234] * 500] * 20},
-    "tools": {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-              "tools": [{"type": "function", "function": {"name": f"f{i}", "description": "lorem ipsum " * 200,
-                                                          "parameters": {"type": "object"}}} for i in range(50)]},
-    "schema": {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-               "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {
-                   "type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}}}}},
-    "images": {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": PNG}},
-        *[{"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}} for i in range(10)]]}]},
+    "tools": {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {"name": f"f{i}", "description": "lorem ipsum " * 200, "parameters": {"type": "object"}},
+            }
+            for i in range(50)
+        ],
+    },
+    "schema": {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "s",
+                "schema": {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(2000)}},
+            },
+        },
+    },
+    "images": {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this"},
+                    {"type": "image_url", "image_url": {"url": PNG}},
+                    *[{"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}} for i in range(10)],
+                ],
+            }
+        ],
+    },
 }
 
 
@@ -120,25 +167,37 @@ def test_images_count_by_tiles_not_bytes() -> None:
 
 
 def deployment(max_output: int = 1000, model: str = "gpt-4o") -> Deployment:
-    config = ModelConfig(name="d", model=model, api_base="http://127.0.0.1:9/v1",
-                         price={"input_per_mtok": "2.5", "output_per_mtok": "10"})
-    return Deployment(config, OpenAIProvider("d", "http://127.0.0.1:9/v1", None), Price.per_million(
-        Decimal("2.5"), Decimal("10")), max_output)
+    config = ModelConfig(
+        name="d",
+        model=model,
+        api_base="http://127.0.0.1:9/v1",
+        price={"input_per_mtok": "2.5", "output_per_mtok": "10"},
+    )
+    return Deployment(
+        config,
+        OpenAIProvider("d", "http://127.0.0.1:9/v1", None),
+        Price.per_million(Decimal("2.5"), Decimal("10")),
+        max_output,
+    )
 
 
 def context(body: dict, endpoint: Endpoint = Endpoint.CHAT) -> RequestContext:
-    return RequestContext(request_id="r", endpoint=endpoint, body=body, api_key=None, headers={},
-                          stream=bool(body.get("stream")))
+    return RequestContext(
+        request_id="r", endpoint=endpoint, body=body, api_key=None, headers={}, stream=bool(body.get("stream"))
+    )
 
 
-@pytest.mark.parametrize(("body", "endpoint", "completions", "each"), [
-    ({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT, 1, 1000),
-    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "n": 3}, Endpoint.CHAT, 3, 50),
-    ({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5000}, Endpoint.CHAT, 1, 1000),
-    ({"prompt": ["a"] * 100, "max_tokens": 100}, Endpoint.COMPLETIONS, 100, 100),
-    ({"prompt": "a", "max_tokens": 200, "best_of": 20}, Endpoint.COMPLETIONS, 20, 200),
-    ({"input": ["a"] * 100}, Endpoint.EMBEDDINGS, 0, 0),
-])
+@pytest.mark.parametrize(
+    ("body", "endpoint", "completions", "each"),
+    [
+        ({"messages": [{"role": "user", "content": "hi"}]}, Endpoint.CHAT, 1, 1000),
+        ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "n": 3}, Endpoint.CHAT, 3, 50),
+        ({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 5000}, Endpoint.CHAT, 1, 1000),
+        ({"prompt": ["a"] * 100, "max_tokens": 100}, Endpoint.COMPLETIONS, 100, 100),
+        ({"prompt": "a", "max_tokens": 200, "best_of": 20}, Endpoint.COMPLETIONS, 20, 200),
+        ({"input": ["a"] * 100}, Endpoint.EMBEDDINGS, 0, 0),
+    ],
+)
 def test_worst_case_prices_every_completion(body: dict, endpoint: Endpoint, completions: int, each: int) -> None:
     dep, ctx = deployment(), context({"model": "d", **body}, endpoint)
     prompt = billed_prompt_tokens(dep.fields.upstream(endpoint.value, ctx.body, "gpt-4o", True)[0], "gpt-4o")
@@ -156,17 +215,27 @@ def test_predicted_output_is_reserved_as_output() -> None:
 def test_a_plain_request_is_not_reserved_absurdly() -> None:
     """Against what OpenAI would bill for it at most (its prompt count, max_tokens of output)."""
     dep = deployment()
-    body = {"model": "d", "messages": [{"role": "system", "content": "You are a helpful assistant."},
-                                       {"role": "user", "content": "Summarize the plot of Hamlet in two lines."}],
-            "max_tokens": 100}
+    body = {
+        "model": "d",
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Summarize the plot of Hamlet in two lines."},
+        ],
+        "max_tokens": 100,
+    }
     most_billed = count_prompt(body, "gpt-4o") * dep.price.input + 100 * dep.price.output
     assert worst_case(context(body), dep) / most_billed < Decimal("1.3")
 
 
 def chunk(text: str | None, index: int = 0, finish: str | None = None) -> dict:
     delta = {} if text is None else {"content": text}
-    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": index, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def test_the_meter_ends_a_stream_at_its_hold() -> None:
@@ -184,8 +253,11 @@ def test_the_meter_ends_a_stream_at_its_hold() -> None:
 def test_the_meter_counts_tool_calls_and_reasoning_too() -> None:
     meter = StreamMeter(100)
     event = chunk(None)
-    event["choices"][0]["delta"] = {"role": "assistant", "reasoning_content": " x x",
-                                    "tool_calls": [{"index": 0, "function": {"arguments": " x x x"}}]}
+    event["choices"][0]["delta"] = {
+        "role": "assistant",
+        "reasoning_content": " x x",
+        "tool_calls": [{"index": 0, "function": {"arguments": " x x x"}}],
+    }
     meter.feed(Endpoint.CHAT, event, "gpt-4o")
     assert meter.tokens == 5
 

@@ -8,15 +8,18 @@ from gateway.settings import BreakerConfig
 from policies.breaker import Breaker, State, should_open
 
 
-@pytest.mark.parametrize("outcomes, errors, min_requests, rate, expected", [
-    (19, 19, 20, 0.05, False),  # not enough evidence yet
-    (20, 1, 20, 0.05, False),   # exactly 5%: not above
-    (20, 2, 20, 0.05, True),    # 10%
-    (100, 5, 20, 0.05, False),
-    (100, 6, 20, 0.05, True),
-    (1, 1, 1, 0.0, True),
-    (10, 0, 1, 0.0, False),
-])
+@pytest.mark.parametrize(
+    "outcomes, errors, min_requests, rate, expected",
+    [
+        (19, 19, 20, 0.05, False),  # not enough evidence yet
+        (20, 1, 20, 0.05, False),  # exactly 5%: not above
+        (20, 2, 20, 0.05, True),  # 10%
+        (100, 5, 20, 0.05, False),
+        (100, 6, 20, 0.05, True),
+        (1, 1, 1, 0.0, True),
+        (10, 0, 1, 0.0, False),
+    ],
+)
 def test_should_open(outcomes: int, errors: int, min_requests: int, rate: float, expected: bool) -> None:
     assert should_open(outcomes, errors, min_requests, rate) is expected
 
@@ -33,19 +36,23 @@ CONFIG = BreakerConfig(window_s=10, min_requests=4, max_error_rate=0.05, open_s=
 
 # Each step: (advance clock by, action, expected allow() or state after)
 SCRIPT = [
-    (0, "ok", State.CLOSED), (0, "ok", State.CLOSED), (0, "ok", State.CLOSED),
-    (0, "fail", State.OPEN),            # 1 of 4 = 25% > 5% with 4 outcomes
-    (1, "allow", False),                # open: refused
+    (0, "ok", State.CLOSED),
+    (0, "ok", State.CLOSED),
+    (0, "ok", State.CLOSED),
+    (0, "fail", State.OPEN),  # 1 of 4 = 25% > 5% with 4 outcomes
+    (1, "allow", False),  # open: refused
     (3.5, "allow", False),
-    (0.5, "allow", True),               # open_s passed: one probe goes through
+    (0.5, "allow", True),  # open_s passed: one probe goes through
     (0, "state", State.HALF_OPEN),
-    (0, "allow", False),                # a second concurrent probe is refused
-    (0, "fail", State.OPEN),            # the probe failed: open again
+    (0, "allow", False),  # a second concurrent probe is refused
+    (0, "fail", State.OPEN),  # the probe failed: open again
     (5, "allow", True),
-    (0, "ok", State.CLOSED),            # the probe succeeded: closed, window emptied
-    (0, "fail", State.CLOSED),          # 1 outcome < min_requests
-    (11, "ok", State.CLOSED),           # the old failure left the window
-    (0, "ok", State.CLOSED), (0, "ok", State.CLOSED), (0, "ok", State.CLOSED),
+    (0, "ok", State.CLOSED),  # the probe succeeded: closed, window emptied
+    (0, "fail", State.CLOSED),  # 1 outcome < min_requests
+    (11, "ok", State.CLOSED),  # the old failure left the window
+    (0, "ok", State.CLOSED),
+    (0, "ok", State.CLOSED),
+    (0, "ok", State.CLOSED),
 ]
 
 

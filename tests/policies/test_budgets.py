@@ -2,34 +2,47 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
 from policies.alerts import over_rate, reached
-from policies.budgets import (Budget, Period, Scope, Subjects, applicable, distinct_by_counter, fits, index,
-                              remaining, window)
+from policies.budgets import (
+    Budget,
+    Period,
+    Scope,
+    Subjects,
+    applicable,
+    distinct_by_counter,
+    fits,
+    index,
+    remaining,
+    window,
+)
 from policies.plans import DEFAULT_PLANS, Plan, plans_with
 from policies.pricing import Price
 from policies.ratelimit import Limit, RateCheck, allows, estimate, estimate_tokens, retry_after
 
 
 def ts(text: str) -> float:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc).timestamp()
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
 
 
-@pytest.mark.parametrize("period, at, key, start, end", [
-    (Period.DAILY, "2026-11-29 15:00:00", "2026-11-29", "2026-11-29 00:00:00", "2026-11-30 00:00:00"),
-    (Period.DAILY, "2026-12-31 23:59:59.999", "2026-12-31", "2026-12-31 00:00:00", "2027-01-01 00:00:00"),
-    (Period.DAILY, "2027-01-01 00:00:00", "2027-01-01", "2027-01-01 00:00:00", "2027-01-02 00:00:00"),
-    (Period.WEEKLY, "2026-11-29 23:00:00", "2026-W48", "2026-11-23 00:00:00", "2026-11-30 00:00:00"),  # a Sunday
-    (Period.WEEKLY, "2026-11-30 00:00:00", "2026-W49", "2026-11-30 00:00:00", "2026-12-07 00:00:00"),  # Monday
-    (Period.WEEKLY, "2027-01-01 12:00:00", "2026-W53", "2026-12-28 00:00:00", "2027-01-04 00:00:00"),  # ISO year
-    (Period.MONTHLY, "2026-02-28 23:59:59", "2026-02", "2026-02-01 00:00:00", "2026-03-01 00:00:00"),
-    (Period.MONTHLY, "2026-12-15 00:00:00", "2026-12", "2026-12-01 00:00:00", "2027-01-01 00:00:00"),
-    (Period.MONTHLY, "2028-02-29 10:00:00", "2028-02", "2028-02-01 00:00:00", "2028-03-01 00:00:00"),
-])
+@pytest.mark.parametrize(
+    "period, at, key, start, end",
+    [
+        (Period.DAILY, "2026-11-29 15:00:00", "2026-11-29", "2026-11-29 00:00:00", "2026-11-30 00:00:00"),
+        (Period.DAILY, "2026-12-31 23:59:59.999", "2026-12-31", "2026-12-31 00:00:00", "2027-01-01 00:00:00"),
+        (Period.DAILY, "2027-01-01 00:00:00", "2027-01-01", "2027-01-01 00:00:00", "2027-01-02 00:00:00"),
+        (Period.WEEKLY, "2026-11-29 23:00:00", "2026-W48", "2026-11-23 00:00:00", "2026-11-30 00:00:00"),  # a Sunday
+        (Period.WEEKLY, "2026-11-30 00:00:00", "2026-W49", "2026-11-30 00:00:00", "2026-12-07 00:00:00"),  # Monday
+        (Period.WEEKLY, "2027-01-01 12:00:00", "2026-W53", "2026-12-28 00:00:00", "2027-01-04 00:00:00"),  # ISO year
+        (Period.MONTHLY, "2026-02-28 23:59:59", "2026-02", "2026-02-01 00:00:00", "2026-03-01 00:00:00"),
+        (Period.MONTHLY, "2026-12-15 00:00:00", "2026-12", "2026-12-01 00:00:00", "2027-01-01 00:00:00"),
+        (Period.MONTHLY, "2028-02-29 10:00:00", "2028-02", "2028-02-01 00:00:00", "2028-03-01 00:00:00"),
+    ],
+)
 def test_period_windows_are_utc(period, at, key, start, end):
     w = window(period, ts(at))
     assert (w.key, w.start, w.end) == (key, ts(start), ts(end))
@@ -40,10 +53,13 @@ def test_total_never_rolls_over():
     assert window(Period.TOTAL, 0).start is None and window(Period.TOTAL, 0).end is None
 
 
-@pytest.mark.parametrize("before, after, same", [
-    ("2026-11-29 23:59:59", "2026-11-30 00:00:00", False),
-    ("2026-11-29 00:00:00", "2026-11-29 23:59:59", True),
-])
+@pytest.mark.parametrize(
+    "before, after, same",
+    [
+        ("2026-11-29 23:59:59", "2026-11-30 00:00:00", False),
+        ("2026-11-29 00:00:00", "2026-11-29 23:59:59", True),
+    ],
+)
 def test_a_daily_counter_changes_exactly_at_midnight(before, after, same):
     b = Budget(Scope.TEAM, "t1", Period.DAILY, 100)
     assert (b.counter(ts(before)) == b.counter(ts(after))) is same
@@ -58,23 +74,29 @@ OTHER = Budget(Scope.TEAM, "t2", Period.MONTHLY, 99)
 ALL = index([TEAM, TEAM_DAILY, KEY, USER, TAG, OTHER])
 
 
-@pytest.mark.parametrize("who, expected", [
-    (Subjects("t1", "k1", None), [TEAM, TEAM_DAILY, KEY]),
-    (Subjects("t1", "k2", "alice"), [TEAM, TEAM_DAILY, USER]),
-    (Subjects("t2", "k9", "bob", ("proj=x", "other")), [OTHER, TAG]),
-    (Subjects("t3", "k3", None, ("nope",)), []),
-])
+@pytest.mark.parametrize(
+    "who, expected",
+    [
+        (Subjects("t1", "k1", None), [TEAM, TEAM_DAILY, KEY]),
+        (Subjects("t1", "k2", "alice"), [TEAM, TEAM_DAILY, USER]),
+        (Subjects("t2", "k9", "bob", ("proj=x", "other")), [OTHER, TAG]),
+        (Subjects("t3", "k3", None, ("nope",)), []),
+    ],
+)
 def test_which_budgets_apply(who, expected):
     assert applicable(ALL, who) == expected
 
 
-@pytest.mark.parametrize("spent, reserved, amount, want, ok", [
-    (0, 0, 100, 100, True),  # exactly at the limit fits
-    (0, 0, 100, 101, False),
-    (60, 40, 100, 0, True),
-    (60, 40, 100, 1, False),
-    (0, 0, 0, 0, True),
-])
+@pytest.mark.parametrize(
+    "spent, reserved, amount, want, ok",
+    [
+        (0, 0, 100, 100, True),  # exactly at the limit fits
+        (0, 0, 100, 101, False),
+        (60, 40, 100, 0, True),
+        (60, 40, 100, 1, False),
+        (0, 0, 0, 0, True),
+    ],
+)
 def test_fits(spent, reserved, amount, want, ok):
     assert fits(spent, reserved, amount, want) is ok
 
@@ -89,14 +111,17 @@ def test_a_plan_cap_and_a_stored_budget_on_one_counter_keep_the_smaller_limit():
     assert distinct_by_counter([stored, cap, TEAM], 0) == [cap, TEAM]
 
 
-@pytest.mark.parametrize("spent, amount, thresholds, expected", [
-    (499, 1000, (0.5, 0.8, 1.0), []),
-    (500, 1000, (0.5, 0.8, 1.0), [0.5]),
-    (800, 1000, (1.0, 0.8, 0.5), [0.5, 0.8]),
-    (1200, 1000, (0.5, 0.8, 1.0), [0.5, 0.8, 1.0]),
-    (10**12 * 3 // 10, 10**12, (0.3,), [0.3]),  # 0.3 is not exact in binary: compared exactly anyway
-    (10**12 * 3 // 10 - 1, 10**12, (0.3,), []),
-])
+@pytest.mark.parametrize(
+    "spent, amount, thresholds, expected",
+    [
+        (499, 1000, (0.5, 0.8, 1.0), []),
+        (500, 1000, (0.5, 0.8, 1.0), [0.5]),
+        (800, 1000, (1.0, 0.8, 0.5), [0.5, 0.8]),
+        (1200, 1000, (0.5, 0.8, 1.0), [0.5, 0.8, 1.0]),
+        (10**12 * 3 // 10, 10**12, (0.3,), [0.3]),  # 0.3 is not exact in binary: compared exactly anyway
+        (10**12 * 3 // 10 - 1, 10**12, (0.3,), []),
+    ],
+)
 def test_alert_thresholds_reached(spent, amount, thresholds, expected):
     assert reached(spent, amount, thresholds) == expected
 
@@ -106,21 +131,27 @@ def test_spend_rate(spent, limit, over):
     assert over_rate(spent, limit) is over
 
 
-@pytest.mark.parametrize("current, previous, at, sliding, used", [
-    (3, 10, 60 * 100 + 0, True, 13.0),  # the start of a minute: all of the previous counts
-    (3, 10, 60 * 100 + 30, True, 8.0),  # half way: half of it
-    (3, 10, 60 * 100 + 59.999, True, 3.0 + 10 * (1 - 59.999 / 60)),
-    (3, 10, 60 * 100 + 30, False, 3.0),  # a fixed window (the daily quota)
-])
+@pytest.mark.parametrize(
+    "current, previous, at, sliding, used",
+    [
+        (3, 10, 60 * 100 + 0, True, 13.0),  # the start of a minute: all of the previous counts
+        (3, 10, 60 * 100 + 30, True, 8.0),  # half way: half of it
+        (3, 10, 60 * 100 + 59.999, True, 3.0 + 10 * (1 - 59.999 / 60)),
+        (3, 10, 60 * 100 + 30, False, 3.0),  # a fixed window (the daily quota)
+    ],
+)
 def test_sliding_window_estimate(current, previous, at, sliding, used):
     assert estimate(current, previous, 60, at, sliding) == pytest.approx(used)
 
 
-@pytest.mark.parametrize("limit, at, seconds", [
-    (Limit.REQUESTS_PER_MINUTE, 60 * 7 + 10, 50),
-    (Limit.REQUESTS_PER_MINUTE, 60 * 7 + 59.5, 1),
-    (Limit.TOKENS_PER_DAY, ts("2026-11-29 23:00:00"), 3600),
-])
+@pytest.mark.parametrize(
+    "limit, at, seconds",
+    [
+        (Limit.REQUESTS_PER_MINUTE, 60 * 7 + 10, 50),
+        (Limit.REQUESTS_PER_MINUTE, 60 * 7 + 59.5, 1),
+        (Limit.TOKENS_PER_DAY, ts("2026-11-29 23:00:00"), 3600),
+    ],
+)
 def test_retry_after(limit, at, seconds):
     assert retry_after(RateCheck(limit, "key:k", 10, 1), at) == seconds
 
@@ -135,13 +166,16 @@ def test_rate_window_counters_name_the_window():
     assert check.counter(120.5) == "rl:rpm:team:t:2" and check.counter(120.5, previous=True) == "rl:rpm:team:t:1"
 
 
-@pytest.mark.parametrize("body, tokens", [
-    ({"messages": [{"role": "user", "content": "x" * 400}]}, 104),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "abcd" * 10}]}]}, 14),
-    ({"prompt": "abcdefgh"}, 2),
-    ({"input": ["abcd", "efgh"]}, 2),
-    ({}, 1),
-])
+@pytest.mark.parametrize(
+    "body, tokens",
+    [
+        ({"messages": [{"role": "user", "content": "x" * 400}]}, 104),
+        ({"messages": [{"role": "user", "content": [{"type": "text", "text": "abcd" * 10}]}]}, 14),
+        ({"prompt": "abcdefgh"}, 2),
+        ({"input": ["abcd", "efgh"]}, 2),
+        ({}, 1),
+    ],
+)
 def test_token_estimate(body, tokens):
     assert estimate_tokens(body) == tokens
 
@@ -150,13 +184,16 @@ CHEAP = Price.per_million(Decimal("0.15"), Decimal("0.60"))
 DEAR = Price.per_million(Decimal("2.5"), Decimal("10"))
 
 
-@pytest.mark.parametrize("plan, model, price, allowed", [
-    ("free", "small", CHEAP, True),
-    ("free", "large", DEAR, False),
-    ("free", "auto", None, False),  # a cascade has no single price: free keys need an allowlist
-    ("pro", "large", DEAR, True),
-    ("enterprise", "auto", None, True),
-])
+@pytest.mark.parametrize(
+    "plan, model, price, allowed",
+    [
+        ("free", "small", CHEAP, True),
+        ("free", "large", DEAR, False),
+        ("free", "auto", None, False),  # a cascade has no single price: free keys need an allowlist
+        ("pro", "large", DEAR, True),
+        ("enterprise", "auto", None, True),
+    ],
+)
 def test_plan_model_rules(plan, model, price, allowed):
     assert DEFAULT_PLANS[plan].allows_model(model, price) is allowed
 

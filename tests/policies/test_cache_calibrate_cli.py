@@ -11,12 +11,34 @@ from pathlib import Path
 from policies.semantic_cache.verifier import Verifier
 from tests.support import ROOT, _env
 
-THINGS = ["bake bread", "learn French", "fix a flat tyre", "train a puppy", "grow tomatoes", "write a CV",
-          "save money", "start running", "paint a room", "brew coffee", "plant a tree", "clean an oven",
-          "tie a tie", "learn chess", "sleep better", "speak in public", "meditate", "knit a scarf",
-          "build a shed", "learn to swim"]
-OPENERS = [("How do I", "How can I"), ("What is the best way to", "What's the easiest way to"),
-           ("Any tips to", "How should I"), ("How do I", "What steps do I take to")]
+THINGS = [
+    "bake bread",
+    "learn French",
+    "fix a flat tyre",
+    "train a puppy",
+    "grow tomatoes",
+    "write a CV",
+    "save money",
+    "start running",
+    "paint a room",
+    "brew coffee",
+    "plant a tree",
+    "clean an oven",
+    "tie a tie",
+    "learn chess",
+    "sleep better",
+    "speak in public",
+    "meditate",
+    "knit a scarf",
+    "build a shed",
+    "learn to swim",
+]
+OPENERS = [
+    ("How do I", "How can I"),
+    ("What is the best way to", "What's the easiest way to"),
+    ("Any tips to", "How should I"),
+    ("How do I", "What steps do I take to"),
+]
 
 
 def pairs() -> list[dict]:
@@ -29,8 +51,9 @@ def pairs() -> list[dict]:
         rows.append({"a": f"How do I {thing}?", "b": f"How do I {thing} {suffix}?", "duplicate": False})
     for thing in THINGS:
         for n in (2, 3, 5, 10):
-            rows.append({"a": f"How do I {thing} in {n} days?", "b": f"How do I {thing} in {n * 3} days?",
-                         "duplicate": False})
+            rows.append(
+                {"a": f"How do I {thing} in {n} days?", "b": f"How do I {thing} in {n * 3} days?", "duplicate": False}
+            )
     return rows
 
 
@@ -39,8 +62,14 @@ def distinct() -> int:
 
 
 def calibrate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "cache", "calibrate", *args],
-                          capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "cache", "calibrate", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=600,
+    )
 
 
 def test_calibrate_writes_a_verifier_the_gateway_can_load(tmp_path: Path) -> None:

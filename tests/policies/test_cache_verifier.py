@@ -9,7 +9,13 @@ import pytest
 
 from policies.exact_cache import CachePolicy
 from policies.semantic_cache.calibration import (
-    Labelled, choose_threshold, examples, fit_logistic, lookups, upper_bound, verifier_from,
+    Labelled,
+    choose_threshold,
+    examples,
+    fit_logistic,
+    lookups,
+    upper_bound,
+    verifier_from,
 )
 from policies.semantic_cache.crossval import cross_validate, summarise
 from policies.semantic_cache.differences import Parsed
@@ -39,35 +45,47 @@ def test_the_default_bound_is_certified(verifier) -> None:
     assert max(verifier.rates) >= DEFAULT
 
 
-@pytest.mark.parametrize("stored, asked", [
-    ("What is the best pizza in Boston?", "What is the best pizza in Austin?"),
-    ("How do I lose 5 kg?", "How do I lose 50 kg?"),
-    ("How do I lose five kg?", "How do I lose 50 kg?"),
-    ("Why did Spain beat Italy?", "Why did Italy beat Spain?"),
-    ("Is it safe to drink coffee while pregnant?", "Is it not safe to drink coffee while pregnant?"),
-    ("Which is a good rehab center near San Juan County?", "Which is a good rehab center near San Miguel County?"),
-    ("What are some ideas for a 6th grade science project?", "What are some ideas for a 10th grade science project?"),
-    ("如何学习日语？", "如何学习韩语？"),
-])
+@pytest.mark.parametrize(
+    "stored, asked",
+    [
+        ("What is the best pizza in Boston?", "What is the best pizza in Austin?"),
+        ("How do I lose 5 kg?", "How do I lose 50 kg?"),
+        ("How do I lose five kg?", "How do I lose 50 kg?"),
+        ("Why did Spain beat Italy?", "Why did Italy beat Spain?"),
+        ("Is it safe to drink coffee while pregnant?", "Is it not safe to drink coffee while pregnant?"),
+        ("Which is a good rehab center near San Juan County?", "Which is a good rehab center near San Miguel County?"),
+        (
+            "What are some ideas for a 6th grade science project?",
+            "What are some ideas for a 10th grade science project?",
+        ),
+        ("如何学习日语？", "如何学习韩语？"),
+    ],
+)
 def test_near_misses_are_refused_even_at_the_loosest_bound(embedder, verifier, stored: str, asked: str) -> None:
     assert not accepts(embedder, verifier, stored, asked, rate=float(max(verifier.rates)))
 
 
-@pytest.mark.parametrize("stored, asked", [
-    ("cheap hotels in Rome", "cheap pet-friendly hotels in Rome"),
-    ("Why are cats so lazy?", "Are cats lazy?"),
-    ("What is happening in Venezuela?", "What is happening in Venezuela and why?"),
-])
+@pytest.mark.parametrize(
+    "stored, asked",
+    [
+        ("cheap hotels in Rome", "cheap pet-friendly hotels in Rome"),
+        ("Why are cats so lazy?", "Are cats lazy?"),
+        ("What is happening in Venezuela?", "What is happening in Venezuela and why?"),
+    ],
+)
 def test_narrower_or_other_questions_are_refused_at_the_default(embedder, verifier, stored: str, asked: str) -> None:
     assert not accepts(embedder, verifier, stored, asked)
 
 
-@pytest.mark.parametrize("stored, asked", [
-    ("How do I learn Python quickly?", "How can I learn Python quickly?"),
-    ("How can I lose weight fast?", "How do I lose weight fast?"),
-    ("What are the benefits of drinking green tea?", "What are the advantages of drinking green tea?"),
-    ("How can I stop procrastinating?", "How do I stop procrastinating?"),
-])
+@pytest.mark.parametrize(
+    "stored, asked",
+    [
+        ("How do I learn Python quickly?", "How can I learn Python quickly?"),
+        ("How can I lose weight fast?", "How do I lose weight fast?"),
+        ("What are the benefits of drinking green tea?", "What are the advantages of drinking green tea?"),
+        ("How can I stop procrastinating?", "How do I stop procrastinating?"),
+    ],
+)
 def test_paraphrases_are_served_at_the_default(embedder, verifier, stored: str, asked: str) -> None:
     assert accepts(embedder, verifier, stored, asked)
 
@@ -75,8 +93,9 @@ def test_paraphrases_are_served_at_the_default(embedder, verifier, stored: str, 
 def test_the_same_words_are_served_at_any_bound(embedder, verifier) -> None:
     assert accepts(embedder, verifier, "How can I lose weight fast?", "how can i lose weight FAST", rate=0.001)
     assert verifier.threshold_for(0.001) is None  # no threshold is that safe: only the same words
-    assert not accepts(embedder, verifier, "How do I learn Python quickly?", "How can I learn Python quickly?",
-                       rate=0.001)
+    assert not accepts(
+        embedder, verifier, "How do I learn Python quickly?", "How can I learn Python quickly?", rate=0.001
+    )
 
 
 def test_a_bound_between_calibrated_ones_takes_the_stricter(verifier) -> None:
@@ -90,18 +109,27 @@ def test_save_and_load(tmp_path: Path, verifier) -> None:
     verifier.save(tmp_path / "v.npz")
     again = Verifier.load(tmp_path / "v.npz")
     assert np.array_equal(again.weights, verifier.weights) and np.array_equal(again.thresholds, verifier.thresholds)
-    np.savez(tmp_path / "old.npz", weights=np.zeros(3), rates=np.zeros(1), thresholds=np.zeros(1),
-             min_cosine=np.array(0.9), names=np.array(["bias", "cosine", "veto"]))
+    np.savez(
+        tmp_path / "old.npz",
+        weights=np.zeros(3),
+        rates=np.zeros(1),
+        thresholds=np.zeros(1),
+        min_cosine=np.array(0.9),
+        names=np.array(["bias", "cosine", "veto"]),
+    )
     with pytest.raises(ValueError, match="calibrate"):
         Verifier.load(tmp_path / "old.npz")
 
 
-@pytest.mark.parametrize("wrong, n, expected", [
-    (0, 100, 1 - 0.05 ** (1 / 100)),  # the "rule of three" case, exactly
-    (0, 0, 1.0),
-    (10, 10, 1.0),
-    (0, 1, 0.95),
-])
+@pytest.mark.parametrize(
+    "wrong, n, expected",
+    [
+        (0, 100, 1 - 0.05 ** (1 / 100)),  # the "rule of three" case, exactly
+        (0, 0, 1.0),
+        (10, 10, 1.0),
+        (0, 1, 0.95),
+    ],
+)
 def test_upper_bound_known_values(wrong: int, n: int, expected: float) -> None:
     assert upper_bound(wrong, n) == pytest.approx(expected, abs=1e-6)
 
@@ -111,12 +139,15 @@ def test_upper_bound_is_above_the_observed_rate_and_shrinks_with_n() -> None:
     assert upper_bound(50, 1000) < upper_bound(5, 100)
 
 
-@pytest.mark.parametrize("scores, wrong, rate, expected", [
-    ([0.9] * 300 + [0.5] * 300, [False] * 300 + [True] * 300, 0.02, 0.9),  # stop before the bad block
-    ([0.9] * 10, [False] * 10, 0.02, None),  # too few hits to be sure of anything
-    ([0.9] * 300 + [0.5] * 300, [False] * 600, 0.02, 0.5),
-    ([0.9] * 300 + [0.8] * 300, [True] * 300 + [False] * 300, 0.1, None),  # the best-scored are wrong
-])
+@pytest.mark.parametrize(
+    "scores, wrong, rate, expected",
+    [
+        ([0.9] * 300 + [0.5] * 300, [False] * 300 + [True] * 300, 0.02, 0.9),  # stop before the bad block
+        ([0.9] * 10, [False] * 10, 0.02, None),  # too few hits to be sure of anything
+        ([0.9] * 300 + [0.5] * 300, [False] * 600, 0.02, 0.5),
+        ([0.9] * 300 + [0.8] * 300, [True] * 300 + [False] * 300, 0.1, None),  # the best-scored are wrong
+    ],
+)
 def test_choose_threshold(scores, wrong, rate: float, expected: float | None) -> None:
     assert choose_threshold(np.array(scores), np.array(wrong), rate) == expected
 
@@ -130,8 +161,11 @@ def test_fit_logistic_separates_a_simple_problem_on_any_scale() -> None:
 
 def synthetic(n_queries: int) -> list[Labelled]:
     """Queries, each with a paraphrase (same) and a query about another thing (different)."""
-    things = [f"{verb} {noun}" for verb in ("cook", "buy", "fix", "paint", "clean", "sell", "store", "carry")
-              for noun in ("rice", "a bike", "a fence", "a sofa", "shoes", "a lamp", "tyres", "a boat")]
+    things = [
+        f"{verb} {noun}"
+        for verb in ("cook", "buy", "fix", "paint", "clean", "sell", "store", "carry")
+        for noun in ("rice", "a bike", "a fence", "a sofa", "shoes", "a lamp", "tyres", "a boat")
+    ]
     out = []
     for i in range(n_queries):
         thing, other = things[i % len(things)], things[(i * 7 + 3) % len(things)]

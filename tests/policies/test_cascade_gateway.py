@@ -23,23 +23,35 @@ WEAK, STRONG = "rec-weak", "rec-strong"
 CONFIDENT = [-0.01] * 5
 UNSURE = [-3.0] * 5
 RECORDS = [
-    {"prompt": "good question", "answers": {WEAK: {"content": "3 + 4 = 7\n#### 7", "logprobs": CONFIDENT},
-                                            STRONG: "The answer is 7."}},
-    {"prompt": "refused question", "answers": {WEAK: {"content": "I'm sorry, I can't help with that.",
-                                                      "logprobs": CONFIDENT}, STRONG: "#### 12"}},
-    {"prompt": "unsure question", "answers": {WEAK: {"content": "#### 5", "logprobs": UNSURE},
-                                              STRONG: "#### 6"}},
-    {"prompt": "truncated question", "answers": {WEAK: {"content": "The answer", "finish_reason": "length",
-                                                        "logprobs": CONFIDENT}, STRONG: "#### 9"}},
+    {
+        "prompt": "good question",
+        "answers": {WEAK: {"content": "3 + 4 = 7\n#### 7", "logprobs": CONFIDENT}, STRONG: "The answer is 7."},
+    },
+    {
+        "prompt": "refused question",
+        "answers": {WEAK: {"content": "I'm sorry, I can't help with that.", "logprobs": CONFIDENT}, STRONG: "#### 12"},
+    },
+    {"prompt": "unsure question", "answers": {WEAK: {"content": "#### 5", "logprobs": UNSURE}, STRONG: "#### 6"}},
+    {
+        "prompt": "truncated question",
+        "answers": {
+            WEAK: {"content": "The answer", "finish_reason": "length", "logprobs": CONFIDENT},
+            STRONG: "#### 9",
+        },
+    },
 ]
 
 
 GRADER = "rec-grader"
-HISTORY = [m for i in range(12) for m in (
-    {"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."},
-    {"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."})]
-LONG_CONVERSATION = [{"role": "system", "content": "Be brief."}, *HISTORY,
-                     {"role": "user", "content": "good question"}]
+HISTORY = [
+    m
+    for i in range(12)
+    for m in (
+        {"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."},
+        {"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."},
+    )
+]
+LONG_CONVERSATION = [{"role": "system", "content": "Be brief."}, *HISTORY, {"role": "user", "content": "good question"}]
 SUMMARY = "We covered topics 0 to 11."
 RECORDS += [
     # the judge's grades for two answers, and the summarizer's summary of the long conversation
@@ -67,19 +79,43 @@ def config(base: str) -> dict:
     return {
         "models": [weak, strong, dead, dead_tier, grader],
         "cascades": [
-            {"name": "auto", "tiers": ["weak", "strong"], "scorer": "logprob", "thresholds": [0.5],
-             "adaptive": False, "shadow_rate": 0.0},
-            {"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "logprob", "shadow_rate": 1.0,
-             "quality_target": 0.6, "min_samples": 5, "last_tier_quality": 1.0},
+            {
+                "name": "auto",
+                "tiers": ["weak", "strong"],
+                "scorer": "logprob",
+                "thresholds": [0.5],
+                "adaptive": False,
+                "shadow_rate": 0.0,
+            },
+            {
+                "name": "shadowed",
+                "tiers": ["weak", "strong"],
+                "scorer": "logprob",
+                "shadow_rate": 1.0,
+                "quality_target": 0.6,
+                "min_samples": 5,
+                "last_tier_quality": 1.0,
+            },
             {"name": "rules-only", "tiers": ["weak", "strong"], "quality_target": 0.95, "min_samples": 10},
             {"name": "broken-first", "tiers": ["dead-tier", "strong"], "scorer": "rules", "shadow_rate": 0.0},
-            {"name": "judged", "tiers": ["weak", "strong"], "scorer": "judge:grader", "thresholds": [0.5],
-             "adaptive": False, "shadow_rate": 0.0},
+            {
+                "name": "judged",
+                "tiers": ["weak", "strong"],
+                "scorer": "judge:grader",
+                "thresholds": [0.5],
+                "adaptive": False,
+                "shadow_rate": 0.0,
+            },
         ],
         "breaker": {"min_requests": 3, "window_s": 60, "open_s": 600},
         "cost_router": {"name": "fit", "models": ["weak", "strong"]},
-        "compression": {"enabled": True, "budget_tokens": 64, "keep_recent": 2, "models": ["weak"],
-                        "summarizer": "grader"},
+        "compression": {
+            "enabled": True,
+            "budget_tokens": 64,
+            "keep_recent": 2,
+            "models": ["weak"],
+            "summarizer": "grader",
+        },
         # These tests count the calls each request makes: a repeated question must not be a cache hit.
         "cache": {"exact": {"enabled": False}},
     }
@@ -106,7 +142,8 @@ def client(gw: GatewayProcess) -> openai.OpenAI:
 
 def ask(client: openai.OpenAI, model_name: str, text: str, **kwargs):
     return client.chat.completions.with_raw_response.create(
-        model=model_name, messages=[{"role": "user", "content": text}], **kwargs)
+        model=model_name, messages=[{"role": "user", "content": text}], **kwargs
+    )
 
 
 def cost_of(usage_in: int, usage_out: int, price_in: str, price_out: str) -> Decimal:
@@ -120,16 +157,20 @@ def test_confident_cheap_answer_is_returned(client: openai.OpenAI, fake: Recorde
     assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"
     assert raw.headers["x-costgate-model"] == "weak"
     assert completion.choices[0].logprobs is None  # asked for the scorer, not shown to the client
-    assert Decimal(raw.headers["x-costgate-cost-usd"]) == cost_of(completion.usage.prompt_tokens,
-                                                                    completion.usage.completion_tokens, "0.6", "0.6")
+    assert Decimal(raw.headers["x-costgate-cost-usd"]) == cost_of(
+        completion.usage.prompt_tokens, completion.usage.completion_tokens, "0.6", "0.6"
+    )
     assert fake.stats().get(STRONG, 0) == before
 
 
-@pytest.mark.parametrize("question, expected", [
-    ("unsure question", "#### 6"),       # low logprob confidence
-    ("refused question", "#### 12"),     # a refusal fails the rule checks whatever the logprobs say
-    ("truncated question", "#### 9"),    # finish_reason=length
-])
+@pytest.mark.parametrize(
+    "question, expected",
+    [
+        ("unsure question", "#### 6"),  # low logprob confidence
+        ("refused question", "#### 12"),  # a refusal fails the rule checks whatever the logprobs say
+        ("truncated question", "#### 9"),  # finish_reason=length
+    ],
+)
 def test_escalates_and_charges_every_call(client: openai.OpenAI, question: str, expected: str) -> None:
     raw = ask(client, "auto", question)
     completion = raw.parse()
@@ -149,21 +190,26 @@ def test_ledger_row_carries_the_summed_cost(client: openai.OpenAI, gw: GatewayPr
 
 def test_streamed_accepted_answer_is_replayed(client: openai.OpenAI) -> None:
     with client.chat.completions.with_streaming_response.create(
-            model="auto", stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "good question"}]) as response:
+        model="auto",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "good question"}],
+    ) as response:
         assert response.headers["x-costgate-model"] == "weak"
         chunks = list(response.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "3 + 4 = 7\n#### 7"
     usage = chunks[-1].usage
-    assert Decimal(usage.model_extra["cost_usd"]) == cost_of(usage.prompt_tokens, usage.completion_tokens,
-                                                             "0.6", "0.6")
+    assert Decimal(usage.model_extra["cost_usd"]) == cost_of(usage.prompt_tokens, usage.completion_tokens, "0.6", "0.6")
 
 
 def test_streamed_escalation_streams_the_last_tier(client: openai.OpenAI) -> None:
     with client.chat.completions.with_streaming_response.create(
-            model="auto", stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "unsure question"}]) as response:
+        model="auto",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "unsure question"}],
+    ) as response:
         assert response.headers["x-costgate-model"] == "strong"
         chunks = list(response.parse())
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -183,8 +229,9 @@ def wait_samples(gw: GatewayProcess, name: str, n: int) -> dict:
     return wait_until(enough, timeout=20, interval=0.05, what=f"{name}: {n} shadow samples")
 
 
-def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(client: openai.OpenAI, gw: GatewayProcess,
-                                                                     fake: RecordedFake) -> None:
+def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(
+    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+) -> None:
     view = cascade_view(gw, "shadowed")
     assert view["escalate_all"] and view["samples"] == 0  # no calibration: nothing proven yet
     before = fake.stats()
@@ -200,8 +247,9 @@ def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(client: ope
     assert rows["learning-test"]["requests"] == 5 and "cascade-shadow" not in rows
 
 
-def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(client: openai.OpenAI, gw: GatewayProcess,
-                                                                    fake: RecordedFake) -> None:
+def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(
+    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+) -> None:
     # Runs after the test above certified threshold 0.0; the configured floor shadow_rate is 1.0.
     strong_before = fake.stats().get(STRONG, 0)
     for _ in range(5):
@@ -225,8 +273,9 @@ def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(client: open
     assert 'costgate_cascade_threshold{cascade="shadowed"}' in metrics
 
 
-def test_a_rules_cascade_gives_up_on_the_cheap_tier(client: openai.OpenAI, gw: GatewayProcess,
-                                                    fake: RecordedFake) -> None:
+def test_a_rules_cascade_gives_up_on_the_cheap_tier(
+    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+) -> None:
     for _ in range(10):  # the rules accept these cheap answers, and each disagrees with the last tier
         assert ask(client, "rules-only", "unsure question").headers["x-costgate-model"] == "strong"
     wait_samples(gw, "rules-only", 10)
@@ -238,8 +287,9 @@ def test_a_rules_cascade_gives_up_on_the_cheap_tier(client: openai.OpenAI, gw: G
     assert view["escalate_all"] and view["meets_target"] is True
 
 
-def test_failing_tier_falls_through_and_breaker_opens(client: openai.OpenAI, gw: GatewayProcess,
-                                                      fake: RecordedFake) -> None:
+def test_failing_tier_falls_through_and_breaker_opens(
+    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+) -> None:
     start = fake.stats().get("fail-500", 0)
     for _ in range(4):
         raw = ask(client, "dead", "good question")
@@ -256,9 +306,14 @@ def test_cascade_skips_a_failing_tier(client: openai.OpenAI) -> None:
     assert raw.parse().choices[0].message.content == "The answer is 7."
 
 
-@pytest.mark.parametrize("max_cost, expected", [
-    (None, "strong"), ("0.01", "strong"), ("0.001", "weak"),
-])
+@pytest.mark.parametrize(
+    "max_cost, expected",
+    [
+        (None, "strong"),
+        ("0.01", "strong"),
+        ("0.001", "weak"),
+    ],
+)
 def test_cost_router_picks_best_model_that_fits(client: openai.OpenAI, max_cost: str | None, expected: str) -> None:
     headers = {"x-costgate-max-cost-usd": max_cost} if max_cost else {}
     raw = ask(client, "fit", "good question", max_tokens=100, extra_headers=headers)
@@ -272,19 +327,25 @@ def test_cost_router_refuses_with_402_when_nothing_fits(client: openai.OpenAI, g
     assert err.value.body["code"] == "cost_limit_exceeded"
 
 
-def test_long_conversation_is_compressed_by_the_summarizer(client: openai.OpenAI, fake: RecordedFake,
-                                                           gw: GatewayProcess) -> None:
+def test_long_conversation_is_compressed_by_the_summarizer(
+    client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess
+) -> None:
     graded = fake.stats().get(GRADER, 0)
     raw = client.chat.completions.with_raw_response.create(
-        model="weak", messages=LONG_CONVERSATION, extra_headers={"x-costgate-tags": "compressed"})
+        model="weak", messages=LONG_CONVERSATION, extra_headers={"x-costgate-tags": "compressed"}
+    )
     saved = int(raw.headers["x-costgate-compressed-tokens"])
     assert saved > 100
     completion = raw.parse()
     assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"  # the last turn survived
     assert fake.stats()[GRADER] == graded + 1  # the summary was a real call...
-    compressed_prompt = [LONG_CONVERSATION[0], {"role": "system", "content": SUMMARY_PREFIX + SUMMARY},
-                         *LONG_CONVERSATION[-2:]]
+    compressed_prompt = [
+        LONG_CONVERSATION[0],
+        {"role": "system", "content": SUMMARY_PREFIX + SUMMARY},
+        *LONG_CONVERSATION[-2:],
+    ]
     from gateway.tokens import count_messages
+
     assert completion.usage.prompt_tokens == count_messages(compressed_prompt)  # ...and its summary was sent
     answer_cost = cost_of(completion.usage.prompt_tokens, completion.usage.completion_tokens, "0.6", "0.6")
     assert Decimal(raw.headers["x-costgate-cost-usd"]) > answer_cost  # the summary call is charged too
@@ -293,12 +354,16 @@ def test_long_conversation_is_compressed_by_the_summarizer(client: openai.OpenAI
     assert 'costgate_compression_tokens_saved_total{model="weak"}' in httpx.get(gw.url + "/metrics").text
 
 
-@pytest.mark.parametrize("question, served, calls", [
-    ("good question", "weak", {WEAK: 1, GRADER: 1, STRONG: 0}),      # graded 9/10: accepted
-    ("unsure question", "strong", {WEAK: 1, GRADER: 1, STRONG: 1}),  # graded 2/10: escalated
-])
-def test_judge_scorer_grades_with_a_charged_call(client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess,
-                                                 question: str, served: str, calls: dict[str, int]) -> None:
+@pytest.mark.parametrize(
+    "question, served, calls",
+    [
+        ("good question", "weak", {WEAK: 1, GRADER: 1, STRONG: 0}),  # graded 9/10: accepted
+        ("unsure question", "strong", {WEAK: 1, GRADER: 1, STRONG: 1}),  # graded 2/10: escalated
+    ],
+)
+def test_judge_scorer_grades_with_a_charged_call(
+    client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess, question: str, served: str, calls: dict[str, int]
+) -> None:
     before = fake.stats()
     raw = ask(client, "judged", question, extra_headers={"x-costgate-tags": f"judged-{served}"})
     assert raw.headers["x-costgate-model"] == served
@@ -316,9 +381,28 @@ def test_admin_cascades_needs_the_admin_key(gw: GatewayProcess) -> None:
 def test_train_from_the_stored_shadow_samples(gw: GatewayProcess, tmp_path: Path) -> None:
     # Runs after test_shadow_sampling_moves_the_threshold stored agreeing and disagreeing samples.
     out = tmp_path / "from-db.json"
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", "--from-db",
-                             str(gw.config_path), "--cascade", "shadowed", "--folds", "1", "--out", str(out)],
-                            capture_output=True, text=True, env=_env(), cwd=gw.workdir, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "cascade",
+            "train",
+            "--from-db",
+            str(gw.config_path),
+            "--cascade",
+            "shadowed",
+            "--folds",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=gw.workdir,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "trained on 16 examples (10 acceptable)" in result.stdout  # 10 agreeing, 6 not
     assert out.exists()

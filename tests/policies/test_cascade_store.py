@@ -21,10 +21,19 @@ async def round_trip(url: str) -> tuple[list[Sample], list[float]]:
     engine = create_engine(url)
     try:
         async with engine.begin() as conn:  # the table as issue 5 made it, with one old row
-            await conn.execute(text(OLD_TABLE.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY")
-                                    if url.startswith("postgresql") else OLD_TABLE))
-            await conn.execute(text("INSERT INTO cascade_samples (cascade, created_at, confidences, agrees, "
-                                    "features, feature_set) VALUES ('c', 0, '[0.9]', '[true]', '[[1.0]]', 'x')"))
+            await conn.execute(
+                text(
+                    OLD_TABLE.replace("INTEGER PRIMARY KEY", "SERIAL PRIMARY KEY")
+                    if url.startswith("postgresql")
+                    else OLD_TABLE
+                )
+            )
+            await conn.execute(
+                text(
+                    "INSERT INTO cascade_samples (cascade, created_at, confidences, agrees, "
+                    "features, feature_set) VALUES ('c', 0, '[0.9]', '[true]', '[[1.0]]', 'x')"
+                )
+            )
         store = SampleStore(engine)
         await store.create()
         await store.create()  # idempotent, as every start runs it

@@ -31,13 +31,45 @@ def examples(rng: random.Random, n: int) -> list[TrainingExample]:
 
 def train(tmp_path: Path, data: list[TrainingExample], *extra: str) -> subprocess.CompletedProcess:
     path = tmp_path / "examples.jsonl"
-    path.write_text("".join(json.dumps({"q": e.item.query, "a": e.item.answer, "ok": e.acceptable,
-                                        "last_ok": e.last_right,
-                                        "last": e.item.answer if e.agrees else "#### -1"}) + "\n" for e in data))
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", str(path), "--out",
-                           str(tmp_path / "scorer.json"), "--query-field", "q", "--answer-field", "a",
-                           "--label-field", "ok", *extra], capture_output=True, text=True, env=_env(), cwd=ROOT,
-                          timeout=120)
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "q": e.item.query,
+                    "a": e.item.answer,
+                    "ok": e.acceptable,
+                    "last_ok": e.last_right,
+                    "last": e.item.answer if e.agrees else "#### -1",
+                }
+            )
+            + "\n"
+            for e in data
+        )
+    )
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "cascade",
+            "train",
+            str(path),
+            "--out",
+            str(tmp_path / "scorer.json"),
+            "--query-field",
+            "q",
+            "--answer-field",
+            "a",
+            "--label-field",
+            "ok",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_train_writes_a_scorer_that_generalizes(tmp_path: Path) -> None:
@@ -70,8 +102,14 @@ def test_the_calibration_curve_round_trips(tmp_path: Path) -> None:
 def test_train_refuses_one_class(tmp_path: Path) -> None:
     data = tmp_path / "examples.jsonl"
     data.write_text(json.dumps({"query": "q", "answer": "a", "label": True}) + "\n")
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "cascade", "train", str(data)],
-                            capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "cascade", "train", str(data)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
     assert result.returncode != 0 and "both" in result.stderr
 
 

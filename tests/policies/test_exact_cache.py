@@ -14,31 +14,37 @@ def keys(body: dict, team: str = "t1", endpoint: str = "chat.completions"):
     return request_keys(team, endpoint, body)
 
 
-@pytest.mark.parametrize("variant", [
-    {"stream": True},
-    {"stream": True, "stream_options": {"include_usage": True}},
-    {"user": "alice"},
-    {"metadata": {"app": "x"}},
-    {"top_p": 1},  # OpenAI's default, spelled out
-    {"n": 1},
-    {"presence_penalty": 0},
-    {"seed": None},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"stream": True},
+        {"stream": True, "stream_options": {"include_usage": True}},
+        {"user": "alice"},
+        {"metadata": {"app": "x"}},
+        {"top_p": 1},  # OpenAI's default, spelled out
+        {"n": 1},
+        {"presence_penalty": 0},
+        {"seed": None},
+    ],
+)
 def test_fields_that_cannot_change_the_answer_keep_the_key(variant: dict) -> None:
     assert keys({**BASE, **variant}).key == keys(BASE).key
 
 
-@pytest.mark.parametrize("variant", [
-    {"temperature": 0.5},
-    {"max_tokens": 5},
-    {"seed": 7},
-    {"top_p": 0.5},
-    {"stop": ["\n"]},
-    {"response_format": {"type": "json_object"}},
-    {"tools": [{"type": "function", "function": {"name": "f"}}]},
-    {"model": "large"},
-    {"messages": [{"role": "system", "content": "Answer in French."}, *USER]},
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"temperature": 0.5},
+        {"max_tokens": 5},
+        {"seed": 7},
+        {"top_p": 0.5},
+        {"stop": ["\n"]},
+        {"response_format": {"type": "json_object"}},
+        {"tools": [{"type": "function", "function": {"name": "f"}}]},
+        {"model": "large"},
+        {"messages": [{"role": "system", "content": "Answer in French."}, *USER]},
+    ],
+)
 def test_fields_that_change_the_answer_change_key_and_namespace(variant: dict) -> None:
     changed, base = keys({**BASE, **variant}), keys(BASE)
     assert changed.key != base.key
@@ -71,39 +77,51 @@ def test_non_text_questions_are_not_compared_semantically() -> None:
     assert keys({**BASE, "messages": image}).question == ""
 
 
-@pytest.mark.parametrize("body, policy, refused", [
-    ({"temperature": 0}, CachePolicy(), False),
-    ({}, CachePolicy(), False),  # no temperature asked for: cached, as in other gateways
-    ({"temperature": None}, CachePolicy(), False),
-    ({"temperature": 1}, CachePolicy(), True),  # an explicit temperature above the limit is not
-    ({"temperature": 0.01}, CachePolicy(), True),
-    ({"temperature": 0.7}, CachePolicy(), True),
-    ({"temperature": 0.7}, CachePolicy(max_temperature=1.0), False),  # the team opted in
-    ({}, CachePolicy(max_temperature=1.0), False),
-    ({"temperature": 0, "n": 2}, CachePolicy(), True),
-    ({"temperature": 0, "logprobs": True}, CachePolicy(), True),
-])
+@pytest.mark.parametrize(
+    "body, policy, refused",
+    [
+        ({"temperature": 0}, CachePolicy(), False),
+        ({}, CachePolicy(), False),  # no temperature asked for: cached, as in other gateways
+        ({"temperature": None}, CachePolicy(), False),
+        ({"temperature": 1}, CachePolicy(), True),  # an explicit temperature above the limit is not
+        ({"temperature": 0.01}, CachePolicy(), True),
+        ({"temperature": 0.7}, CachePolicy(), True),
+        ({"temperature": 0.7}, CachePolicy(max_temperature=1.0), False),  # the team opted in
+        ({}, CachePolicy(max_temperature=1.0), False),
+        ({"temperature": 0, "n": 2}, CachePolicy(), True),
+        ({"temperature": 0, "logprobs": True}, CachePolicy(), True),
+    ],
+)
 def test_refusal(body: dict, policy: CachePolicy, refused: bool) -> None:
     assert (refusal(body, policy) is not None) is refused
 
 
 def _chat(message: dict, finish: str = "stop", choices: int = 1) -> dict:
-    return {"model": "gpt-x", "choices": [{"index": i, "message": message, "finish_reason": finish}
-                                          for i in range(choices)],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 4}}
+    return {
+        "model": "gpt-x",
+        "choices": [{"index": i, "message": message, "finish_reason": finish} for i in range(choices)],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 4},
+    }
 
 
-@pytest.mark.parametrize("body, kept", [
-    (_chat({"role": "assistant", "content": "Paris."}), True),
-    ({"model": "m", "choices": [{"index": 0, "text": "Paris.", "finish_reason": "stop"}]}, True),
-    (_chat({"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]}, "tool_calls"),
-     False),
-    (_chat({"role": "assistant", "content": "x", "function_call": {"name": "f"}}), False),
-    (_chat({"role": "assistant", "content": "Paris."}, choices=2), False),
-    (_chat({"role": "assistant", "content": "blocked"}, "content_filter"), False),
-    (None, False),
-    ({"error": {"message": "bad"}}, False),
-])
+@pytest.mark.parametrize(
+    "body, kept",
+    [
+        (_chat({"role": "assistant", "content": "Paris."}), True),
+        ({"model": "m", "choices": [{"index": 0, "text": "Paris.", "finish_reason": "stop"}]}, True),
+        (
+            _chat(
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function"}]}, "tool_calls"
+            ),
+            False,
+        ),
+        (_chat({"role": "assistant", "content": "x", "function_call": {"name": "f"}}), False),
+        (_chat({"role": "assistant", "content": "Paris."}, choices=2), False),
+        (_chat({"role": "assistant", "content": "blocked"}, "content_filter"), False),
+        (None, False),
+        ({"error": {"message": "bad"}}, False),
+    ],
+)
 def test_answer_of_keeps_only_plain_text_answers(body: dict | None, kept: bool) -> None:
     answer = answer_of(body, "small")
     assert (answer is not None) is kept

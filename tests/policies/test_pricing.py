@@ -9,17 +9,20 @@ from policies.pricing import Price, Usage, cost_of, format_usd, in_picos, lookup
 D = Decimal
 
 
-@pytest.mark.parametrize("usage, price, expected", [
-    (Usage(1000, 500), Price.per_million(D("0.15"), D("0.60")), D("0.00045")),
-    (Usage(0, 0), Price.per_million(D("10"), D("30")), D("0")),
-    (Usage(1, 1), Price.per_million(D("10"), D("30")), D("0.00004")),
-    # cached prompt tokens at the cache price, the rest at the input price
-    (Usage(1000, 0, cached_tokens=400), Price.per_million(D("2.5"), D("10"), D("1.25")), D("0.002")),
-    # no cache price: cached tokens are billed as ordinary input
-    (Usage(1000, 0, cached_tokens=400), Price.per_million(D("2.5"), D("10")), D("0.0025")),
-    # an upstream claiming more cached than prompt tokens cannot make the cost negative
-    (Usage(10, 0, cached_tokens=50), Price.per_million(D("1"), D("1"), D("0.5")), D("0.000005")),
-])
+@pytest.mark.parametrize(
+    "usage, price, expected",
+    [
+        (Usage(1000, 500), Price.per_million(D("0.15"), D("0.60")), D("0.00045")),
+        (Usage(0, 0), Price.per_million(D("10"), D("30")), D("0")),
+        (Usage(1, 1), Price.per_million(D("10"), D("30")), D("0.00004")),
+        # cached prompt tokens at the cache price, the rest at the input price
+        (Usage(1000, 0, cached_tokens=400), Price.per_million(D("2.5"), D("10"), D("1.25")), D("0.002")),
+        # no cache price: cached tokens are billed as ordinary input
+        (Usage(1000, 0, cached_tokens=400), Price.per_million(D("2.5"), D("10")), D("0.0025")),
+        # an upstream claiming more cached than prompt tokens cannot make the cost negative
+        (Usage(10, 0, cached_tokens=50), Price.per_million(D("1"), D("1"), D("0.5")), D("0.000005")),
+    ],
+)
 def test_cost_of(usage: Usage, price: Price, expected: Decimal) -> None:
     assert cost_of(usage, price) == expected
 
@@ -42,17 +45,28 @@ def test_bundled_price_map() -> None:
     assert lookup("no-such-model-xyz") is None
 
 
-@pytest.mark.parametrize("amount, text", [
-    (D("1.5E-7"), "0.00000015"), (D("0"), "0"), (D("0E-12"), "0"), (D("12.50"), "12.5"), (D("3"), "3"),
-])
+@pytest.mark.parametrize(
+    "amount, text",
+    [
+        (D("1.5E-7"), "0.00000015"),
+        (D("0"), "0"),
+        (D("0E-12"), "0"),
+        (D("12.50"), "12.5"),
+        (D("3"), "3"),
+    ],
+)
 def test_format_usd(amount: Decimal, text: str) -> None:
     assert format_usd(amount) == text
 
 
-@pytest.mark.parametrize("amount, picos", [
-    (D("0.00000700000002"), D("0.000007000000")),  # a measured local price's extra digits
-    (D("0.00000015"), D("0.00000015")),  # price-list products are already whole picos
-    (D("2.5E-13"), D("0E-12")), (D("7.5E-13"), D("1E-12")),  # half a pico rounds to even
-])
+@pytest.mark.parametrize(
+    "amount, picos",
+    [
+        (D("0.00000700000002"), D("0.000007000000")),  # a measured local price's extra digits
+        (D("0.00000015"), D("0.00000015")),  # price-list products are already whole picos
+        (D("2.5E-13"), D("0E-12")),
+        (D("7.5E-13"), D("1E-12")),  # half a pico rounds to even
+    ],
+)
 def test_in_picos(amount: Decimal, picos: Decimal) -> None:
     assert in_picos(amount) == picos

@@ -78,7 +78,7 @@ def calibration_of(requests: list[Request]) -> Calibration:
 
 
 RANDOM = lambda c: 0.6  # noqa: E731 - the score says nothing about the answer
-SEPARATES = lambda c: c ** 0.25  # noqa: E731 - confident answers agree, unsure ones often do not
+SEPARATES = lambda c: c**0.25  # noqa: E731 - confident answers agree, unsure ones often do not
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -154,8 +154,9 @@ def test_the_shadow_rate_starts_high_and_falls_to_the_floor() -> None:
 
 
 def test_no_shadow_calls_when_the_rate_is_zero() -> None:
-    controller = QualityController(Policy(0.95, shadow_rate=0.0), calibration_of(traffic(random.Random(8), 600,
-                                                                                         SEPARATES)))
+    controller = QualityController(
+        Policy(0.95, shadow_rate=0.0), calibration_of(traffic(random.Random(8), 600, SEPARATES))
+    )
     assert controller.mode is Mode.CERTIFIED and controller.shadow_probability() == 0.0
 
 
@@ -174,7 +175,7 @@ def test_samples_weigh_the_inverse_of_their_probability() -> None:
     controller.add(*[Sample((0.2,), (True,))] * 10, Sample((0.8,), (False,), 10.0))
     traffic_at = controller.evidence.traffic().at(50)
     assert traffic_at.accepted == pytest.approx(0.5) and traffic_at.disagree == pytest.approx(0.5)
-    assert traffic_at.effective == pytest.approx(20 ** 2 / 110) and traffic_at.accepted_effective == 1.0
+    assert traffic_at.effective == pytest.approx(20**2 / 110) and traffic_at.accepted_effective == 1.0
 
 
 def test_the_window_forgets_the_oldest_samples() -> None:

@@ -38,8 +38,16 @@ def unit(seed: int) -> np.ndarray:
 
 def entry(key: str, team: str = "t1", ns: str = "ns", ttl: float = 3600.0, last_used: float | None = None) -> Entry:
     now = time.time()
-    return Entry(key, team, ns, "q " + key, CachedAnswer("a " + key, "stop", "m", "small", 2, 3), now, now + ttl,
-                 last_used=now if last_used is None else last_used)
+    return Entry(
+        key,
+        team,
+        ns,
+        "q " + key,
+        CachedAnswer("a " + key, "stop", "m", "small", 2, 3),
+        now,
+        now + ttl,
+        last_used=now if last_used is None else last_used,
+    )
 
 
 async def test_a_second_replica_sees_entries_and_purges(prefix: str) -> None:
@@ -52,14 +60,17 @@ async def test_a_second_replica_sees_entries_and_purges(prefix: str) -> None:
         await one.put(entry("other-team", team="t2", ns="ns2"), QuestionVectors(unit(2)))
         await two.wait_synced()
         now = time.time()
-        found, = await two.candidates("ns", unit(1), now, 1)
+        (found,) = await two.candidates("ns", unit(1), now, 1)
         assert found.entry.key == "after" and found.entry.answer.text == "a after"
         assert found.static_cosine == pytest.approx(1, abs=1e-5) and found.full is None
         await one.remember_full(found.entry, unit(7))  # one replica made its MiniLM vector: all see it
         assert np.array_equal((await two.candidates("ns", unit(1), now, 1))[0].full, unit(7))
         assert (await two.candidates("ns", unit(0), now, 1))[0].entry.key == "before"
         assert (await two.get("before", now)).question == "q before"
-        assert await two.candidates("ns", unit(2), now, 1) == [] or (await two.candidates("ns", unit(2), now, 1))[0].entry.key != "other-team"
+        assert (
+            await two.candidates("ns", unit(2), now, 1) == []
+            or (await two.candidates("ns", unit(2), now, 1))[0].entry.key != "other-team"
+        )
         assert await two.purge("t1") == 2
         assert await one.get("after", now) is None
         await one.wait_synced()
@@ -88,8 +99,10 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
         assert await store.count() == 3
         assert await store.get("b", now) is None  # least recently used, never hit: evicted
         assert await store.get("a", now) is not None and (await store.get("a", now)).hits == 15
-        assert await store.candidates("ns", unit(11), now, 1) == [] or \
-            (await store.candidates("ns", unit(11), now, 1))[0].entry.key != "b"
+        assert (
+            await store.candidates("ns", unit(11), now, 1) == []
+            or (await store.candidates("ns", unit(11), now, 1))[0].entry.key != "b"
+        )
     finally:
         await store.stop()
 
@@ -112,13 +125,15 @@ async def test_entries_written_before_static_vectors_are_indexed_from_their_ques
 
     old = entry("legacy")
     client = redis.Redis.from_url(URL)  # as the previous release wrote it: the MiniLM vector only
-    await client.hset(prefix + "e:legacy", mapping={"entry": json.dumps(old.to_json()), "ns": "ns", "team": "t1",
-                                                    "vec": unit(3).tobytes()})
+    await client.hset(
+        prefix + "e:legacy",
+        mapping={"entry": json.dumps(old.to_json()), "ns": "ns", "team": "t1", "vec": unit(3).tobytes()},
+    )
     await client.aclose()
     store = RedisStore(URL, prefix, max_entries=10)
     await store.start()
     try:
-        found, = await store.candidates("ns", StaticEmbedder.load().embed(old.question), time.time(), 1)
+        (found,) = await store.candidates("ns", StaticEmbedder.load().embed(old.question), time.time(), 1)
         assert found.entry.key == "legacy" and found.static_cosine == pytest.approx(1, abs=1e-5)
         assert np.array_equal(found.full, unit(3))
     finally:

@@ -13,14 +13,17 @@ from policies.scorers.training import Matrix, TrainingExample, train_matrix
 from tests.policies.test_scorers import synthetic
 
 
-@pytest.mark.parametrize("scores, labels, weights, expected", [
-    ([0.9, 0.8, 0.1], [True, True, False], [1, 1, 1], 1.0),
-    ([0.1, 0.9], [True, False], [1, 1], 0.0),
-    ([0.5, 0.5], [True, False], [1, 1], 0.5),
-    ([0.9, 0.2, 0.5], [True, True, False], [1, 1, 1], 0.5),
-    ([0.9, 0.2, 0.5], [True, True, False], [3, 1, 1], 0.75),   # the winning pair counts three times
-    ([0.9, 0.8], [True, True], [1, 1], None),                  # one class only
-])
+@pytest.mark.parametrize(
+    "scores, labels, weights, expected",
+    [
+        ([0.9, 0.8, 0.1], [True, True, False], [1, 1, 1], 1.0),
+        ([0.1, 0.9], [True, False], [1, 1], 0.0),
+        ([0.5, 0.5], [True, False], [1, 1], 0.5),
+        ([0.9, 0.2, 0.5], [True, True, False], [1, 1, 1], 0.5),
+        ([0.9, 0.2, 0.5], [True, True, False], [3, 1, 1], 0.75),  # the winning pair counts three times
+        ([0.9, 0.8], [True, True], [1, 1], None),  # one class only
+    ],
+)
 def test_weighted_auc(scores, labels, weights, expected) -> None:
     assert weighted_auc(scores, labels, weights) == expected
 
@@ -32,15 +35,18 @@ def test_weighted_auc_with_unit_weights_is_the_auc() -> None:
     assert weighted_auc(scores, labels, [1.0] * 200) == pytest.approx(auc(scores, labels))
 
 
-@pytest.mark.parametrize("current, candidate, held_back, labelled, rejected, replace", [
-    (0.60, 0.70, 200, False, False, True),
-    (0.60, 0.605, 200, False, False, False),    # within MIN_GAIN: keep, no churn
-    (0.70, 0.60, 200, False, False, False),     # worse
-    (0.60, 0.70, 20, False, False, False),      # too few held-back samples to tell
-    (0.60, 0.70, 200, True, False, False),      # the current one's labels are worth more than the ranking
-    (0.60, 0.70, 200, True, True, True),        # ...unless the traffic set its calibration aside
-    (None, 0.70, 200, False, False, False),
-])
+@pytest.mark.parametrize(
+    "current, candidate, held_back, labelled, rejected, replace",
+    [
+        (0.60, 0.70, 200, False, False, True),
+        (0.60, 0.605, 200, False, False, False),  # within MIN_GAIN: keep, no churn
+        (0.70, 0.60, 200, False, False, False),  # worse
+        (0.60, 0.70, 20, False, False, False),  # too few held-back samples to tell
+        (0.60, 0.70, 200, True, False, False),  # the current one's labels are worth more than the ranking
+        (0.60, 0.70, 200, True, True, True),  # ...unless the traffic set its calibration aside
+        (None, 0.70, 200, False, False, False),
+    ],
+)
 def test_decide(current, candidate, held_back, labelled, rejected, replace) -> None:
     assert decide(current, candidate, held_back, labelled, rejected).replace is replace
 
@@ -79,8 +85,13 @@ def test_refit_keeps_a_labelled_calibration_that_holds() -> None:
     rng = random.Random(4)
     data = rows(rng, 400)
     blind = model_of(data, [not r.agrees for r in data])
-    labelled = LearnedModel(blind.accept, None, train_matrix(Matrix.of(
-        [TrainingExample(e.item, e.label, True) for e in synthetic(rng, 100)])).model.calibration)
+    labelled = LearnedModel(
+        blind.accept,
+        None,
+        train_matrix(
+            Matrix.of([TrainingExample(e.item, e.label, True) for e in synthetic(rng, 100)])
+        ).model.calibration,
+    )
     assert labelled.calibration is not None and labelled.calibration.last_right is not None
     assert refit(data, labelled)[1].replace is False
     assert refit(data, labelled, current_rejected=True)[1].replace is True

@@ -66,18 +66,28 @@ def test_index_remove_keeps_the_rest_findable() -> None:
     assert all(index.search(vectors[i], 1)[0][0] != str(i) for i in range(0, 700, 50))
 
 
-def _entry(key: str, team: str = "t", ns: str = "ns", expires: float = 1e12, hits: int = 0,
-           last_used: float = 0.0, question: str | None = None) -> Entry:
+def _entry(
+    key: str,
+    team: str = "t",
+    ns: str = "ns",
+    expires: float = 1e12,
+    hits: int = 0,
+    last_used: float = 0.0,
+    question: str | None = None,
+) -> Entry:
     answer = CachedAnswer("answer " + key, "stop", "m", "small", 3, 4)
     return Entry(key, team, ns, question or "question " + key, answer, 0.0, expires, hits, last_used)
 
 
-@pytest.mark.parametrize("a, b, a_outlives_b", [
-    ((100.0, 0), (50.0, 0), True),  # more recent
-    ((100.0, 0), (100.0 + 3600, 0), False),
-    ((100.0, 1023), (100.0 + 5 * 3600, 0), True),  # a thousand hits outlive five hours
-    ((100.0, 1), (100.0, 0), True),
-])
+@pytest.mark.parametrize(
+    "a, b, a_outlives_b",
+    [
+        ((100.0, 0), (50.0, 0), True),  # more recent
+        ((100.0, 0), (100.0 + 3600, 0), False),
+        ((100.0, 1023), (100.0 + 5 * 3600, 0), True),  # a thousand hits outlive five hours
+        ((100.0, 1), (100.0, 0), True),
+    ],
+)
 def test_keep_score(a, b, a_outlives_b: bool) -> None:
     assert (keep_score(*a) > keep_score(*b)) is a_outlives_b
 
@@ -90,7 +100,9 @@ async def test_store_ttl_eviction_purge_and_snapshot(tmp_path: Path) -> None:
     assert await store.get("old", now=60.0) is None  # expired: gone, from the index too
     assert await store.candidates("ns", vectors[0], now=60.0, k=1) == []
     for i in range(10):
-        await store.put(_entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), QuestionVectors(vectors[i + 1]))
+        await store.put(
+            _entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), QuestionVectors(vectors[i + 1])
+        )
     await store.put(_entry("new", last_used=2000.0), QuestionVectors(vectors[11]))
     assert await store.count() == 10
     assert await store.get("e1", now=0) is None  # least recent, rarely hit: evicted first
@@ -101,7 +113,7 @@ async def test_store_ttl_eviction_purge_and_snapshot(tmp_path: Path) -> None:
     again = EmbeddedStore(max_entries=10, path=tmp_path)
     await again.start()
     assert await again.count() == 10
-    found, = await again.candidates("ns", vectors[11], now=0, k=1)
+    (found,) = await again.candidates("ns", vectors[11], now=0, k=1)
     assert found.entry.key == "new" and found.static_cosine == pytest.approx(1.0, abs=1e-5)
     assert found.full is not None and np.array_equal(found.full, vectors[5])
     assert (await again.candidates("ns", vectors[2], now=0, k=1))[0].full is None  # none made yet
@@ -159,8 +171,9 @@ def test_static_vectors_do_not_depend_on_their_company() -> None:
     for text, vector in zip(texts, many):
         assert np.array_equal(vector, static.embed(text))
     assert np.linalg.norm(many[0]) == pytest.approx(1, abs=1e-5) and not many[2].any()
-    assert static.embed("How do I learn Python?") @ static.embed("How can I learn python") > \
-        static.embed("How do I learn Python?") @ static.embed("What is the capital of Peru?")
+    assert static.embed("How do I learn Python?") @ static.embed("How can I learn python") > static.embed(
+        "How do I learn Python?"
+    ) @ static.embed("What is the capital of Peru?")
 
 
 async def test_two_stage_search_runs_minilm_only_near_a_stored_question(embedder) -> None:

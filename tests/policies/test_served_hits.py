@@ -44,8 +44,7 @@ async def test_remove_takes_only_the_teams_entry_that_served(replicas: str, pref
         await one.record_hit(old, time.time(), record)
         assert await two.served("req_1", time.time()) == record  # the other replica finds it
         assert not await two.remove(old.key, "another-team", old.created_at)  # not that team's
-        newer = Entry(old.key, old.team_id, old.namespace, old.question, old.answer, old.created_at + 1,
-                      old.expires_at)
+        newer = Entry(old.key, old.team_id, old.namespace, old.question, old.answer, old.created_at + 1, old.expires_at)
         await one.put(newer, QuestionVectors(unit(0)))  # answered afresh under the same key
         assert not await two.remove(old.key, old.team_id, old.created_at)  # the stale report keeps it
         assert await two.get(old.key, time.time()) is not None

@@ -56,8 +56,17 @@ class OwnPostgres:
             raise RuntimeError(f"{tool} failed: {done.stdout.decode(errors='replace')[-2000:]}")
 
     def start(self) -> None:
-        self._run("pg_ctl", "-D", str(self.dir), "-w", "-l", str(self.dir / "server.log"), "-o",
-                  f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.dir),
+            "-w",
+            "-l",
+            str(self.dir / "server.log"),
+            "-o",
+            f"-p {self.port} -k {self.sock} -c listen_addresses=127.0.0.1 -c fsync=off",
+            "start",
+        )
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.dir), "-w", "-m", "immediate", "stop")

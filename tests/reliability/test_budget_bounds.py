@@ -33,10 +33,14 @@ UPSTREAM = {"billed": "bill-openai", "endless": "bill-endless"}  # the fake's mo
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    models = [model("billed", "bill-openai", fake_upstream.url, "2.5", "10", max_output_tokens=256),
-              model("endless", "bill-endless", fake_upstream.url, "2.5", "10", max_output_tokens=256)]
-    gateway = GatewayProcess({"models": models, "cache": {"exact": {"enabled": False}}},  # every attack is a call
-                             tmp_path_factory.mktemp("gw-bounds"))
+    models = [
+        model("billed", "bill-openai", fake_upstream.url, "2.5", "10", max_output_tokens=256),
+        model("endless", "bill-endless", fake_upstream.url, "2.5", "10", max_output_tokens=256),
+    ]
+    gateway = GatewayProcess(
+        {"models": models, "cache": {"exact": {"enabled": False}}},  # every attack is a call
+        tmp_path_factory.mktemp("gw-bounds"),
+    )
     yield gateway
     gateway.stop()
 
@@ -49,8 +53,11 @@ class Team:
         self.id = next(t["id"] for t in gw.admin("GET", "/admin/teams").json()["data"] if t["name"] == name)
         self.budget_id = None
         if amount is not None:
-            put = gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": name, "amount_usd": str(amount),
-                                                         "period": "total"})
+            put = gw.admin(
+                "PUT",
+                "/admin/budgets",
+                json={"scope": "team", "id": name, "amount_usd": str(amount), "period": "total"},
+            )
             assert put.status_code == 200, put.text
             self.budget_id, self.amount = put.json()["id"], amount
 
@@ -91,45 +98,79 @@ def refused_before_any_call(team: Team, fake: FakeUpstream, path: str, body: dic
 def test_a_list_of_100_prompts(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:
     team = Team(gw, "prompt-list")
     prompts = [" ".join(["word"] * 50)] * 100
-    worst = refused_before_any_call(team, fake_upstream, "/v1/completions",
-                                    {"model": "billed", "prompt": prompts, "max_tokens": 100})
+    worst = refused_before_any_call(
+        team, fake_upstream, "/v1/completions", {"model": "billed", "prompt": prompts, "max_tokens": 100}
+    )
     assert worst > 100 * 100 * OUT  # every prompt's completion is in it
-    team.until_refused(lambda: team.post("/v1/completions", {"model": "billed", "prompt": prompts[:10],
-                                                             "max_tokens": 100}).status_code)
+    team.until_refused(
+        lambda: team.post("/v1/completions", {"model": "billed", "prompt": prompts[:10], "max_tokens": 100}).status_code
+    )
     team.assert_within_budget()
 
 
 def test_800_kb_of_tools(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:
     team = Team(gw, "tools")
-    tool = {"type": "function", "function": {"name": "f", "description": "lorem ipsum dolor " * 400,
-                                             "parameters": {"type": "object"}}}
-    worst = refused_before_any_call(team, fake_upstream, "/v1/chat/completions",
-                                    {"model": "billed", "messages": HI, "tools": [tool] * 110, "max_tokens": 10})
+    tool = {
+        "type": "function",
+        "function": {"name": "f", "description": "lorem ipsum dolor " * 400, "parameters": {"type": "object"}},
+    }
+    worst = refused_before_any_call(
+        team,
+        fake_upstream,
+        "/v1/chat/completions",
+        {"model": "billed", "messages": HI, "tools": [tool] * 110, "max_tokens": 10},
+    )
     assert worst > 100_000 * IN  # the tools are prompt tokens (800 KB: about 134k)
-    team.until_refused(lambda: team.post("/v1/chat/completions", {"model": "billed", "messages": HI,
-                                                                  "tools": [tool] * 4}).status_code)
+    team.until_refused(
+        lambda: team.post("/v1/chat/completions", {"model": "billed", "messages": HI, "tools": [tool] * 4}).status_code
+    )
     team.assert_within_budget()
 
 
 def test_best_of_20(gw: GatewayProcess) -> None:
     team = Team(gw, "best-of")
-    statuses = team.until_refused(lambda: team.post("/v1/completions", {
-        "model": "billed", "prompt": "Say something.", "max_tokens": 200, "best_of": 20}).status_code)
+    statuses = team.until_refused(
+        lambda: (
+            team.post(
+                "/v1/completions", {"model": "billed", "prompt": "Say something.", "max_tokens": 200, "best_of": 20}
+            ).status_code
+        )
+    )
     assert statuses == [200, 402]  # 20 x 200 tokens cost $0.04: one fits, the second does not
     assert team.assert_within_budget() >= 20 * 200 * OUT
 
 
 def test_images(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:
     team = Team(gw, "images")
+
     def image(i: int) -> dict:
         return {"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png", "detail": "high"}}
-    worst = refused_before_any_call(team, fake_upstream, "/v1/chat/completions", {
-        "model": "billed", "max_tokens": 10,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "describe"},
-                                                  *(image(i) for i in range(20))]}]})
+
+    worst = refused_before_any_call(
+        team,
+        fake_upstream,
+        "/v1/chat/completions",
+        {
+            "model": "billed",
+            "max_tokens": 10,
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "describe"}, *(image(i) for i in range(20))]}
+            ],
+        },
+    )
     assert worst > 20 * 1445 * IN  # each image of unknown size at the most tiles
-    team.until_refused(lambda: team.post("/v1/chat/completions", {"model": "billed", "max_tokens": 10, "messages": [
-        {"role": "user", "content": [image(i) for i in range(3)]}]}).status_code)
+    team.until_refused(
+        lambda: (
+            team.post(
+                "/v1/chat/completions",
+                {
+                    "model": "billed",
+                    "max_tokens": 10,
+                    "messages": [{"role": "user", "content": [image(i) for i in range(3)]}],
+                },
+            ).status_code
+        )
+    )
     team.assert_within_budget()
 
 
@@ -147,21 +188,30 @@ def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
 def test_a_stream_past_max_tokens_is_cut_at_its_hold(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:
     team = Team(gw, "endless-stream")
     closed = closed_streams(fake_upstream)
-    chunks = list(gw.client(team.key).chat.completions.create(
-        model="endless", messages=HI, max_tokens=50, stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        gw.client(team.key).chat.completions.create(
+            model="endless", messages=HI, max_tokens=50, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
     usage = chunks[-1].usage
     assert usage is not None and 40 <= usage.completion_tokens <= 50 + 4  # max_tokens and the meter's slack
     wait_for(lambda: closed_streams(fake_upstream) > closed)  # the upstream connection was closed
 
     def one() -> int:
-        with httpx.stream("POST", gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {team.key}"},
-                          json={"model": "endless", "messages": HI, "stream": True}, timeout=60) as r:
+        with httpx.stream(
+            "POST",
+            gw.url + "/v1/chat/completions",
+            headers={"authorization": f"Bearer {team.key}"},
+            json={"model": "endless", "messages": HI, "stream": True},
+            timeout=60,
+        ) as r:
             text = r.read().decode()
         if r.status_code == 200:
             assert '"finish_reason":"length"' in text and ": costgate: stream cut at the budget hold" in text
             assert text.endswith("data: [DONE]\n\n")
         return r.status_code
+
     team.until_refused(one)
     team.assert_within_budget()
 
@@ -186,21 +236,37 @@ def test_a_whole_answer_past_max_tokens_is_charged_then_refused(gw: GatewayProce
 
 def test_everything_at_once(gw: GatewayProcess) -> None:
     team = Team(gw, "all-at-once")
-    bodies = [("/v1/completions", {"model": "billed", "prompt": ["tell me a story"] * 10, "max_tokens": 60}),
-              ("/v1/completions", {"model": "billed", "prompt": "x", "max_tokens": 100, "best_of": 8}),
-              ("/v1/chat/completions", {"model": "billed", "messages": HI, "max_tokens": 100, "n": 4}),
-              ("/v1/chat/completions", {"model": "billed", "max_tokens": 20, "messages": [{"role": "user", "content": [
-                  {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}] * 2}]}),
-              ("/v1/chat/completions", {"model": "endless", "messages": HI, "max_tokens": 100, "stream": True}),
-              ("/v1/chat/completions", {"model": "billed", "messages": HI, "stream": True, "n": 2})]
+    bodies = [
+        ("/v1/completions", {"model": "billed", "prompt": ["tell me a story"] * 10, "max_tokens": 60}),
+        ("/v1/completions", {"model": "billed", "prompt": "x", "max_tokens": 100, "best_of": 8}),
+        ("/v1/chat/completions", {"model": "billed", "messages": HI, "max_tokens": 100, "n": 4}),
+        (
+            "/v1/chat/completions",
+            {
+                "model": "billed",
+                "max_tokens": 20,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}] * 2,
+                    }
+                ],
+            },
+        ),
+        ("/v1/chat/completions", {"model": "endless", "messages": HI, "max_tokens": 100, "stream": True}),
+        ("/v1/chat/completions", {"model": "billed", "messages": HI, "stream": True, "n": 2}),
+    ]
 
     async def run() -> list[int]:
-        async with httpx.AsyncClient(base_url=gw.url, headers={"authorization": f"Bearer {team.key}"},
-                                     timeout=60) as client:
+        async with httpx.AsyncClient(
+            base_url=gw.url, headers={"authorization": f"Bearer {team.key}"}, timeout=60
+        ) as client:
+
             async def one(path: str, body: dict[str, Any]) -> int:
                 async with client.stream("POST", path, json=body) as response:
                     await response.aread()
                     return response.status_code
+
             return await asyncio.gather(*(one(*bodies[i % len(bodies)]) for i in range(60)))
 
     statuses = asyncio.run(run())
@@ -211,11 +277,15 @@ def test_everything_at_once(gw: GatewayProcess) -> None:
 def test_an_ordinary_request_is_reserved_near_its_true_cost(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:
     """The worst case (read from a refusal's message) against what the request is billed when
     it runs, using its max_tokens as an answer that fills them does."""
-    body = {"model": "billed", "max_tokens": 100, "messages": [
-        {"role": "system", "content": "You are a helpful assistant."},
-        {"role": "user", "content": "Summarize the plot of Hamlet in two lines."}]}
-    worst = refused_before_any_call(Team(gw, "tiny", Decimal("0.000001")), fake_upstream, "/v1/chat/completions",
-                                    body)
+    body = {
+        "model": "billed",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Summarize the plot of Hamlet in two lines."},
+        ],
+    }
+    worst = refused_before_any_call(Team(gw, "tiny", Decimal("0.000001")), fake_upstream, "/v1/chat/completions", body)
     raw = gw.client(Team(gw, "unbudgeted", None).key).chat.completions.with_raw_response.create(**body)
     true = Decimal(raw.headers["x-costgate-cost-usd"])
     assert raw.parse().usage.completion_tokens == 100

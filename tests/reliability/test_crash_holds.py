@@ -29,16 +29,28 @@ NO_CACHE = {"x-costgate-cache": "no-cache, no-store"}
 
 
 def config(fake: FakeUpstream, prefix: str, **extra: Any) -> dict[str, Any]:
-    return {"models": [model("drip", "drip", fake.url, PRICE, PRICE), model("small", "echo-small", fake.url, PRICE, PRICE)],
-            "redis_url": "redis://127.0.0.1:6379/5",
-            "budgets": {"backend": "redis", "redis_prefix": prefix, "refresh_s": 0, "lease_s": LEASE_S,
-                        "journal_every_chunks": 4},
-            **extra}
+    return {
+        "models": [model("drip", "drip", fake.url, PRICE, PRICE), model("small", "echo-small", fake.url, PRICE, PRICE)],
+        "redis_url": "redis://127.0.0.1:6379/5",
+        "budgets": {
+            "backend": "redis",
+            "redis_prefix": prefix,
+            "refresh_s": 0,
+            "lease_s": LEASE_S,
+            "journal_every_chunks": 4,
+        },
+        **extra,
+    }
 
 
 def body(i: int, stream: bool, model_name: str = "drip") -> dict[str, Any]:
     words = " ".join(f"w{i}" for _ in range(WORDS))
-    return {"model": model_name, "stream": stream, "max_tokens": WORDS, "messages": [{"role": "user", "content": words}]}
+    return {
+        "model": model_name,
+        "stream": stream,
+        "max_tokens": WORDS,
+        "messages": [{"role": "user", "content": words}],
+    }
 
 
 class Stream(threading.Thread):
@@ -54,8 +66,9 @@ class Stream(threading.Thread):
     def run(self) -> None:
         headers = {"authorization": f"Bearer {self.key}", **NO_CACHE}
         try:
-            with httpx.stream("POST", self.gw.url + "/v1/chat/completions", json=body(self.i, True),
-                              headers=headers, timeout=60) as response:
+            with httpx.stream(
+                "POST", self.gw.url + "/v1/chat/completions", json=body(self.i, True), headers=headers, timeout=60
+            ) as response:
                 self.request_id = response.headers["x-costgate-request-id"]
                 for line in response.iter_lines():
                     if line.startswith("data: {"):
@@ -80,8 +93,12 @@ def budget(gw: GatewayProcess) -> dict[str, Any]:
 
 
 def ask(gw: GatewayProcess, key: str, i: int) -> int:
-    return httpx.post(gw.url + "/v1/chat/completions", json=body(i, False, "small"), timeout=30,
-                      headers={"authorization": f"Bearer {key}", **NO_CACHE}).status_code
+    return httpx.post(
+        gw.url + "/v1/chat/completions",
+        json=body(i, False, "small"),
+        timeout=30,
+        headers={"authorization": f"Bearer {key}", **NO_CACHE},
+    ).status_code
 
 
 def four_streams_holding_the_budget(gw: GatewayProcess, key: str, team: str) -> tuple[list[Stream], Decimal]:
@@ -95,16 +112,21 @@ def four_streams_holding_the_budget(gw: GatewayProcess, key: str, team: str) -> 
     held = Decimal(budget(gw)["reserved_usd"])
     assert held > 0
     amount = Decimal(budget(gw)["spent_usd"]) + held + held / 8  # room for half a request more
-    assert gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": str(amount),
-                                                  "period": "daily"}).status_code == 200
+    assert (
+        gw.admin(
+            "PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": str(amount), "period": "daily"}
+        ).status_code
+        == 200
+    )
     return streams, held
 
 
 def partial_rows(db: sqlite3.Connection, gw: GatewayProcess, ids: list[str]) -> list[tuple]:
     gw.spend()  # flushes the ledger
     marks = ",".join("?" * len(ids))
-    return db.execute(f"SELECT request_id, status, completion_tokens, cost_pusd FROM ledger "
-                      f"WHERE request_id IN ({marks})", ids).fetchall()
+    return db.execute(
+        f"SELECT request_id, status, completion_tokens, cost_pusd FROM ledger WHERE request_id IN ({marks})", ids
+    ).fetchall()
 
 
 @pytest.fixture
@@ -114,7 +136,8 @@ def prefix() -> Iterator[str]:
 
 
 def test_sigkill_with_streams_in_flight_then_restart_releases_the_holds_and_charges_them(
-        tmp_path: Path, fake_upstream: FakeUpstream, prefix: str) -> None:
+    tmp_path: Path, fake_upstream: FakeUpstream, prefix: str
+) -> None:
     gw = GatewayProcess(config(fake_upstream, prefix), tmp_path / "gw")
     try:
         key = gw.new_key("team-crash")
@@ -144,7 +167,8 @@ def test_sigkill_with_streams_in_flight_then_restart_releases_the_holds_and_char
 
 
 def test_a_replica_that_never_comes_back_loses_its_holds_when_its_lease_ends(
-        tmp_path: Path, fake_upstream: FakeUpstream, prefix: str) -> None:
+    tmp_path: Path, fake_upstream: FakeUpstream, prefix: str
+) -> None:
     with fresh_postgres() as pg:
         a = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "a")
         b = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "b")
@@ -171,11 +195,14 @@ def test_a_replica_that_never_comes_back_loses_its_holds_when_its_lease_ends(
 
 def charged(gw: GatewayProcess, pg_url: str, ids: list[str]) -> list[str]:
     """Which of these requests have a ledger row."""
+
     async def query() -> list[str]:
         conn = await asyncpg.connect(pg_url)
         try:
-            return [r["request_id"] for r in await conn.fetch(
-                "SELECT request_id FROM ledger WHERE request_id = ANY($1::text[])", ids)]
+            return [
+                r["request_id"]
+                for r in await conn.fetch("SELECT request_id FROM ledger WHERE request_id = ANY($1::text[])", ids)
+            ]
         finally:
             await conn.close()
 

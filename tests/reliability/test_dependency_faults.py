@@ -45,14 +45,18 @@ class Load:
         with httpx.Client(base_url=self.gateway.url, timeout=10) as client:
             while not self._stop.is_set():
                 try:
-                    r = client.post("/v1/chat/completions", headers={"authorization": f"Bearer {self.key}"},
-                                    json={"model": "small", "messages": HI})
+                    r = client.post(
+                        "/v1/chat/completions",
+                        headers={"authorization": f"Bearer {self.key}"},
+                        json={"model": "small", "messages": HI},
+                    )
                 except httpx.HTTPError as err:  # a hang or a dropped connection: recorded, never hidden
                     self.results.append((time.monotonic(), -1, "", {"code": type(err).__name__}))
                     continue
                 error = r.json().get("error") or {} if r.status_code != 200 else {}
-                self.results.append((time.monotonic(), r.status_code, r.headers.get("x-costgate-request-id", ""),
-                                     error))
+                self.results.append(
+                    (time.monotonic(), r.status_code, r.headers.get("x-costgate-request-id", ""), error)
+                )
                 time.sleep(0.02)
 
     def since(self, t: float) -> list[tuple[float, int, str, dict]]:
@@ -67,21 +71,33 @@ def own_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnRedis]:
 
 
 def budgeted_gateway(workdir: Path, upstream: FakeUpstream, redis_url: str, mode: str) -> GatewayProcess:
-    return GatewayProcess({"models": [model("small", "echo-small", upstream.url)], "redis_url": redis_url,
-                           "budgets": {"backend": "redis", "on_store_error": mode, "redis_timeout_s": 0.3,
-                                       "redis_prefix": f"cg-{mode}:"},
-                           "rate_limits": {"team": {"requests_per_minute": 1_000_000}}}, workdir)
+    return GatewayProcess(
+        {
+            "models": [model("small", "echo-small", upstream.url)],
+            "redis_url": redis_url,
+            "budgets": {
+                "backend": "redis",
+                "on_store_error": mode,
+                "redis_timeout_s": 0.3,
+                "redis_prefix": f"cg-{mode}:",
+            },
+            "rate_limits": {"team": {"requests_per_minute": 1_000_000}},
+        },
+        workdir,
+    )
 
 
 @pytest.mark.parametrize("mode", ["closed", "open"])
-def test_redis_outage_fails_as_configured_and_recovers(tmp_path: Path, fake_upstream: FakeUpstream,
-                                                       own_redis: OwnRedis, mode: str) -> None:
+def test_redis_outage_fails_as_configured_and_recovers(
+    tmp_path: Path, fake_upstream: FakeUpstream, own_redis: OwnRedis, mode: str
+) -> None:
     gw = budgeted_gateway(tmp_path, fake_upstream, own_redis.url, mode)
     try:
         key = gw.new_key(f"redis-{mode}")
         team_id = next(t["id"] for t in gw.admin("GET", "/admin/teams").json()["data"] if t["name"] == f"redis-{mode}")
-        put = gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team_id, "amount_usd": "100",
-                                                      "period": "monthly"})
+        put = gw.admin(
+            "PUT", "/admin/budgets", json={"scope": "team", "id": team_id, "amount_usd": "100", "period": "monthly"}
+        )
         assert put.status_code == 200, put.text
         with Load(gw, key) as load:
             wait_until(lambda: sum(1 for r in load.results if r[1] == 200) >= 5)
@@ -132,9 +148,16 @@ def own_postgres() -> Iterator[OwnPostgres]:
 
 
 def test_postgres_outage_keeps_serving_known_keys_and_loses_no_ledger_row(
-        tmp_path: Path, fake_upstream: FakeUpstream, own_postgres: OwnPostgres) -> None:
-    gw = GatewayProcess({"models": [model("small", "echo-small", fake_upstream.url)],
-                         "database_url": own_postgres.url, "key_cache_ttl_s": 0.5}, tmp_path)
+    tmp_path: Path, fake_upstream: FakeUpstream, own_postgres: OwnPostgres
+) -> None:
+    gw = GatewayProcess(
+        {
+            "models": [model("small", "echo-small", fake_upstream.url)],
+            "database_url": own_postgres.url,
+            "key_cache_ttl_s": 0.5,
+        },
+        tmp_path,
+    )
     try:
         key = gw.new_key("pg-outage")
         with Load(gw, key) as load:
@@ -143,9 +166,12 @@ def test_postgres_outage_keeps_serving_known_keys_and_loses_no_ledger_row(
             down = time.monotonic()
             wait_until(lambda: len(load.since(down + 1.0)) >= 10)  # past the key cache's TTL
             assert httpx.get(gw.url + "/readyz", timeout=10).status_code == 503
-            unknown = httpx.post(gw.url + "/v1/chat/completions", timeout=10,
-                                 headers={"authorization": "Bearer sk-cg-not-a-known-key"},
-                                 json={"model": "small", "messages": HI})
+            unknown = httpx.post(
+                gw.url + "/v1/chat/completions",
+                timeout=10,
+                headers={"authorization": "Bearer sk-cg-not-a-known-key"},
+                json={"model": "small", "messages": HI},
+            )
             own_postgres.start()
             up = time.monotonic()
             wait_until(lambda: httpx.get(gw.url + "/readyz").json().get("ledger_pending") == 0)

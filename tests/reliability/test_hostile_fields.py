@@ -69,15 +69,20 @@ def listener() -> Iterator[Listener]:
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream,
-       listener: Listener) -> Iterator[GatewayProcess]:
+def gw(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, listener: Listener
+) -> Iterator[GatewayProcess]:
     key = "env:COSTGATE_TEST_PROVIDER_KEY"
     litellm = {"provider": "litellm", "api_key": key, "max_retries": 0}
-    models = [model("failing", "fail-500", fake_upstream.url) | litellm | {"model": "openai/fail-500"},
-              model("working", "echo-ok", fake_upstream.url) | litellm | {"model": "openai/echo-ok"}]
-    gateway = GatewayProcess({"models": models, "breaker": {"enabled": False}},  # every call must reach litellm
-                             tmp_path_factory.mktemp("gw-hostile"),
-                             env={"COSTGATE_TEST_PROVIDER_KEY": PROVIDER_KEY, "OPENAI_API_KEY": PROVIDER_KEY})
+    models = [
+        model("failing", "fail-500", fake_upstream.url) | litellm | {"model": "openai/fail-500"},
+        model("working", "echo-ok", fake_upstream.url) | litellm | {"model": "openai/echo-ok"},
+    ]
+    gateway = GatewayProcess(
+        {"models": models, "breaker": {"enabled": False}},  # every call must reach litellm
+        tmp_path_factory.mktemp("gw-hostile"),
+        env={"COSTGATE_TEST_PROVIDER_KEY": PROVIDER_KEY, "OPENAI_API_KEY": PROVIDER_KEY},
+    )
     yield gateway
     gateway.stop()
     # Callbacks run after the answer: only once the process is gone has everything had its chance.
@@ -108,12 +113,24 @@ def post(client: httpx.Client, path: str, body: dict, stream: bool) -> tuple[int
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_no_litellm_keyword_argument_reaches_litellm(gw: GatewayProcess, key: str, listener: Listener,
-                                                     stream: bool) -> None:
+def test_no_litellm_keyword_argument_reaches_litellm(
+    gw: GatewayProcess, key: str, listener: Listener, stream: bool
+) -> None:
     """Each of litellm's keyword arguments alone, so none can hide behind another's error."""
     names = steering_names()
-    assert {"fallbacks", "model_list", "api_base", "base_url", "api_key", "callbacks", "success_callback",
-            "langfuse_host", "s3_endpoint_url", "custom_llm_provider", "extra_headers"} <= set(names)
+    assert {
+        "fallbacks",
+        "model_list",
+        "api_base",
+        "base_url",
+        "api_key",
+        "callbacks",
+        "success_callback",
+        "langfuse_host",
+        "s3_endpoint_url",
+        "custom_llm_provider",
+        "extra_headers",
+    } <= set(names)
     with httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {key}"}, timeout=60) as client:
         for name in names:
             body = {"model": "failing", "messages": HI, name: hostile_value(name, listener.url)}
@@ -124,8 +141,9 @@ def test_no_litellm_keyword_argument_reaches_litellm(gw: GatewayProcess, key: st
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_the_issues_fallback_attack_through_the_sdk(gw: GatewayProcess, key: str, listener: Listener,
-                                                    stream: bool) -> None:
+def test_the_issues_fallback_attack_through_the_sdk(
+    gw: GatewayProcess, key: str, listener: Listener, stream: bool
+) -> None:
     attack = {"fallbacks": [{"model": "openai/gpt-4o-mini", "api_base": listener.url}], "api_key": None}
     client = gw.client(key)
     with pytest.raises(openai.APIError) as failed:
@@ -136,13 +154,15 @@ def test_the_issues_fallback_attack_through_the_sdk(gw: GatewayProcess, key: str
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_every_keyword_argument_at_once_through_the_sdk(gw: GatewayProcess, key: str, listener: Listener,
-                                                        stream: bool) -> None:
+def test_every_keyword_argument_at_once_through_the_sdk(
+    gw: GatewayProcess, key: str, listener: Listener, stream: bool
+) -> None:
     """On a model that answers: the answer comes from the configured upstream, and the header
     names every field left out."""
     attack = {name: hostile_value(name, listener.url) for name in steering_names()}
     raw = gw.client(key).chat.completions.with_raw_response.create(
-        model="working", messages=HI, stream=stream, extra_body=attack)
+        model="working", messages=HI, stream=stream, extra_body=attack
+    )
     if stream:
         text = "".join(c.choices[0].delta.content or "" for c in raw.parse() if c.choices)
     else:
@@ -152,12 +172,16 @@ def test_every_keyword_argument_at_once_through_the_sdk(gw: GatewayProcess, key:
     assert set(unquote(raw.headers[DROPPED_HEADER]).split(",")) >= set(list(attack)[:50])
 
 
-@pytest.mark.parametrize(("path", "body", "status"), [
-    ("/v1/completions", {"model": "failing", "prompt": "hi"}, 502),
-    ("/v1/embeddings", {"model": "working", "input": "hi"}, 200),
-])
-def test_the_other_endpoints_pass_litellm_nothing_either(gw: GatewayProcess, key: str, listener: Listener,
-                                                         path: str, body: dict, status: int) -> None:
+@pytest.mark.parametrize(
+    ("path", "body", "status"),
+    [
+        ("/v1/completions", {"model": "failing", "prompt": "hi"}, 502),
+        ("/v1/embeddings", {"model": "working", "input": "hi"}, 200),
+    ],
+)
+def test_the_other_endpoints_pass_litellm_nothing_either(
+    gw: GatewayProcess, key: str, listener: Listener, path: str, body: dict, status: int
+) -> None:
     every_openai_field = frozenset().union(*OPENAI_FIELDS.values())  # the request checks type them all
     attack = {name: hostile_value(name, listener.url) for name in steering_names(every_openai_field)}
     with httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {key}"}, timeout=60) as client:

@@ -36,10 +36,17 @@ async def hostile_traffic(gw: GatewayProcess, key: str, count: int) -> list[int]
     async def one(client: httpx.AsyncClient, i: int) -> int:
         made_up = secrets.token_hex(6)
         auth = key if i % 4 else f"sk-cg-{made_up}"  # a quarter with keys that do not exist
-        body = {"model": ("small", "flaky", f"model-{made_up}")[i % 3], "user": f"user-{made_up}",
-                "metadata": {f"k{made_up}": made_up}, "messages": [{"role": "user", "content": "hi"}]}
-        headers = {"authorization": f"Bearer {auth}", "x-costgate-tags": f"tag-{made_up},team={made_up}",
-                   "x-costgate-trace-id": made_up}
+        body = {
+            "model": ("small", "flaky", f"model-{made_up}")[i % 3],
+            "user": f"user-{made_up}",
+            "metadata": {f"k{made_up}": made_up},
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+        headers = {
+            "authorization": f"Bearer {auth}",
+            "x-costgate-tags": f"tag-{made_up},team={made_up}",
+            "x-costgate-trace-id": made_up,
+        }
         path = ("/v1/chat/completions", "/v1/completions")[i % 2]
         if path == "/v1/completions":
             body["prompt"] = body.pop("messages")[0]["content"]
@@ -64,8 +71,16 @@ def test_made_up_names_do_not_grow_metrics(gw: GatewayProcess) -> None:
     assert 'costgate_unauthenticated_requests_total{area="v1"}' in text
 
 
-@pytest.mark.parametrize("auth, status", [(None, 401), ("Bearer nope", 401), (f"Bearer {METRICS_KEY}", 200),
-                                          (f"Bearer {ADMIN_KEY}", 200), ("team key", 401)])
+@pytest.mark.parametrize(
+    "auth, status",
+    [
+        (None, 401),
+        ("Bearer nope", 401),
+        (f"Bearer {METRICS_KEY}", 200),
+        (f"Bearer {ADMIN_KEY}", 200),
+        ("team key", 401),
+    ],
+)
 def test_metrics_need_the_metrics_key_when_one_is_set(gw: GatewayProcess, auth: str | None, status: int) -> None:
     if auth == "team key":
         auth = f"Bearer {gw.new_key('team-scraper')}"

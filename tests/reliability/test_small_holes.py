@@ -21,8 +21,10 @@ HEADER_TIMEOUT_S = 1.0
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    gateway = GatewayProcess({"models": [model("small", "echo-small", fake_upstream.url)],
-                              "header_timeout_s": HEADER_TIMEOUT_S}, tmp_path_factory.mktemp("gw-holes"))
+    gateway = GatewayProcess(
+        {"models": [model("small", "echo-small", fake_upstream.url)], "header_timeout_s": HEADER_TIMEOUT_S},
+        tmp_path_factory.mktemp("gw-holes"),
+    )
     yield gateway
     gateway.stop()
 
@@ -40,8 +42,9 @@ def closed_by_server(sock: socket.socket, deadline_s: float) -> bool:
     return True
 
 
-@pytest.mark.parametrize("sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n",
-                                  b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: "])
+@pytest.mark.parametrize(
+    "sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n", b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: "]
+)
 def test_connections_that_never_finish_their_headers_are_closed(gw: GatewayProcess, sent: bytes) -> None:
     with socket.create_connection(("127.0.0.1", gw.port)) as sock:
         sock.sendall(sent)
@@ -73,14 +76,17 @@ def test_a_cut_off_upload_logs_one_line(gw: GatewayProcess) -> None:
     before = gw.log_path.read_text()
     for path, ctype in (("/v1/files", "multipart/form-data; boundary=b"), ("/v1/chat/completions", "application/json")):
         with socket.create_connection(("127.0.0.1", gw.port)) as sock:
-            sock.sendall(f"POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\ncontent-type: {ctype}\r\n"
-                         f"content-length: 1000000\r\n\r\n".encode() + b"--b\r\ncontent-disposition: form-data; "
-                         b"name=\"file\"; filename=\"a\"\r\n\r\n" + b"x" * 50_000)
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\ncontent-type: {ctype}\r\n"
+                f"content-length: 1000000\r\n\r\n".encode()
+                + b"--b\r\ncontent-disposition: form-data; "
+                b'name="file"; filename="a"\r\n\r\n' + b"x" * 50_000
+            )
     logged = ""
     give_up = time.monotonic() + 20
     while logged.count("client disconnected") < 2 and time.monotonic() < give_up:
         time.sleep(0.05)
-        logged = gw.log_path.read_text()[len(before):]
+        logged = gw.log_path.read_text()[len(before) :]
     assert logged.count("client disconnected") == 2, logged[-3000:]
     assert "Traceback" not in logged and "ERROR" not in logged
     assert httpx.get(gw.url + "/healthz").status_code == 200
@@ -89,8 +95,11 @@ def test_a_cut_off_upload_logs_one_line(gw: GatewayProcess) -> None:
 @pytest.mark.parametrize("expires", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b'"NaN"', b'"inf"'])
 def test_a_key_that_never_expires_is_refused(gw: GatewayProcess, expires: bytes) -> None:
     gw.admin("POST", "/admin/teams", json={"name": "team-expiry"})
-    response = httpx.post(gw.url + "/admin/keys", content=b'{"team": "team-expiry", "expires_at": ' + expires + b"}",
-                          headers={"authorization": f"Bearer {ADMIN_KEY}", "content-type": "application/json"})
+    response = httpx.post(
+        gw.url + "/admin/keys",
+        content=b'{"team": "team-expiry", "expires_at": ' + expires + b"}",
+        headers={"authorization": f"Bearer {ADMIN_KEY}", "content-type": "application/json"},
+    )
     assert response.status_code == 400, response.text
     assert response.json()["error"]["type"] == "invalid_request_error"
     finite = gw.admin("POST", "/admin/keys", json={"team": "team-expiry", "expires_at": time.time() - 1})
@@ -105,10 +114,16 @@ def mode(path: Path) -> int:
 
 def test_the_data_is_readable_by_the_gateway_alone(gw: GatewayProcess) -> None:
     key = gw.new_key("team-files")
-    line = b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "small", ' \
-           b'"messages": [{"role": "user", "content": "hi"}]}}\n'
-    upload = httpx.post(gw.url + "/v1/files", headers={"authorization": f"Bearer {key}"},
-                        files={"file": ("in.jsonl", line)}, data={"purpose": "batch"})
+    line = (
+        b'{"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": {"model": "small", '
+        b'"messages": [{"role": "user", "content": "hi"}]}}\n'
+    )
+    upload = httpx.post(
+        gw.url + "/v1/files",
+        headers={"authorization": f"Bearer {key}"},
+        files={"file": ("in.jsonl", line)},
+        data={"purpose": "batch"},
+    )
     assert upload.status_code == 200, upload.text
     data = gw.workdir / "data"
     assert mode(data) == 0o700
@@ -124,10 +139,16 @@ def test_refused_requests_count_against_the_key_request_rate(gw: GatewayProcess)
     auth = {"authorization": f"Bearer {key}"}
     statuses = []
     for i in range(30):
-        body = ({"model": f"no-such-{i}", "messages": [{"role": "user", "content": "x"}]}, b"{broken",
-                {"model": "small", "messages": "not a list"})[i % 3]
-        response = (httpx.post(gw.url + "/v1/chat/completions", headers=auth, content=body) if isinstance(body, bytes)
-                    else httpx.post(gw.url + "/v1/chat/completions", headers=auth, json=body))
+        body = (
+            {"model": f"no-such-{i}", "messages": [{"role": "user", "content": "x"}]},
+            b"{broken",
+            {"model": "small", "messages": "not a list"},
+        )[i % 3]
+        response = (
+            httpx.post(gw.url + "/v1/chat/completions", headers=auth, content=body)
+            if isinstance(body, bytes)
+            else httpx.post(gw.url + "/v1/chat/completions", headers=auth, json=body)
+        )
         statuses.append(response.status_code)
     assert set(statuses[:20]) <= {400, 404} and statuses[20:] == [429] * 10, statuses
     last = httpx.post(gw.url + "/v1/chat/completions", headers=auth, json={"model": "small", "messages": []})

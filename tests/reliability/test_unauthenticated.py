@@ -20,10 +20,14 @@ MB = 1024 * 1024
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[GatewayProcess]:
-    gateway = GatewayProcess({"models": [model("small", "echo-small", fake_upstream.url)],
-                              "batch": {"max_file_bytes": MB},
-                              "dashboard": {"login_attempts_per_address": 4, "login_attempts_overall": 10}},
-                             tmp_path_factory.mktemp("gw-unauth"))
+    gateway = GatewayProcess(
+        {
+            "models": [model("small", "echo-small", fake_upstream.url)],
+            "batch": {"max_file_bytes": MB},
+            "dashboard": {"login_attempts_per_address": 4, "login_attempts_overall": 10},
+        },
+        tmp_path_factory.mktemp("gw-unauth"),
+    )
     yield gateway
     gateway.stop()
 
@@ -114,11 +118,16 @@ def test_bodies_past_the_cap_are_413_declared_or_chunked(gw: GatewayProcess, key
 
 def test_an_upload_past_the_file_limit_is_413_and_keeps_nothing(gw: GatewayProcess, key: str) -> None:
     boundary = "b0undary"
-    part = (f"--{boundary}\r\ncontent-disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--{boundary}\r\n"
-            f"content-disposition: form-data; name=\"file\"; filename=\"a.jsonl\"\r\n"
-            f"content-type: application/octet-stream\r\n\r\n").encode()
-    headers = {"authorization": f"Bearer {key}", "content-type": f"multipart/form-data; boundary={boundary}",
-               "transfer-encoding": "chunked"}
+    part = (
+        f'--{boundary}\r\ncontent-disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--{boundary}\r\n'
+        f'content-disposition: form-data; name="file"; filename="a.jsonl"\r\n'
+        f"content-type: application/octet-stream\r\n\r\n"
+    ).encode()
+    headers = {
+        "authorization": f"Bearer {key}",
+        "content-type": f"multipart/form-data; boundary={boundary}",
+        "transfer-encoding": "chunked",
+    }
     body = [f"{len(part):x}\r\n".encode() + part + b"\r\n", *chunked(16 * MB)]
     status, text = raw_post(gw, "/v1/files", headers, body)
     assert status == 413, text[:500]
@@ -149,8 +158,9 @@ def test_requests_without_a_valid_key_leave_no_ledger_row_only_a_metric(gw: Gate
 
 def login(gw: GatewayProcess, admin_key: str, address: str) -> httpx.Response:
     # uvicorn takes the client address from x-forwarded-for when the peer is 127.0.0.1 (a local proxy)
-    return httpx.post(gw.url + "/admin/ui/login", data={"admin_key": admin_key},
-                      headers={"x-forwarded-for": address}, timeout=30)
+    return httpx.post(
+        gw.url + "/admin/ui/login", data={"admin_key": admin_key}, headers={"x-forwarded-for": address}, timeout=30
+    )
 
 
 def test_dashboard_sign_in_stops_guessing_per_address_and_overall(gw: GatewayProcess) -> None:

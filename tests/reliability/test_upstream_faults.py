@@ -53,8 +53,10 @@ def gw(tmp_path_factory: pytest.TempPathFactory, faulty: FaultyUpstreamProcess) 
     breaker = {"min_requests": 4, "max_error_rate": 0.5, "window_s": 60, "open_s": 30}
     # These tests count each request's upstream calls and charges: a repeated question must reach
     # the upstream, not the exact cache (which serves requests without a temperature).
-    gateway = GatewayProcess({"models": models, "breaker": breaker, "cache": {"exact": {"enabled": False}}},
-                             tmp_path_factory.mktemp("gw-faults"))
+    gateway = GatewayProcess(
+        {"models": models, "breaker": breaker, "cache": {"exact": {"enabled": False}}},
+        tmp_path_factory.mktemp("gw-faults"),
+    )
     yield gateway
     gateway.stop()
 
@@ -65,8 +67,12 @@ def key(gw: GatewayProcess) -> str:
 
 
 def ask(gw: GatewayProcess, key: str, model_name: str, stream: bool = False, timeout: float = 20) -> httpx.Response:
-    return httpx.post(gw.url + "/v1/chat/completions", timeout=timeout, headers={"authorization": f"Bearer {key}"},
-                      json={"model": model_name, "messages": HI, "stream": stream})
+    return httpx.post(
+        gw.url + "/v1/chat/completions",
+        timeout=timeout,
+        headers={"authorization": f"Bearer {key}"},
+        json={"model": model_name, "messages": HI, "stream": stream},
+    )
 
 
 def ledger_row(gw: GatewayProcess, request_id: str) -> dict:
@@ -82,19 +88,22 @@ def usd(pusd: int) -> Decimal:
     return Decimal(pusd) / Decimal(10**12)
 
 
-@pytest.mark.parametrize("name, status, code, calls", [
-    ("s502", 502, "bad_gateway", 3),  # one call, two retries
-    ("s503", 502, "bad_gateway", 3),
-    ("s429-long", 429, "upstream_rate_limited", 1),  # an hour's retry-after is not waited out
-    ("reset-before", 502, None, 1),  # a reset POST may have run upstream: not retried, never double-paid
-    ("reset-mid", 502, None, 1),
-    ("slow-headers", 504, "upstream_timeout", 1),
-    ("drip-body", 504, "upstream_timeout", 1),  # each byte in time, the whole answer not
-    ("html-stream", 502, "bad_upstream_body", 1),
-])
-def test_a_failing_upstream_gives_an_openai_error_quickly(gw: GatewayProcess, faulty: FaultyUpstreamProcess,
-                                                          key: str, name: str, status: int, code: str | None,
-                                                          calls: int) -> None:
+@pytest.mark.parametrize(
+    "name, status, code, calls",
+    [
+        ("s502", 502, "bad_gateway", 3),  # one call, two retries
+        ("s503", 502, "bad_gateway", 3),
+        ("s429-long", 429, "upstream_rate_limited", 1),  # an hour's retry-after is not waited out
+        ("reset-before", 502, None, 1),  # a reset POST may have run upstream: not retried, never double-paid
+        ("reset-mid", 502, None, 1),
+        ("slow-headers", 504, "upstream_timeout", 1),
+        ("drip-body", 504, "upstream_timeout", 1),  # each byte in time, the whole answer not
+        ("html-stream", 502, "bad_upstream_body", 1),
+    ],
+)
+def test_a_failing_upstream_gives_an_openai_error_quickly(
+    gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str, name: str, status: int, code: str | None, calls: int
+) -> None:
     upstream = next(m["model"] for m in gw.config["models"] if m["name"] == name)
     before = faulty.stats().get(upstream, 0)
     started = time.monotonic()
@@ -136,16 +145,25 @@ def test_a_retried_call_is_charged_once(gw: GatewayProcess, faulty: FaultyUpstre
     assert usd(ledger_row(gw, raw.headers["x-costgate-request-id"])["cost_pusd"]) == ONE_CALL_USD
 
 
-@pytest.mark.parametrize("name, code", [
-    ("stream-reset", "truncated_stream"),
-    ("stream-stall", "upstream_timeout"),
-    ("stream-garbage", "bad_upstream_stream"),
-])
+@pytest.mark.parametrize(
+    "name, code",
+    [
+        ("stream-reset", "truncated_stream"),
+        ("stream-stall", "upstream_timeout"),
+        ("stream-garbage", "bad_upstream_stream"),
+    ],
+)
 def test_a_stream_cut_midway_ends_with_an_error_event_and_charges_what_was_sent(
-        gw: GatewayProcess, key: str, name: str, code: str) -> None:
+    gw: GatewayProcess, key: str, name: str, code: str
+) -> None:
     started = time.monotonic()
-    with httpx.stream("POST", gw.url + "/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
-                      json={"model": name, "messages": HI, "stream": True}, timeout=20) as response:
+    with httpx.stream(
+        "POST",
+        gw.url + "/v1/chat/completions",
+        headers={"authorization": f"Bearer {key}"},
+        json={"model": name, "messages": HI, "stream": True},
+        timeout=20,
+    ) as response:
         assert response.status_code == 200  # the headers left before the fault
         lines = [line for line in response.iter_lines() if line.startswith("data: ")]
         request_id = response.headers["x-costgate-request-id"]
@@ -178,7 +196,8 @@ def test_faults_under_concurrency_never_hang_or_500_and_the_gateway_recovers(gw:
 
 
 def test_a_breaker_opens_and_the_fallback_answers_without_calling_the_broken_upstream(
-        gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str) -> None:
+    gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str
+) -> None:
     before = faulty.stats().get("status-500-brk", 0)
     for _ in range(8):
         raw = gw.client(key).chat.completions.with_raw_response.create(model="brk", messages=HI)
@@ -188,7 +207,8 @@ def test_a_breaker_opens_and_the_fallback_answers_without_calling_the_broken_ups
 
 
 def test_an_open_breaker_without_fallback_answers_503_with_retry_after(
-        gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str) -> None:
+    gw: GatewayProcess, faulty: FaultyUpstreamProcess, key: str
+) -> None:
     statuses = [ask(gw, key, "brk-solo").status_code for _ in range(4)]
     assert statuses == [502] * 4
     response = ask(gw, key, "brk-solo")

@@ -100,8 +100,13 @@ def _user(content: str | list[dict[str, Any]], where: str) -> list[dict[str, Any
         kind = _kind(block)
         if kind == "tool_result":
             result = validate(ToolResultBlock, block, at)
-            tool_messages.append({"role": "tool", "tool_call_id": result.tool_use_id,
-                                  "content": _tool_result(result.content, f"{at}.content")})
+            tool_messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": result.tool_use_id,
+                    "content": _tool_result(result.content, f"{at}.content"),
+                }
+            )
         elif kind == "text":
             parts.append(_text(block, at))
         elif kind == "image":
@@ -144,8 +149,13 @@ def _assistant(content: str | list[dict[str, Any]], where: str) -> dict[str, Any
             texts.append(validate(TextBlock, block, at).text)
         elif kind == "tool_use":
             use = validate(ToolUseBlock, block, at)
-            calls.append({"id": use.id, "type": "function",
-                          "function": {"name": use.name, "arguments": orjson.dumps(use.input).decode()}})
+            calls.append(
+                {
+                    "id": use.id,
+                    "type": "function",
+                    "function": {"name": use.name, "arguments": orjson.dumps(use.input).decode()},
+                }
+            )
         else:
             raise unsupported(f"{at}.type", f"'{kind}' blocks cannot be sent to a Chat Completions upstream")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}

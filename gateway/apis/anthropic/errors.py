@@ -18,10 +18,19 @@ from starlette.responses import Response
 
 from gateway.errors import GatewayError
 
-ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-               403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-               429: "rate_limit_error", 500: "api_error", 502: "api_error", 503: "overloaded_error",
-               504: "timeout_error"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
 
 
 def error_type(status: int) -> str:
@@ -37,12 +46,17 @@ def anthropic_error(err: GatewayError, request_id: str | None = None) -> dict[st
     return body
 
 
-def anthropic_error_response(err: GatewayError, headers: dict[str, str] | None = None,
-                             request_id: str | None = None) -> Response:
+def anthropic_error_response(
+    err: GatewayError, headers: dict[str, str] | None = None, request_id: str | None = None
+) -> Response:
     all_headers = dict(headers or {})
     if err.retry_after is not None:
         all_headers["retry-after"] = str(max(1, round(err.retry_after)))
     if request_id is not None:
         all_headers["request-id"] = request_id
-    return Response(orjson.dumps(anthropic_error(err, request_id)), status_code=err.status, headers=all_headers,
-                    media_type="application/json")
+    return Response(
+        orjson.dumps(anthropic_error(err, request_id)),
+        status_code=err.status,
+        headers=all_headers,
+        media_type="application/json",
+    )

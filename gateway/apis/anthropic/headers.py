@@ -40,5 +40,6 @@ def api_version(headers: Mapping[str, str]) -> ApiVersion:
         return ApiVersion(value.strip())
     except ValueError:
         known = ", ".join(v.value for v in ApiVersion)
-        raise InvalidRequest(f"anthropic-version: '{value}' is not a version costgate serves ({known})",
-                             param="anthropic-version") from None
+        raise InvalidRequest(
+            f"anthropic-version: '{value}' is not a version costgate serves ({known})", param="anthropic-version"
+        ) from None

@@ -78,8 +78,13 @@ class StreamUsage:
 # settled (message_delta carries the final usage, where the cost is added; message_stop ends
 # the stream), and the event a stream cut at its budget hold ends with.
 HELD_EVENTS = frozenset({"message_delta", "message_stop"})
-FINISH = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
-          "refusal": "content_filter"}
+FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 
 
 def event_text(event: dict[str, Any]) -> tuple[str, str]:
@@ -114,15 +119,25 @@ def chat_answer(message: Any) -> dict[str, Any]:
     body = message if isinstance(message, dict) else {}
     blocks = [b for b in body.get("content") or () if isinstance(b, dict)]
     text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
-    calls = [{"id": b.get("id"), "type": "function",
-              "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input") or {}).decode()}}
-             for b in blocks if b.get("type") == "tool_use"]
+    calls = [
+        {
+            "id": b.get("id"),
+            "type": "function",
+            "function": {"name": b.get("name"), "arguments": orjson.dumps(b.get("input") or {}).decode()},
+        }
+        for b in blocks
+        if b.get("type") == "tool_use"
+    ]
     out: dict[str, Any] = {"role": "assistant", "content": text or None}
     if calls:
         out["tool_calls"] = calls
     usage = usage_of_message(body)
-    return {"id": body.get("id", ""), "object": "chat.completion", "model": body.get("model", ""),
-            "choices": [{"index": 0, "message": out,
-                         "finish_reason": FINISH.get(str(body.get("stop_reason")), "stop")}],
-            "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
-                                                 "completion_tokens": usage.completion_tokens}}
+    return {
+        "id": body.get("id", ""),
+        "object": "chat.completion",
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": out, "finish_reason": FINISH.get(str(body.get("stop_reason")), "stop")}],
+        "usage": None
+        if usage is None
+        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+    }

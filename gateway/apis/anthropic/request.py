@@ -78,8 +78,10 @@ class MessagesRequest(Conversation):
 
 
 REFUSED: Refusals = {
-    "thinking": (lambda v: v is None or v.get("type") == "disabled",
-                 "extended thinking has no Chat Completions equivalent; leave it out or disable it"),
+    "thinking": (
+        lambda v: v is None or v.get("type") == "disabled",
+        "extended thinking has no Chat Completions equivalent; leave it out or disable it",
+    ),
     "speed": (lambda v: v in (None, "standard"), "fast mode is Anthropic's own capacity"),
     "context_management": (unset, "server-side context editing is not supported"),
     "user_profile_id": (unset, "Anthropic user profiles do not apply through costgate"),
@@ -96,15 +98,21 @@ def _check_version(body: Any, version: ApiVersion) -> None:
         return
     for name in SAMPLING:
         if name in body:
-            raise InvalidRequest(f"{name}: Extra inputs are not permitted (removed in anthropic-version "
-                                 f"{version.value}; 2023-06-01 has it)", param=name, code="unknown_parameter")
+            raise InvalidRequest(
+                f"{name}: Extra inputs are not permitted (removed in anthropic-version "
+                f"{version.value}; 2023-06-01 has it)",
+                param=name,
+                code="unknown_parameter",
+            )
     for i, message in enumerate(body.get("messages") or ()):
         content = message.get("content") if isinstance(message, dict) and message.get("role") == "user" else None
         for j, block in enumerate(content if isinstance(content, list) else ()):
             if isinstance(block, dict) and block.get("type") == "text" and block.get("citations"):
-                raise InvalidRequest(f"messages[{i}].content[{j}].citations: citations on a user text block are "
-                                     f"refused in anthropic-version {version.value}",
-                                     param=f"messages[{i}].content[{j}].citations")
+                raise InvalidRequest(
+                    f"messages[{i}].content[{j}].citations: citations on a user text block are "
+                    f"refused in anthropic-version {version.value}",
+                    param=f"messages[{i}].content[{j}].citations",
+                )
 
 
 def _check(req: Conversation) -> None:

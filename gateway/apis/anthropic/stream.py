@@ -49,11 +49,27 @@ class MessagesStream:
         self.usage: ChatUsage | None = None
 
     def start(self) -> list[dict[str, Any]]:
-        usage = {"input_tokens": self.input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                 "output_tokens": 0}
-        return [{"type": "message_start", "message": {
-            "id": self.meta.id, "type": "message", "role": "assistant", "model": self.meta.model, "content": [],
-            "stop_reason": None, "stop_sequence": None, "usage": usage}}]
+        usage = {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 0,
+        }
+        return [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": self.meta.id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.meta.model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            }
+        ]
 
     def feed(self, chunk: Any) -> list[dict[str, Any]]:
         """The events for one chat chunk (its parsed `data:` JSON)."""
@@ -79,16 +95,22 @@ class MessagesStream:
         """The closing events; `usage` stands in when the upstream reported none."""
         events = self._close()
         reason, sequence = stop_reason(self.last or Choice(), self.meta, self.refused)
-        return events + [{"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                          "usage": message_usage(self.usage or usage)},
-                         {"type": "message_stop"}]
+        return events + [
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": sequence},
+                "usage": message_usage(self.usage or usage),
+            },
+            {"type": "message_stop"},
+        ]
 
     @staticmethod
     def fail(err: GatewayError) -> list[dict[str, Any]]:
         return [anthropic_error(err)]
 
-    def _start_block(self, tool_index: int | None,
-                     content_block: dict[str, Any]) -> tuple[_Block, list[dict[str, Any]]]:
+    def _start_block(
+        self, tool_index: int | None, content_block: dict[str, Any]
+    ) -> tuple[_Block, list[dict[str, Any]]]:
         events = self._close()
         block = self.open = _Block(self.blocks, tool_index)
         self.blocks += 1
@@ -101,17 +123,25 @@ class MessagesStream:
         block, events = self.open, list[dict[str, Any]]()
         if block is None or block.tool_index is not None:
             block, events = self._start_block(None, {"type": "text", "text": ""})
-        return events + [{"type": "content_block_delta", "index": block.index,
-                          "delta": {"type": "text_delta", "text": text}}]
+        return events + [
+            {"type": "content_block_delta", "index": block.index, "delta": {"type": "text_delta", "text": text}}
+        ]
 
     def _call(self, call: ToolCall) -> list[dict[str, Any]]:
         block, events = self.open, list[dict[str, Any]]()
         if block is None or block.tool_index != call.index:
-            block, events = self._start_block(call.index, {"type": "tool_use", "id": call.id or new_tool_use_id(),
-                                                           "name": call.function.name or "", "input": {}})
+            block, events = self._start_block(
+                call.index,
+                {"type": "tool_use", "id": call.id or new_tool_use_id(), "name": call.function.name or "", "input": {}},
+            )
         if call.function.arguments:
-            events.append({"type": "content_block_delta", "index": block.index,
-                           "delta": {"type": "input_json_delta", "partial_json": call.function.arguments}})
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": block.index,
+                    "delta": {"type": "input_json_delta", "partial_json": call.function.arguments},
+                }
+            )
         return events
 
     def _close(self) -> list[dict[str, Any]]:

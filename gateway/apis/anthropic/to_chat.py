@@ -1,19 +1,19 @@
 """A parsed Messages request -> a Chat Completions body.
 
-    system, messages              -> messages (blocks.py)
-    tools                         -> function tools: input_schema -> parameters
-    tool_choice auto/any/tool/none -> auto / required / the named function / none;
-                                     disable_parallel_tool_use -> parallel_tool_calls false
-    max_tokens                    -> max_completion_tokens
-    stop_sequences                -> stop
-    temperature, top_p            -> the same names (Anthropic's 0-1 temperature is within
-                                     OpenAI's 0-2 range and sent as it is)
-    top_k                         -> top_k: vLLM (the bundled engine) and litellm's providers
-                                     take it; OpenAI's own API does not (issue 14 item 3's
-                                     per-model parameter drop is where that is handled)
-    metadata.user_id              -> user (costgate's tag stage charges it to that user)
-    output_config.format          -> response_format json_schema (strict, as Anthropic's is)
-    stream                        -> stream, always with usage (the answer is priced from it)
+system, messages              -> messages (blocks.py)
+tools                         -> function tools: input_schema -> parameters
+tool_choice auto/any/tool/none -> auto / required / the named function / none;
+                                 disable_parallel_tool_use -> parallel_tool_calls false
+max_tokens                    -> max_completion_tokens
+stop_sequences                -> stop
+temperature, top_p            -> the same names (Anthropic's 0-1 temperature is within
+                                 OpenAI's 0-2 range and sent as it is)
+top_k                         -> top_k: vLLM (the bundled engine) and litellm's providers
+                                 take it; OpenAI's own API does not (issue 14 item 3's
+                                 per-model parameter drop is where that is handled)
+metadata.user_id              -> user (costgate's tag stage charges it to that user)
+output_config.format          -> response_format json_schema (strict, as Anthropic's is)
+stream                        -> stream, always with usage (the answer is priced from it)
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ from gateway.apis.chat import function_tool
 from gateway.apis.parsing import Refusals, check_refusals, unset, unsupported, validate
 
 TOOL_CHOICE = {"auto": "auto", "any": "required", "none": "none"}
-NO_CHAT_SETTING: Refusals = {name: (unset, "Chat Completions function tools have no such setting")
-                              for name in ("input_examples", "defer_loading", "allowed_callers")}
+NO_CHAT_SETTING: Refusals = {
+    name: (unset, "Chat Completions function tools have no such setting")
+    for name in ("input_examples", "defer_loading", "allowed_callers")
+}
 
 
 class ToolSpec(BaseModel):
@@ -58,8 +60,10 @@ def conversation_body(req: Conversation) -> dict[str, Any]:
     if fmt is not None:
         if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
             raise unsupported("output_config.format", "only a json_schema format with a 'schema' object is known")
-        body["response_format"] = {"type": "json_schema",
-                                   "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True},
+        }
     return body
 
 
@@ -82,8 +86,10 @@ def to_chat_request(req: MessagesRequest) -> dict[str, Any]:
 
 def chat_tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
     if tool.get("type") not in (None, "custom"):
-        raise unsupported(f"{where}.type", f"'{tool.get('type')}' is a tool Anthropic runs on its own side; "
-                                           "costgate serves client tools only")
+        raise unsupported(
+            f"{where}.type",
+            f"'{tool.get('type')}' is a tool Anthropic runs on its own side; costgate serves client tools only",
+        )
     spec = validate(ToolSpec, tool, where)
     check_refusals(spec, NO_CHAT_SETTING, where)
     return function_tool(spec.name, spec.input_schema, spec.description, spec.strict)

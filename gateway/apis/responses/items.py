@@ -80,15 +80,15 @@ def add_items(messages: list[dict[str, Any]], items: Sequence[Any], at: str) -> 
             _add_call(messages, validate(FunctionCallItem, raw, where))
         elif kind == "function_call_output":
             out = validate(FunctionCallOutputItem, raw, where)
-            messages.append({"role": "tool", "tool_call_id": out.call_id,
-                             "content": _tool_output(out.output, f"{where}.output")})
+            messages.append(
+                {"role": "tool", "tool_call_id": out.call_id, "content": _tool_output(out.output, f"{where}.output")}
+            )
         else:
             raise unsupported(f"{where}.type", _refusal_reason(kind))
 
 
 def _add_call(messages: list[dict[str, Any]], call: FunctionCallItem) -> None:
-    tool_call = {"id": call.call_id, "type": "function",
-                 "function": {"name": call.name, "arguments": call.arguments}}
+    tool_call = {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
     last = messages[-1] if messages else None
     if last is not None and last["role"] == "assistant":
         last.setdefault("tool_calls", []).append(tool_call)
@@ -134,8 +134,9 @@ def _input_part(part: Any, where: str) -> dict[str, Any]:
     if kind == "input_image":
         image = validate(ImagePart, part, where)
         if image.image_url is None:
-            raise unsupported(f"{where}.file_id", "images by file id need OpenAI's file store; "
-                                                  "send image_url (a URL or a data: URL)")
+            raise unsupported(
+                f"{where}.file_id", "images by file id need OpenAI's file store; send image_url (a URL or a data: URL)"
+            )
         return {"type": "image_url", "image_url": {"url": image.image_url, "detail": image.detail}}
     if kind == "input_file":
         file = validate(FilePart, part, where)

@@ -42,8 +42,12 @@ class ResponsesUsage(_Read):
     input_tokens_details: _InputDetails | None = None
 
 
-def native_body(body: dict[str, Any], upstream_model: str, history: Sequence[dict[str, Any]] | None = None,
-                encrypted_reasoning: bool = False) -> dict[str, Any]:
+def native_body(
+    body: dict[str, Any],
+    upstream_model: str,
+    history: Sequence[dict[str, Any]] | None = None,
+    encrypted_reasoning: bool = False,
+) -> dict[str, Any]:
     """The body for a native upstream; `history` is the conversation costgate resolved, if any."""
     out = dict(body, model=upstream_model, store=False)
     if history is not None:
@@ -123,21 +127,34 @@ def chat_answer(response: Any) -> dict[str, Any]:
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message":
-            texts += [p["text"] for p in item.get("content") or () if isinstance(p, dict)
-                      and p.get("type") == "output_text" and isinstance(p.get("text"), str)]
+            texts += [
+                p["text"]
+                for p in item.get("content") or ()
+                if isinstance(p, dict) and p.get("type") == "output_text" and isinstance(p.get("text"), str)
+            ]
         elif item.get("type") == "function_call":
-            calls.append({"id": item.get("call_id"), "type": "function",
-                          "function": {"name": item.get("name"), "arguments": item.get("arguments")}})
+            calls.append(
+                {
+                    "id": item.get("call_id"),
+                    "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")},
+                }
+            )
     reason = (body.get("incomplete_details") or {}).get("reason")
     finish = "tool_calls" if calls else "length" if reason == "max_output_tokens" else "stop"
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     usage = usage_of_response(body)
-    return {"id": body.get("id", ""), "object": "chat.completion", "model": body.get("model", ""),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-            "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
-                                                 "completion_tokens": usage.completion_tokens}}
+    return {
+        "id": body.get("id", ""),
+        "object": "chat.completion",
+        "model": body.get("model", ""),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": None
+        if usage is None
+        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+    }
 
 
 class StreamUsage:

@@ -54,16 +54,24 @@ def message_item(item_id: str, parts: list[dict[str, Any]], status: str) -> dict
 
 
 def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "status": status, "arguments": arguments,
-            "call_id": call_id, "name": name}
+    return {
+        "id": item_id,
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": call_id,
+        "name": name,
+    }
 
 
 def response_usage(usage: ChatUsage) -> dict[str, Any]:
-    return {"input_tokens": usage.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
-            "output_tokens": usage.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
-            "total_tokens": usage.total_tokens}
+    return {
+        "input_tokens": usage.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
+        "output_tokens": usage.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total_tokens,
+    }
 
 
 def _echo_tools(req: ResponsesRequest) -> list[dict[str, Any]]:
@@ -71,26 +79,51 @@ def _echo_tools(req: ResponsesRequest) -> list[dict[str, Any]]:
     return [{"parameters": None, "strict": None, **tool} for tool in req.tools or ()]
 
 
-def envelope(req: ResponsesRequest, meta: ResponseMeta, *, status: str, output: list[dict[str, Any]],
-             usage: dict[str, Any] | None = None, incomplete: str | None = None,
-             error: dict[str, Any] | None = None, service_tier: str | None = None) -> dict[str, Any]:
+def envelope(
+    req: ResponsesRequest,
+    meta: ResponseMeta,
+    *,
+    status: str,
+    output: list[dict[str, Any]],
+    usage: dict[str, Any] | None = None,
+    incomplete: str | None = None,
+    error: dict[str, Any] | None = None,
+    service_tier: str | None = None,
+) -> dict[str, Any]:
     text = req.text
     return {
-        "id": meta.id, "object": "response", "created_at": meta.created_at, "status": status,
-        "background": False, "error": error,
+        "id": meta.id,
+        "object": "response",
+        "created_at": meta.created_at,
+        "status": status,
+        "background": False,
+        "error": error,
         "incomplete_details": {"reason": incomplete} if incomplete else None,
-        "instructions": req.instructions, "max_output_tokens": req.max_output_tokens,
-        "max_tool_calls": req.max_tool_calls, "model": meta.model, "output": output,
+        "instructions": req.instructions,
+        "max_output_tokens": req.max_output_tokens,
+        "max_tool_calls": req.max_tool_calls,
+        "model": meta.model,
+        "output": output,
         "parallel_tool_calls": req.parallel_tool_calls is not False,
-        "previous_response_id": req.previous_response_id, "prompt_cache_key": req.prompt_cache_key,
+        "previous_response_id": req.previous_response_id,
+        "prompt_cache_key": req.prompt_cache_key,
         "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},
-        "safety_identifier": req.safety_identifier, "service_tier": service_tier or "default",
-        "store": req.stores, "temperature": 1.0 if req.temperature is None else req.temperature,
-        "text": {"format": (text.format if text else None) or {"type": "text"},
-                 "verbosity": (text.verbosity if text else None) or "medium"},
-        "tool_choice": req.tool_choice or "auto", "tools": _echo_tools(req), "top_logprobs": 0,
-        "top_p": 1.0 if req.top_p is None else req.top_p, "truncation": "disabled", "usage": usage,
-        "user": req.user, "metadata": req.metadata or {},
+        "safety_identifier": req.safety_identifier,
+        "service_tier": service_tier or "default",
+        "store": req.stores,
+        "temperature": 1.0 if req.temperature is None else req.temperature,
+        "text": {
+            "format": (text.format if text else None) or {"type": "text"},
+            "verbosity": (text.verbosity if text else None) or "medium",
+        },
+        "tool_choice": req.tool_choice or "auto",
+        "tools": _echo_tools(req),
+        "top_logprobs": 0,
+        "top_p": 1.0 if req.top_p is None else req.top_p,
+        "truncation": "disabled",
+        "usage": usage,
+        "user": req.user,
+        "metadata": req.metadata or {},
     }
 
 
@@ -104,13 +137,27 @@ def to_response(chat: Any, req: ResponsesRequest, meta: ResponseMeta) -> dict[st
     status = "incomplete" if incomplete else "completed"
     message = choice.message
     output: list[dict[str, Any]] = []
-    parts = ([output_text_part(message.content)] if message.content else []) + \
-            ([refusal_part(message.refusal)] if message.refusal else [])
+    parts = ([output_text_part(message.content)] if message.content else []) + (
+        [refusal_part(message.refusal)] if message.refusal else []
+    )
     if parts:
         output.append(message_item(new_id("msg"), parts, status))
     for call in message.tool_calls or ():
-        output.append(function_call_item(new_id("fc"), call.id or new_id("call"), call.function.name or "",
-                                         call.function.arguments or "", "completed"))
-    return envelope(req, meta, status=status, output=output, incomplete=incomplete,
-                    usage=response_usage(answer.usage) if answer.usage else None,
-                    service_tier=answer.service_tier)
+        output.append(
+            function_call_item(
+                new_id("fc"),
+                call.id or new_id("call"),
+                call.function.name or "",
+                call.function.arguments or "",
+                "completed",
+            )
+        )
+    return envelope(
+        req,
+        meta,
+        status=status,
+        output=output,
+        incomplete=incomplete,
+        usage=response_usage(answer.usage) if answer.usage else None,
+        service_tier=answer.service_tier,
+    )

@@ -91,8 +91,10 @@ REFUSED: Refusals = {
     "background": (unset, "background responses are not supported; send the request and wait, or stream it"),
     "conversation": (unset, "the Conversations API is not served; use previous_response_id"),
     "prompt": (unset, "stored prompt templates live at OpenAI; send the prompt as input"),
-    "include": (unset, ("the extra outputs it asks for (logprobs, encrypted reasoning, tool results) "
-                         "are not produced")),
+    "include": (
+        unset,
+        ("the extra outputs it asks for (logprobs, encrypted reasoning, tool results) are not produced"),
+    ),
     "top_logprobs": (unset, "log probabilities are not returned by the Responses translation"),
     "context_management": (unset, "server-side context compaction is not supported"),
     "moderation": (unset, "moderation runs at OpenAI only"),
@@ -100,8 +102,10 @@ REFUSED: Refusals = {
     "access_programs": (unset, "OpenAI access programs do not apply through costgate"),
     "background_options": (unset, "background responses are not supported"),
     "prompt_cache_options": (unset, "explicit prompt-cache breakpoints have no Chat Completions equivalent"),
-    "truncation": (lambda v: v in (None, "disabled"),
-                   "'auto' truncation is not supported; a conversation over the context window fails"),
+    "truncation": (
+        lambda v: v in (None, "disabled"),
+        "'auto' truncation is not supported; a conversation over the context window fails",
+    ),
 }
 
 
@@ -114,6 +118,8 @@ def parse_request(body: Any) -> ResponsesRequest:
     if reasoning is not None:
         for name in ("summary", "generate_summary", "context", "mode"):
             if getattr(reasoning, name) is not None:
-                raise unsupported(f"reasoning.{name}", "Chat Completions upstreams return no reasoning "
-                                                       "summaries; only reasoning.effort is translated")
+                raise unsupported(
+                    f"reasoning.{name}",
+                    "Chat Completions upstreams return no reasoning summaries; only reasoning.effort is translated",
+                )
     return req

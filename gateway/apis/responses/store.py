@@ -35,9 +35,14 @@ class StoredResponse:
 
     @classmethod
     def of(cls, req: ResponsesRequest, response: dict[str, Any], team_id: str) -> StoredResponse:
-        return cls(id=response["id"], team_id=team_id, previous_response_id=req.previous_response_id,
-                   input_items=tuple(input_items(req)), output_items=tuple(response["output"]),
-                   response=response)
+        return cls(
+            id=response["id"],
+            team_id=team_id,
+            previous_response_id=req.previous_response_id,
+            input_items=tuple(input_items(req)),
+            output_items=tuple(response["output"]),
+            response=response,
+        )
 
 
 def conversation(chain: Sequence[StoredResponse]) -> list[dict[str, Any]]:
@@ -56,20 +61,26 @@ def visible(stored: StoredResponse | None, team_id: str, response_id: str) -> St
     return stored
 
 
-async def resolve_chain(get: Callable[[str], Awaitable[StoredResponse | None]], response_id: str,
-                        team_id: str) -> list[StoredResponse]:
+async def resolve_chain(
+    get: Callable[[str], Awaitable[StoredResponse | None]], response_id: str, team_id: str
+) -> list[StoredResponse]:
     """The chain ending at `response_id`, oldest first; `get` reads one stored response."""
     chain: list[StoredResponse] = []
     next_id: str | None = response_id
     while next_id is not None:
         stored = await get(next_id)
         if stored is None or stored.team_id != team_id:
-            raise NotFound(f"Previous response with id '{next_id}' not found.",
-                           param="previous_response_id", code="previous_response_not_found")
+            raise NotFound(
+                f"Previous response with id '{next_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
         chain.append(stored)
         if len(chain) > MAX_CHAIN:
-            raise InvalidRequest(f"the conversation before '{response_id}' is longer than {MAX_CHAIN} "
-                                 "responses; start a new one", param="previous_response_id")
+            raise InvalidRequest(
+                f"the conversation before '{response_id}' is longer than {MAX_CHAIN} responses; start a new one",
+                param="previous_response_id",
+            )
         next_id = stored.previous_response_id
     chain.reverse()
     return chain

@@ -72,13 +72,16 @@ class ResponsesStream:
         return event
 
     def _envelope(self, status: str, **fields: Any) -> dict[str, Any]:
-        return envelope(self.req, self.meta, status=status, output=list(self.output),
-                        service_tier=self.service_tier, **fields)
+        return envelope(
+            self.req, self.meta, status=status, output=list(self.output), service_tier=self.service_tier, **fields
+        )
 
     def start(self) -> list[dict[str, Any]]:
         response = self._envelope("in_progress")
-        return [self._event("response.created", response=response),
-                self._event("response.in_progress", response=response)]
+        return [
+            self._event("response.created", response=response),
+            self._event("response.in_progress", response=response),
+        ]
 
     def feed(self, chunk: Any) -> list[dict[str, Any]]:
         """The events for one chat chunk (its parsed `data:` JSON)."""
@@ -106,8 +109,11 @@ class ResponsesStream:
         events = self._close()
         incomplete = incomplete_reason(self.finish_reason)
         final_usage = self.usage or usage
-        self.response = self._envelope("incomplete" if incomplete else "completed", incomplete=incomplete,
-                                       usage=response_usage(final_usage) if final_usage else None)
+        self.response = self._envelope(
+            "incomplete" if incomplete else "completed",
+            incomplete=incomplete,
+            usage=response_usage(final_usage) if final_usage else None,
+        )
         kind = "response.incomplete" if incomplete else "response.completed"
         return events + [self._event(kind, response=self.response)]
 
@@ -122,14 +128,18 @@ class ResponsesStream:
         if not isinstance(self.open, _Message):
             events += self._close()
             self.open = _Message(new_id("msg"), len(self.output))
-            events.append(self._event("response.output_item.added", output_index=self.open.index,
-                                      item=message_item(self.open.id, [], "in_progress")))
+            events.append(
+                self._event(
+                    "response.output_item.added",
+                    output_index=self.open.index,
+                    item=message_item(self.open.id, [], "in_progress"),
+                )
+            )
         message = self.open
         if not message.parts or message.parts[-1][0] != kind:
             events += self._close_part(message)
             message.parts.append((kind, []))
-            events.append(self._event("response.content_part.added", **self._where(message),
-                                      part=_part(kind, "")))
+            events.append(self._event("response.content_part.added", **self._where(message), part=_part(kind, "")))
         message.parts[-1][1].append(delta)
         name = "response.output_text.delta" if kind == "output_text" else "response.refusal.delta"
         extra: dict[str, Any] = {"logprobs": []} if kind == "output_text" else {}
@@ -140,14 +150,26 @@ class ResponsesStream:
         events: list[dict[str, Any]] = []
         if not (isinstance(self.open, _Call) and self.open.chat_index == call.index):
             events += self._close()
-            self.open = _Call(new_id("fc"), len(self.output), call.index, call.id or new_id("call"),
-                              call.function.name or "")
-            events.append(self._event("response.output_item.added", output_index=self.open.index,
-                                      item=self._call_item(self.open, "in_progress")))
+            self.open = _Call(
+                new_id("fc"), len(self.output), call.index, call.id or new_id("call"), call.function.name or ""
+            )
+            events.append(
+                self._event(
+                    "response.output_item.added",
+                    output_index=self.open.index,
+                    item=self._call_item(self.open, "in_progress"),
+                )
+            )
         if call.function.arguments:
             self.open.arguments.append(call.function.arguments)
-            events.append(self._event("response.function_call_arguments.delta", item_id=self.open.id,
-                                      output_index=self.open.index, delta=call.function.arguments))
+            events.append(
+                self._event(
+                    "response.function_call_arguments.delta",
+                    item_id=self.open.id,
+                    output_index=self.open.index,
+                    delta=call.function.arguments,
+                )
+            )
         return events
 
     def _close(self) -> list[dict[str, Any]]:
@@ -157,8 +179,15 @@ class ResponsesStream:
             status = "incomplete" if incomplete_reason(self.finish_reason) else "completed"
             done = message_item(item.id, [_part(kind, "".join(d)) for kind, d in item.parts], status)
         elif isinstance(item, _Call):
-            events = [self._event("response.function_call_arguments.done", item_id=item.id,
-                                  output_index=item.index, arguments="".join(item.arguments), name=item.name)]
+            events = [
+                self._event(
+                    "response.function_call_arguments.done",
+                    item_id=item.id,
+                    output_index=item.index,
+                    arguments="".join(item.arguments),
+                    name=item.name,
+                )
+            ]
             done = self._call_item(item, "completed")
         else:
             return []
@@ -171,8 +200,11 @@ class ResponsesStream:
         kind, deltas = message.parts[-1]
         text = "".join(deltas)
         where = self._where(message)
-        done = (self._event("response.output_text.done", **where, text=text, logprobs=[]) if kind == "output_text"
-                else self._event("response.refusal.done", **where, refusal=text))
+        done = (
+            self._event("response.output_text.done", **where, text=text, logprobs=[])
+            if kind == "output_text"
+            else self._event("response.refusal.done", **where, refusal=text)
+        )
         return [done, self._event("response.content_part.done", **where, part=_part(kind, text))]
 
     @staticmethod

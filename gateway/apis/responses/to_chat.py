@@ -29,12 +29,22 @@ from gateway.apis.responses.items import add_items
 from gateway.apis.responses.request import ResponsesRequest
 
 # Passed on unchanged: the two APIs give them the same name and meaning.
-SAME_NAME = ("temperature", "top_p", "user", "metadata", "prompt_cache_key", "prompt_cache_retention",
-             "safety_identifier", "service_tier")
+SAME_NAME = (
+    "temperature",
+    "top_p",
+    "user",
+    "metadata",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "safety_identifier",
+    "service_tier",
+)
 
 
-NO_CHAT_SETTING: Refusals = {name: (unset, "Chat Completions function tools have no such setting")
-                              for name in ("defer_loading", "allowed_callers", "output_schema")}
+NO_CHAT_SETTING: Refusals = {
+    name: (unset, "Chat Completions function tools have no such setting")
+    for name in ("defer_loading", "allowed_callers", "output_schema")
+}
 
 
 class FunctionTool(BaseModel):
@@ -115,8 +125,9 @@ def _add_tools(body: dict[str, Any], req: ResponsesRequest) -> None:
 def chat_tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
     kind = tool.get("type")
     if kind != "function":
-        raise unsupported(f"{where}.type", f"'{kind}' is a tool OpenAI runs on its own side; "
-                                           "costgate serves function tools only")
+        raise unsupported(
+            f"{where}.type", f"'{kind}' is a tool OpenAI runs on its own side; costgate serves function tools only"
+        )
     spec = validate(FunctionTool, tool, where)
     check_refusals(spec, NO_CHAT_SETTING, where)
     return function_tool(spec.name, spec.parameters, spec.description, spec.strict)
@@ -135,6 +146,11 @@ def chat_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
         named = [t for t in tools if isinstance(t, dict) and t.get("type") == "function" and t.get("name")]
         if len(named) != len(tools):
             raise unsupported("tool_choice.tools", "only function tools can be allowed")
-        return {"type": "allowed_tools", "allowed_tools": {
-            "mode": choice["mode"], "tools": [{"type": "function", "function": {"name": t["name"]}} for t in named]}}
+        return {
+            "type": "allowed_tools",
+            "allowed_tools": {
+                "mode": choice["mode"],
+                "tools": [{"type": "function", "function": {"name": t["name"]}} for t in named],
+            },
+        }
     raise unsupported("tool_choice", f"a '{kind}' tool choice names a tool costgate does not run")

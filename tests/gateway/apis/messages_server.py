@@ -33,8 +33,9 @@ class MessagesServer:
 
     def client(self, **options: object) -> anthropic.AsyncAnthropic:
         http = httpx2.AsyncClient(transport=httpx2.MockTransport(self.handle))
-        return anthropic.AsyncAnthropic(base_url="http://costgate.test", http_client=http, max_retries=0,
-                                        **({"api_key": "sk-cg-test"} | options))
+        return anthropic.AsyncAnthropic(
+            base_url="http://costgate.test", http_client=http, max_retries=0, **({"api_key": "sk-cg-test"} | options)
+        )
 
     async def handle(self, request: httpx2.Request) -> httpx2.Response:
         try:
@@ -63,4 +64,6 @@ class MessagesServer:
         for chunk in chunks(answer):
             events += stream.feed(chunk)
         events += stream.finish()
-        return httpx2.Response(200, content=b"".join(map(typed_event, events)), headers={"content-type": "text/event-stream"})
+        return httpx2.Response(
+            200, content=b"".join(map(typed_event, events)), headers={"content-type": "text/event-stream"}
+        )

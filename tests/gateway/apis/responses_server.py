@@ -64,8 +64,12 @@ class ResponsesServer:
             for chunk in chunks(answer):
                 events += stream.feed(chunk)
             events += stream.finish()
-            response, raw = stream.response, httpx2.Response(200, content=b"".join(map(typed_event, events)),
-                                                             headers={"content-type": "text/event-stream"})
+            response, raw = (
+                stream.response,
+                httpx2.Response(
+                    200, content=b"".join(map(typed_event, events)), headers={"content-type": "text/event-stream"}
+                ),
+            )
         else:
             response = to_response(completion(answer), req, meta)
             raw = httpx2.Response(200, json=response)

@@ -49,8 +49,12 @@ async def test_the_sdk_raises_its_own_class(err: errors.GatewayError, status: in
         headers = {"retry-after": "0"} if status == 429 else {}
         return httpx2.Response(status, json=anthropic_error(err), headers=headers)
 
-    client = anthropic.AsyncAnthropic(api_key="k", base_url="http://costgate.test", max_retries=0,
-                                      http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+    client = anthropic.AsyncAnthropic(
+        api_key="k",
+        base_url="http://costgate.test",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)),
+    )
     with pytest.raises(sdk_error) as raised:
         await client.messages.create(model="m", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert raised.value.status_code == status and raised.value.body["error"]["type"] == kind

@@ -25,67 +25,165 @@ def chat(**body: Any) -> dict[str, Any]:
     return translated
 
 
-@pytest.mark.parametrize("body, messages", [
-    ({}, [{"role": "user", "content": "hi"}]),
-    ({"system": "Be brief."}, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]),
-    ({"system": [{"type": "text", "text": "A.", "cache_control": {"type": "ephemeral"}},
-                 {"type": "text", "text": "B."}]},
-     [{"role": "system", "content": [{"type": "text", "text": "A."}, {"type": "text", "text": "B."}]},
-      {"role": "user", "content": "hi"}]),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
-                                                {"type": "image", "source": PNG}]}]},
-     [{"role": "user", "content": [{"type": "text", "text": "look"},
-                                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}]),
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}]}]},
-     [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}]),
-    # A turn's tool results come first (chat wants them right after the call), then its text.
-    ({"messages": [{"role": "user", "content": "q"},
-                   {"role": "assistant", "content": [
-                       {"type": "text", "text": "Looking."},
-                       {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "a"}},
-                       {"type": "tool_use", "id": "toolu_2", "name": "lookup", "input": {}}]},
-                   {"role": "user", "content": [
-                       {"type": "text", "text": "thanks"},
-                       {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A"},
-                       {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": True,
-                        "content": [{"type": "text", "text": "B failed"}]}]}]},
-     [{"role": "user", "content": "q"},
-      {"role": "assistant", "content": "Looking.", "tool_calls": [
-          {"id": "toolu_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"a"}'}},
-          {"id": "toolu_2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
-      {"role": "tool", "tool_call_id": "toolu_1", "content": "A"},
-      {"role": "tool", "tool_call_id": "toolu_2", "content": "B failed"},
-      {"role": "user", "content": "thanks"}]),
-    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]},
-     [{"role": "tool", "tool_call_id": "t", "content": ""}]),
-    ({"messages": [{"role": "system", "content": "Mid-conversation rule."}, *HI]},
-     [{"role": "system", "content": "Mid-conversation rule."}, {"role": "user", "content": "hi"}]),
-])
+@pytest.mark.parametrize(
+    "body, messages",
+    [
+        ({}, [{"role": "user", "content": "hi"}]),
+        ({"system": "Be brief."}, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]),
+        (
+            {
+                "system": [
+                    {"type": "text", "text": "A.", "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": "B."},
+                ]
+            },
+            [
+                {"role": "system", "content": [{"type": "text", "text": "A."}, {"type": "text", "text": "B."}]},
+                {"role": "user", "content": "hi"},
+            ],
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+                            {"type": "image", "source": PNG},
+                        ],
+                    }
+                ]
+            },
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "look"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                    ],
+                }
+            ],
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}],
+                    }
+                ]
+            },
+            [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}]}],
+        ),
+        # A turn's tool results come first (chat wants them right after the call), then its text.
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "text", "text": "Looking."},
+                            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "a"}},
+                            {"type": "tool_use", "id": "toolu_2", "name": "lookup", "input": {}},
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "thanks"},
+                            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "A"},
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": "toolu_2",
+                                "is_error": True,
+                                "content": [{"type": "text", "text": "B failed"}],
+                            },
+                        ],
+                    },
+                ]
+            },
+            [
+                {"role": "user", "content": "q"},
+                {
+                    "role": "assistant",
+                    "content": "Looking.",
+                    "tool_calls": [
+                        {"id": "toolu_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q":"a"}'}},
+                        {"id": "toolu_2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "toolu_1", "content": "A"},
+                {"role": "tool", "tool_call_id": "toolu_2", "content": "B failed"},
+                {"role": "user", "content": "thanks"},
+            ],
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]},
+            [{"role": "tool", "tool_call_id": "t", "content": ""}],
+        ),
+        (
+            {"messages": [{"role": "system", "content": "Mid-conversation rule."}, *HI]},
+            [{"role": "system", "content": "Mid-conversation rule."}, {"role": "user", "content": "hi"}],
+        ),
+    ],
+)
 def test_message_translation(body: dict[str, Any], messages: list[dict[str, Any]]) -> None:
     assert chat(**body)["messages"] == messages
 
 
-@pytest.mark.parametrize("body, expected", [
-    ({}, {}),
-    ({"stop_sequences": ["END", "STOP"]}, {"stop": ["END", "STOP"]}),
-    ({"temperature": 0.2, "top_p": 0.8, "top_k": 20}, {"temperature": 0.2, "top_p": 0.8, "top_k": 20}),
-    ({"metadata": {"user_id": "u-7"}}, {"user": "u-7"}),
-    ({"stream": True}, {"stream": True, "stream_options": {"include_usage": True}}),
-    ({"service_tier": "standard_only", "cache_control": {"type": "ephemeral"}, "thinking": {"type": "disabled"},
-      "speed": "standard"}, {}),
-    ({"tools": [TOOL]}, {"tools": [CHAT_TOOL]}),
-    ({"tools": [TOOL | {"description": "Search.", "strict": True, "type": "custom", "eager_input_streaming": True}]},
-     {"tools": [{"type": "function", "function": CHAT_TOOL["function"] | {"description": "Search.", "strict": True}}]}),
-    ({"tools": [TOOL], "tool_choice": {"type": "auto"}}, {"tools": [CHAT_TOOL], "tool_choice": "auto"}),
-    ({"tools": [TOOL], "tool_choice": {"type": "any"}}, {"tools": [CHAT_TOOL], "tool_choice": "required"}),
-    ({"tools": [TOOL], "tool_choice": {"type": "none"}}, {"tools": [CHAT_TOOL], "tool_choice": "none"}),
-    ({"tools": [TOOL], "tool_choice": {"type": "tool", "name": "lookup", "disable_parallel_tool_use": True}},
-     {"tools": [CHAT_TOOL], "tool_choice": {"type": "function", "function": {"name": "lookup"}},
-      "parallel_tool_calls": False}),
-    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
-     {"response_format": {"type": "json_schema",
-                          "json_schema": {"name": "output", "schema": {"type": "object"}, "strict": True}}}),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ({}, {}),
+        ({"stop_sequences": ["END", "STOP"]}, {"stop": ["END", "STOP"]}),
+        ({"temperature": 0.2, "top_p": 0.8, "top_k": 20}, {"temperature": 0.2, "top_p": 0.8, "top_k": 20}),
+        ({"metadata": {"user_id": "u-7"}}, {"user": "u-7"}),
+        ({"stream": True}, {"stream": True, "stream_options": {"include_usage": True}}),
+        (
+            {
+                "service_tier": "standard_only",
+                "cache_control": {"type": "ephemeral"},
+                "thinking": {"type": "disabled"},
+                "speed": "standard",
+            },
+            {},
+        ),
+        ({"tools": [TOOL]}, {"tools": [CHAT_TOOL]}),
+        (
+            {
+                "tools": [
+                    TOOL | {"description": "Search.", "strict": True, "type": "custom", "eager_input_streaming": True}
+                ]
+            },
+            {
+                "tools": [
+                    {"type": "function", "function": CHAT_TOOL["function"] | {"description": "Search.", "strict": True}}
+                ]
+            },
+        ),
+        ({"tools": [TOOL], "tool_choice": {"type": "auto"}}, {"tools": [CHAT_TOOL], "tool_choice": "auto"}),
+        ({"tools": [TOOL], "tool_choice": {"type": "any"}}, {"tools": [CHAT_TOOL], "tool_choice": "required"}),
+        ({"tools": [TOOL], "tool_choice": {"type": "none"}}, {"tools": [CHAT_TOOL], "tool_choice": "none"}),
+        (
+            {"tools": [TOOL], "tool_choice": {"type": "tool", "name": "lookup", "disable_parallel_tool_use": True}},
+            {
+                "tools": [CHAT_TOOL],
+                "tool_choice": {"type": "function", "function": {"name": "lookup"}},
+                "parallel_tool_calls": False,
+            },
+        ),
+        (
+            {"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}},
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "output", "schema": {"type": "object"}, "strict": True},
+                }
+            },
+        ),
+    ],
+)
 def test_parameter_translation(body: dict[str, Any], expected: dict[str, Any]) -> None:
     translated = chat(**body)
     assert translated.pop("max_completion_tokens") == 64
@@ -97,59 +195,130 @@ def test_count_tokens_needs_no_max_tokens() -> None:
     assert body == {"model": "small", "messages": [{"role": "system", "content": "s"}, *HI], "tools": [CHAT_TOOL]}
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
-    ({"tools": [TOOL | {"input_examples": [{"q": "x"}]}]}, "tools[0].input_examples"),
-    ({"tools": [TOOL], "tool_choice": {"type": "whatever"}}, "tool_choice"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
-    ({"thinking": {"type": "adaptive"}}, "thinking"),
-    ({"speed": "fast"}, "speed"),
-    ({"mcp_servers": [{"type": "url", "url": "https://m", "name": "m"}]}, "mcp_servers"),
-    ({"container": "cntr_1"}, "container"),
-    ({"inference_geo": "us"}, "inference_geo"),
-    ({"output_config": {"effort": "high"}}, "output_config.effort"),
-    ({"output_config": {"format": {"type": "regex", "pattern": "x"}}}, "output_config.format"),
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"messages": [{"role": "user", "content": [{"type": "document", "source": PNG}]}]}, "messages[0].content[0].type"),
-    ({"messages": [{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}]},
-     "messages[0].content[0].type"),
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}]},
-     "messages[0].content[0].source"),
-    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
-                                                 "content": [{"type": "image", "source": PNG}]}]}]},
-     "messages[0].content[0].content[0].type"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"tools": [{"type": "bash_20250124", "name": "bash"}]}, "tools[0].type"),
+        ({"tools": [TOOL | {"input_examples": [{"q": "x"}]}]}, "tools[0].input_examples"),
+        ({"tools": [TOOL], "tool_choice": {"type": "whatever"}}, "tool_choice"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
+        ({"thinking": {"type": "adaptive"}}, "thinking"),
+        ({"speed": "fast"}, "speed"),
+        ({"mcp_servers": [{"type": "url", "url": "https://m", "name": "m"}]}, "mcp_servers"),
+        ({"container": "cntr_1"}, "container"),
+        ({"inference_geo": "us"}, "inference_geo"),
+        ({"output_config": {"effort": "high"}}, "output_config.effort"),
+        ({"output_config": {"format": {"type": "regex", "pattern": "x"}}}, "output_config.format"),
+        ({"max_tokens": 0}, "max_tokens"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "document", "source": PNG}]}]},
+            "messages[0].content[0].type",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}
+                ]
+            },
+            "messages[0].content[0].type",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "image", "source": {"type": "file", "file_id": "f"}}]}
+                ]
+            },
+            "messages[0].content[0].source",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "image", "source": PNG}]}
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[0].content[0].type",
+        ),
+    ],
+)
 def test_untranslatable_parameters_are_refused(body: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         to_chat_request(parse_request({"model": "small", "max_tokens": 64, "messages": HI, **body}))
     assert err.value.param == param and param in err.value.message
 
 
-@pytest.mark.parametrize("body, param, words", [
-    ({"model": "small", "messages": HI}, "max_tokens", "Field required"),
-    ({"model": "small", "max_tokens": 5}, "messages", "Field required"),
-    ({"model": "small", "max_tokens": 5, "messages": []}, "messages", "at least 1"),
-    ({"model": "small", "max_tokens": 5, "messages": HI, "frobnicate": True}, "frobnicate", "Unknown parameter"),
-    ({"model": "small", "max_tokens": 5, "messages": HI, "temperature": 1.5}, "temperature", "less than or equal"),
-    ({"model": "small", "max_tokens": 5, "messages": [{"role": "human", "content": "x"}]}, "messages[0].role", "Input"),
-    ({"model": "small", "max_tokens": 5, "messages": [{"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "f", "input": "not an object"}]}]}, "messages[0].content[0].input",
-     "dictionary"),
-])
+@pytest.mark.parametrize(
+    "body, param, words",
+    [
+        ({"model": "small", "messages": HI}, "max_tokens", "Field required"),
+        ({"model": "small", "max_tokens": 5}, "messages", "Field required"),
+        ({"model": "small", "max_tokens": 5, "messages": []}, "messages", "at least 1"),
+        ({"model": "small", "max_tokens": 5, "messages": HI, "frobnicate": True}, "frobnicate", "Unknown parameter"),
+        ({"model": "small", "max_tokens": 5, "messages": HI, "temperature": 1.5}, "temperature", "less than or equal"),
+        (
+            {"model": "small", "max_tokens": 5, "messages": [{"role": "human", "content": "x"}]},
+            "messages[0].role",
+            "Input",
+        ),
+        (
+            {
+                "model": "small",
+                "max_tokens": 5,
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "not an object"}],
+                    }
+                ],
+            },
+            "messages[0].content[0].input",
+            "dictionary",
+        ),
+    ],
+)
 def test_malformed_requests_name_the_parameter(body: dict[str, Any], param: str, words: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         to_chat_request(parse_request(body))
     assert err.value.param == param and words in err.value.message
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"temperature": 1.0}, "temperature"),
-    ({"top_p": 0.5}, "top_p"),
-    ({"top_k": 3}, "top_k"),
-    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "citations": [
-        {"type": "char_location", "cited_text": "x", "document_index": 0, "start_char_index": 0,
-         "end_char_index": 1}]}]}]}, "messages[0].content[0].citations"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"temperature": 1.0}, "temperature"),
+        ({"top_p": 0.5}, "top_p"),
+        ({"top_k": 3}, "top_k"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "text",
+                                "text": "x",
+                                "citations": [
+                                    {
+                                        "type": "char_location",
+                                        "cited_text": "x",
+                                        "document_index": 0,
+                                        "start_char_index": 0,
+                                        "end_char_index": 1,
+                                    }
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[0].citations",
+        ),
+    ],
+)
 def test_version_2026_10_21_refuses_what_it_removed(body: dict[str, Any], param: str) -> None:
     full = {"model": "small", "max_tokens": 5, "messages": HI, **body}
     parse_request(full, ApiVersion.V2023_06_01)

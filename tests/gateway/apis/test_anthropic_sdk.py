@@ -10,50 +10,108 @@ import pytest
 from tests.gateway.apis.chat_samples import Answer, Call
 from tests.gateway.apis.messages_server import MessagesServer
 
-WEATHER = {"name": "get_weather", "description": "Weather in a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+WEATHER = {
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
 HI = [{"role": "user", "content": "Hello, Claude"}]
 
 
 async def test_text_message_and_usage() -> None:
     server = MessagesServer(Answer("Hi! How can I help?", prompt_tokens=30, completion_tokens=6, cached_tokens=20))
-    message = await server.client().messages.create(model="small", max_tokens=100, messages=HI,
-                                                    system="You are terse.", metadata={"user_id": "u-42"},
-                                                    stop_sequences=["END"])
+    message = await server.client().messages.create(
+        model="small",
+        max_tokens=100,
+        messages=HI,
+        system="You are terse.",
+        metadata={"user_id": "u-42"},
+        stop_sequences=["END"],
+    )
     assert [(b.type, b.text) for b in message.content] == [("text", "Hi! How can I help?")]
     assert (message.role, message.stop_reason, message.stop_sequence, message.model) == (
-        "assistant", "end_turn", None, "small")
-    assert (message.usage.input_tokens, message.usage.cache_read_input_tokens, message.usage.output_tokens) == (10, 20, 6)
-    assert server.chat_bodies == [{"model": "small", "max_completion_tokens": 100, "user": "u-42", "stop": ["END"],
-                                   "messages": [{"role": "system", "content": "You are terse."},
-                                                {"role": "user", "content": "Hello, Claude"}]}]
+        "assistant",
+        "end_turn",
+        None,
+        "small",
+    )
+    assert (message.usage.input_tokens, message.usage.cache_read_input_tokens, message.usage.output_tokens) == (
+        10,
+        20,
+        6,
+    )
+    assert server.chat_bodies == [
+        {
+            "model": "small",
+            "max_completion_tokens": 100,
+            "user": "u-42",
+            "stop": ["END"],
+            "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello, Claude"}],
+        }
+    ]
     assert server.keys == ["sk-cg-test"]
 
 
 async def test_tool_use_round_trip() -> None:
-    server = MessagesServer(Answer("Let me check.", (Call("call_7", "get_weather", '{"city": "Paris"}'),),
-                                   "tool_calls"),
-                            Answer("Sunny, 24 C."))
+    server = MessagesServer(
+        Answer("Let me check.", (Call("call_7", "get_weather", '{"city": "Paris"}'),), "tool_calls"),
+        Answer("Sunny, 24 C."),
+    )
     client = server.client()
     ask = {"role": "user", "content": "Weather in Paris?"}
-    first = await client.messages.create(model="small", max_tokens=200, tools=[WEATHER], messages=[ask],
-                                         tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    first = await client.messages.create(
+        model="small",
+        max_tokens=200,
+        tools=[WEATHER],
+        messages=[ask],
+        tool_choice={"type": "any", "disable_parallel_tool_use": True},
+    )
     assert first.stop_reason == "tool_use"
     use = first.content[1]
     assert (use.type, use.id, use.name, use.input) == ("tool_use", "call_7", "get_weather", {"city": "Paris"})
-    second = await client.messages.create(model="small", max_tokens=200, tools=[WEATHER], messages=[
-        ask, {"role": "assistant", "content": first.content},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny, 24 C"},
-                                     {"type": "text", "text": "And in Celsius?"}]}])
+    second = await client.messages.create(
+        model="small",
+        max_tokens=200,
+        tools=[WEATHER],
+        messages=[
+            ask,
+            {"role": "assistant", "content": first.content},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use.id, "content": "sunny, 24 C"},
+                    {"type": "text", "text": "And in Celsius?"},
+                ],
+            },
+        ],
+    )
     assert second.content[0].text == "Sunny, 24 C."
-    assert server.chat_bodies[0]["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "parameters": WEATHER["input_schema"], "description": "Weather in a city"}}]
+    assert server.chat_bodies[0]["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": WEATHER["input_schema"],
+                "description": "Weather in a city",
+            },
+        }
+    ]
     assert (server.chat_bodies[0]["tool_choice"], server.chat_bodies[0]["parallel_tool_calls"]) == ("required", False)
     assert server.chat_bodies[1]["messages"][1:] == [
-        {"role": "assistant", "content": "Let me check.", "tool_calls": [
-            {"id": "call_7", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": "Let me check.",
+            "tool_calls": [
+                {
+                    "id": "call_7",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_7", "content": "sunny, 24 C"},
-        {"role": "user", "content": "And in Celsius?"}]
+        {"role": "user", "content": "And in Celsius?"},
+    ]
 
 
 async def test_stream_through_the_sdk_accumulator() -> None:
@@ -64,7 +122,10 @@ async def test_stream_through_the_sdk_accumulator() -> None:
     assert [b.text for b in final.content] == ["Streaming from a chat upstream."]
     assert (final.stop_reason, final.usage.input_tokens, final.usage.output_tokens) == ("end_turn", 15, 8)
     assert kinds[:2] == ["message_start", "content_block_start"] and kinds[-3:] == [
-        "content_block_stop", "message_delta", "message_stop"]
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
     assert server.chat_bodies[0]["stream_options"] == {"include_usage": True}
 
 
@@ -80,26 +141,43 @@ async def test_stream_text_then_tool_calls() -> None:
 
 async def test_stop_sequence_named_by_a_vllm_upstream() -> None:
     server = MessagesServer(Answer("1, 2, 3", extra_choice={"stop_reason": "STOP"}))
-    message = await server.client().messages.create(model="small", max_tokens=20, messages=HI,
-                                                    stop_sequences=["STOP", "END"])
+    message = await server.client().messages.create(
+        model="small", max_tokens=20, messages=HI, stop_sequences=["STOP", "END"]
+    )
     assert (message.stop_reason, message.stop_sequence) == ("stop_sequence", "STOP")
 
 
 async def test_count_tokens() -> None:
     server = MessagesServer()
     counted = await server.client().messages.count_tokens(model="small", system="Be brief.", messages=HI)
-    more = await server.client().messages.count_tokens(model="small", system="Be brief.",
-                                                       messages=HI + [{"role": "assistant", "content": "Hi."},
-                                                                      {"role": "user", "content": "Tell me more."}])
+    more = await server.client().messages.count_tokens(
+        model="small",
+        system="Be brief.",
+        messages=HI + [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Tell me more."}],
+    )
     assert 0 < counted.input_tokens < more.input_tokens
 
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
-    ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking"),
-    ({"messages": [{"role": "user", "content": [{"type": "document", "source": {
-        "type": "text", "media_type": "text/plain", "data": "x"}}]}]}, "messages[0].content[0].type"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
+        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}
+                        ],
+                    }
+                ]
+            },
+            "messages[0].content[0].type",
+        ),
+    ],
+)
 async def test_untranslatable_requests_are_refused(extra: dict, param: str) -> None:
     server = MessagesServer()
     with pytest.raises(anthropic.BadRequestError) as err:
@@ -128,9 +206,11 @@ async def test_keys_and_versions() -> None:
     assert server.keys == ["sk-cg-test", "sk-cg-header"]
     with pytest.raises(anthropic.BadRequestError) as err:
         await server.client(default_headers={"anthropic-version": "2099-01-01"}).messages.create(
-            model="small", max_tokens=5, messages=HI)
+            model="small", max_tokens=5, messages=HI
+        )
     assert "anthropic-version" in err.value.body["error"]["message"]
     with pytest.raises(anthropic.AuthenticationError) as auth:
         await server.client(default_headers={"authorization": "Basic eDp5"}).messages.create(
-            model="small", max_tokens=5, messages=HI)
+            model="small", max_tokens=5, messages=HI
+        )
     assert auth.value.body["error"]["type"] == "authentication_error"

@@ -45,11 +45,14 @@ TEXT = ["content_block_start", "content_block_delta:text_delta", "content_block_
 TOOL = ["content_block_start", "content_block_delta:input_json_delta", "content_block_stop"]
 
 
-@pytest.mark.parametrize("answer, blocks", [
-    (Answer("Hello there."), [TEXT]),
-    (Answer(None, (Call("c1", "f", '{"city": "Oslo"}'),), "tool_calls"), [TOOL]),
-    (Answer("Both:", (Call("c1", "f", '{"a": 1}'), Call("c2", "g", '{"b": 2}')), "tool_calls"), [TEXT, TOOL, TOOL]),
-])
+@pytest.mark.parametrize(
+    "answer, blocks",
+    [
+        (Answer("Hello there."), [TEXT]),
+        (Answer(None, (Call("c1", "f", '{"city": "Oslo"}'),), "tool_calls"), [TOOL]),
+        (Answer("Both:", (Call("c1", "f", '{"a": 1}'), Call("c2", "g", '{"b": 2}')), "tool_calls"), [TEXT, TOOL, TOOL]),
+    ],
+)
 def test_event_order(answer: Answer, blocks: list[list[str]]) -> None:
     kinds = shape(translate(answer))
     flat = [kind for block in blocks for kind in block]
@@ -61,17 +64,22 @@ def test_blocks_rebuild_the_answer() -> None:
     starts = [e for e in events if e["type"] == "content_block_start"]
     assert [e["index"] for e in starts] == [0, 1, 2]
     assert [e["content_block"].get("id") for e in starts] == [None, "c1", "c2"]
-    json_of = {i: "".join(e["delta"]["partial_json"] for e in events
-                          if e["type"] == "content_block_delta" and e["index"] == i) for i in (1, 2)}
+    json_of = {
+        i: "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta" and e["index"] == i)
+        for i in (1, 2)
+    }
     assert json_of == {1: '{"a": 1}', 2: '{"b": 2}'}
     assert [e["index"] for e in events if e["type"] == "content_block_stop"] == [0, 1, 2]
 
 
-@pytest.mark.parametrize("answer, with_usage, reason, usage", [
-    (Answer("x", prompt_tokens=30, completion_tokens=4, cached_tokens=10), True, "end_turn", (20, 10, 4)),
-    (Answer("x", finish_reason="length"), False, "max_tokens", (3, 0, 1)),  # the fallback usage
-    (Answer("x", extra_choice={"stop_reason": "END"}), True, "stop_sequence", (12, 0, 7)),
-])
+@pytest.mark.parametrize(
+    "answer, with_usage, reason, usage",
+    [
+        (Answer("x", prompt_tokens=30, completion_tokens=4, cached_tokens=10), True, "end_turn", (20, 10, 4)),
+        (Answer("x", finish_reason="length"), False, "max_tokens", (3, 0, 1)),  # the fallback usage
+        (Answer("x", extra_choice={"stop_reason": "END"}), True, "stop_sequence", (12, 0, 7)),
+    ],
+)
 def test_message_delta(answer: Answer, with_usage: bool, reason: str, usage: tuple[int, int, int]) -> None:
     delta = translate(answer, with_usage)[-2]
     assert delta["delta"]["stop_reason"] == reason
@@ -88,7 +96,7 @@ def test_message_start_carries_the_estimate() -> None:
 def test_sse_frames_have_event_lines() -> None:
     raw = b"".join(map(typed_event, translate(Answer("hi"))[:3])).decode()
     assert raw.startswith("event: message_start\ndata: {")
-    assert "\n\nevent: content_block_start\ndata: " in raw and "\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n" in raw
+    assert "\n\nevent: content_block_start\ndata: " in raw and '\n\nevent: ping\ndata: {"type":"ping"}\n\n' in raw
 
 
 def test_failure_is_an_error_event() -> None:

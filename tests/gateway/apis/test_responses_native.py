@@ -11,10 +11,24 @@ from openai.types.responses import Response
 from gateway.apis.responses.native import native_body, usage_of_event, usage_of_response
 from policies.pricing import Usage
 
-RESPONSE = {"id": "resp_1", "object": "response", "created_at": 1, "model": "gpt-4.1", "output": [],
-            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "status": "completed",
-            "usage": {"input_tokens": 120, "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 0},
-                      "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 10}, "total_tokens": 150}}
+RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "model": "gpt-4.1",
+    "output": [],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    "status": "completed",
+    "usage": {
+        "input_tokens": 120,
+        "input_tokens_details": {"cached_tokens": 100, "cache_write_tokens": 0},
+        "output_tokens": 30,
+        "output_tokens_details": {"reasoning_tokens": 10},
+        "total_tokens": 150,
+    },
+}
 
 
 def test_model_is_rewritten_and_nothing_else_without_history() -> None:
@@ -23,12 +37,15 @@ def test_model_is_rewritten_and_nothing_else_without_history() -> None:
 
 
 def test_resolved_history_is_inlined() -> None:
-    history = [{"type": "message", "role": "user", "content": "a"},
-               {"type": "reasoning", "id": "rs_1", "summary": []},  # the upstream kept it: cannot be resent
-               {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA"},
-               {"type": "message", "role": "assistant", "content": "b"}]
-    out = native_body({"model": "smart", "input": "c", "previous_response_id": "resp_0"}, "o4-mini", history,
-                      encrypted_reasoning=True)
+    history = [
+        {"type": "message", "role": "user", "content": "a"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},  # the upstream kept it: cannot be resent
+        {"type": "reasoning", "id": "rs_2", "summary": [], "encrypted_content": "gAAA"},
+        {"type": "message", "role": "assistant", "content": "b"},
+    ]
+    out = native_body(
+        {"model": "smart", "input": "c", "previous_response_id": "resp_0"}, "o4-mini", history, encrypted_reasoning=True
+    )
     assert "previous_response_id" not in out and out["store"] is False
     assert [i.get("id", i.get("content")) for i in out["input"]] == ["a", "rs_2", "b", "c"]
     assert out["include"] == ["reasoning.encrypted_content"]
@@ -39,13 +56,16 @@ def test_usage_of_a_response() -> None:
     assert usage_of_response(RESPONSE) == Usage(120, 30, 100)
 
 
-@pytest.mark.parametrize("event, usage", [
-    ({"type": "response.completed", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
-    ({"type": "response.incomplete", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
-    ({"type": "response.created", "sequence_number": 0, "response": RESPONSE | {"usage": None}}, None),
-    ({"type": "response.output_text.delta", "delta": "x"}, None),
-    ({"type": "response.completed", "response": {"usage": {"output_tokens": 3}}}, None),  # malformed
-])
+@pytest.mark.parametrize(
+    "event, usage",
+    [
+        ({"type": "response.completed", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
+        ({"type": "response.incomplete", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
+        ({"type": "response.created", "sequence_number": 0, "response": RESPONSE | {"usage": None}}, None),
+        ({"type": "response.output_text.delta", "delta": "x"}, None),
+        ({"type": "response.completed", "response": {"usage": {"output_tokens": 3}}}, None),  # malformed
+    ],
+)
 def test_usage_of_stream_events(event: dict[str, Any], usage: Usage | None) -> None:
     assert usage_of_event(event) == usage
 
@@ -53,13 +73,24 @@ def test_usage_of_stream_events(event: dict[str, Any], usage: Usage | None) -> N
 def test_a_native_answer_reads_as_the_chat_answer_it_stands_for() -> None:
     from gateway.apis.responses.native import chat_answer
 
-    response = {"id": "resp_1", "object": "response", "model": "m", "status": "completed", "output": [
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi "},
-                                                             {"type": "output_text", "text": "there"}]}],
-        "usage": {"input_tokens": 5, "output_tokens": 2, "input_tokens_details": {"cached_tokens": 1}}}
+    response = {
+        "id": "resp_1",
+        "object": "response",
+        "model": "m",
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hi "}, {"type": "output_text", "text": "there"}],
+            }
+        ],
+        "usage": {"input_tokens": 5, "output_tokens": 2, "input_tokens_details": {"cached_tokens": 1}},
+    }
     chat = chat_answer(response)
-    assert chat["choices"] == [{"index": 0, "message": {"role": "assistant", "content": "Hi there"},
-                                "finish_reason": "stop"}]
+    assert chat["choices"] == [
+        {"index": 0, "message": {"role": "assistant", "content": "Hi there"}, "finish_reason": "stop"}
+    ]
     assert chat["usage"] == {"prompt_tokens": 5, "completion_tokens": 2}
     call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert chat_answer({"output": [call]})["choices"][0]["finish_reason"] == "tool_calls"

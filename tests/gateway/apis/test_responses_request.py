@@ -23,108 +23,250 @@ def chat(**body: Any) -> dict[str, Any]:
     return translated
 
 
-@pytest.mark.parametrize("body, expected", [
-    ({"input": "hi"}, {"messages": [{"role": "user", "content": "hi"}]}),
-    ({"input": "hi", "instructions": "Be terse."},
-     {"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]}),
-    ({"input": [{"role": "developer", "content": "Rules."}, {"role": "user", "content": "q"}]},
-     {"messages": [{"role": "system", "content": "Rules."}, {"role": "user", "content": "q"}]}),
-    ({"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one part"}]}]},
-     {"messages": [{"role": "user", "content": "one part"}]}),
-    ({"input": [{"role": "user", "content": [{"type": "input_text", "text": "what is this?"},
-                                             {"type": "input_image", "image_url": IMAGE, "detail": "low"}]}]},
-     {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
-                                                {"type": "image_url", "image_url": {"url": IMAGE, "detail": "low"}}]}]}),
-    ({"input": [{"role": "user", "content": [
-        {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBER"}]}]},
-     {"messages": [{"role": "user", "content": [
-         {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBER", "filename": "a.pdf"}}]}]}),
-    # An earlier output message and its function call make one assistant turn.
-    ({"input": [{"role": "user", "content": "q"},
-                {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                 "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]},
-                {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "lookup", "arguments": "{}"},
-                {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "lookup", "arguments": "{\"a\":1}"},
-                {"type": "function_call_output", "call_id": "c1", "output": "one"},
-                {"type": "function_call_output", "call_id": "c2",
-                 "output": [{"type": "input_text", "text": "two"}]}]},
-     {"messages": [{"role": "user", "content": "q"},
-                   {"role": "assistant", "content": "Let me look.", "tool_calls": [
-                       {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
-                       {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": "{\"a\":1}"}}]},
-                   {"role": "tool", "tool_call_id": "c1", "content": "one"},
-                   {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "two"}]}]}),
-    ({"input": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]},
-     {"messages": [{"role": "assistant", "content": None, "refusal": "No."}]}),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ({"input": "hi"}, {"messages": [{"role": "user", "content": "hi"}]}),
+        (
+            {"input": "hi", "instructions": "Be terse."},
+            {"messages": [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"}]},
+        ),
+        (
+            {"input": [{"role": "developer", "content": "Rules."}, {"role": "user", "content": "q"}]},
+            {"messages": [{"role": "system", "content": "Rules."}, {"role": "user", "content": "q"}]},
+        ),
+        (
+            {"input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "one part"}]}]},
+            {"messages": [{"role": "user", "content": "one part"}]},
+        ),
+        (
+            {
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "input_text", "text": "what is this?"},
+                            {"type": "input_image", "image_url": IMAGE, "detail": "low"},
+                        ],
+                    }
+                ]
+            },
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "what is this?"},
+                            {"type": "image_url", "image_url": {"url": IMAGE, "detail": "low"}},
+                        ],
+                    }
+                ]
+            },
+        ),
+        (
+            {
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "input_file",
+                                "filename": "a.pdf",
+                                "file_data": "data:application/pdf;base64,JVBER",
+                            }
+                        ],
+                    }
+                ]
+            },
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "file",
+                                "file": {"file_data": "data:application/pdf;base64,JVBER", "filename": "a.pdf"},
+                            }
+                        ],
+                    }
+                ]
+            },
+        ),
+        # An earlier output message and its function call make one assistant turn.
+        (
+            {
+                "input": [
+                    {"role": "user", "content": "q"},
+                    {
+                        "type": "message",
+                        "id": "msg_1",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}],
+                    },
+                    {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "lookup", "arguments": "{}"},
+                    {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "lookup", "arguments": '{"a":1}'},
+                    {"type": "function_call_output", "call_id": "c1", "output": "one"},
+                    {
+                        "type": "function_call_output",
+                        "call_id": "c2",
+                        "output": [{"type": "input_text", "text": "two"}],
+                    },
+                ]
+            },
+            {
+                "messages": [
+                    {"role": "user", "content": "q"},
+                    {
+                        "role": "assistant",
+                        "content": "Let me look.",
+                        "tool_calls": [
+                            {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+                            {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": '{"a":1}'}},
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "one"},
+                    {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "two"}]},
+                ]
+            },
+        ),
+        (
+            {"input": [{"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}]},
+            {"messages": [{"role": "assistant", "content": None, "refusal": "No."}]},
+        ),
+    ],
+)
 def test_input_translation(body: dict[str, Any], expected: dict[str, Any]) -> None:
     assert chat(**body) == {"model": "small", **expected}
 
 
-@pytest.mark.parametrize("body, expected", [
-    ({"max_output_tokens": 64}, {"max_completion_tokens": 64}),
-    ({"temperature": 0.5, "top_p": 0.9}, {"temperature": 0.5, "top_p": 0.9}),
-    ({"user": "u-1", "metadata": {"project": "x"}}, {"user": "u-1", "metadata": {"project": "x"}}),
-    ({"prompt_cache_key": "k", "safety_identifier": "s", "service_tier": "flex"},
-     {"prompt_cache_key": "k", "safety_identifier": "s", "service_tier": "flex"}),
-    ({"reasoning": {"effort": "low"}}, {"reasoning_effort": "low"}),
-    ({"text": {"format": {"type": "text"}, "verbosity": "low"}}, {"verbosity": "low"}),
-    ({"text": {"format": {"type": "json_object"}}}, {"response_format": {"type": "json_object"}}),
-    ({"text": {"format": {"type": "json_schema", "name": "r", "schema": {"type": "object"}, "strict": True}}},
-     {"response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"},
-                                                                  "strict": True}}}),
-    ({"stream": True}, {"stream": True, "stream_options": {"include_usage": True}}),
-    ({"store": False, "max_tool_calls": 3, "truncation": "disabled", "stream_options": {"include_obfuscation": False}},
-     {}),
-    # Without tools, chat would refuse tool_choice and parallel_tool_calls: they are not sent.
-    ({"tool_choice": "auto", "parallel_tool_calls": False}, {}),
-    ({"tools": [FN], "tool_choice": "required", "parallel_tool_calls": False},
-     {"tools": [CHAT_FN], "tool_choice": "required", "parallel_tool_calls": False}),
-    ({"tools": [FN], "tool_choice": {"type": "function", "name": "lookup"}},
-     {"tools": [CHAT_FN], "tool_choice": {"type": "function", "function": {"name": "lookup"}}}),
-    ({"tools": [FN], "tool_choice": {"type": "allowed_tools", "mode": "auto",
-                                     "tools": [{"type": "function", "name": "lookup"}]}},
-     {"tools": [CHAT_FN], "tool_choice": {"type": "allowed_tools", "allowed_tools": {
-         "mode": "auto", "tools": [{"type": "function", "function": {"name": "lookup"}}]}}}),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ({"max_output_tokens": 64}, {"max_completion_tokens": 64}),
+        ({"temperature": 0.5, "top_p": 0.9}, {"temperature": 0.5, "top_p": 0.9}),
+        ({"user": "u-1", "metadata": {"project": "x"}}, {"user": "u-1", "metadata": {"project": "x"}}),
+        (
+            {"prompt_cache_key": "k", "safety_identifier": "s", "service_tier": "flex"},
+            {"prompt_cache_key": "k", "safety_identifier": "s", "service_tier": "flex"},
+        ),
+        ({"reasoning": {"effort": "low"}}, {"reasoning_effort": "low"}),
+        ({"text": {"format": {"type": "text"}, "verbosity": "low"}}, {"verbosity": "low"}),
+        ({"text": {"format": {"type": "json_object"}}}, {"response_format": {"type": "json_object"}}),
+        (
+            {"text": {"format": {"type": "json_schema", "name": "r", "schema": {"type": "object"}, "strict": True}}},
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "r", "schema": {"type": "object"}, "strict": True},
+                }
+            },
+        ),
+        ({"stream": True}, {"stream": True, "stream_options": {"include_usage": True}}),
+        (
+            {
+                "store": False,
+                "max_tool_calls": 3,
+                "truncation": "disabled",
+                "stream_options": {"include_obfuscation": False},
+            },
+            {},
+        ),
+        # Without tools, chat would refuse tool_choice and parallel_tool_calls: they are not sent.
+        ({"tool_choice": "auto", "parallel_tool_calls": False}, {}),
+        (
+            {"tools": [FN], "tool_choice": "required", "parallel_tool_calls": False},
+            {"tools": [CHAT_FN], "tool_choice": "required", "parallel_tool_calls": False},
+        ),
+        (
+            {"tools": [FN], "tool_choice": {"type": "function", "name": "lookup"}},
+            {"tools": [CHAT_FN], "tool_choice": {"type": "function", "function": {"name": "lookup"}}},
+        ),
+        (
+            {
+                "tools": [FN],
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "mode": "auto",
+                    "tools": [{"type": "function", "name": "lookup"}],
+                },
+            },
+            {
+                "tools": [CHAT_FN],
+                "tool_choice": {
+                    "type": "allowed_tools",
+                    "allowed_tools": {"mode": "auto", "tools": [{"type": "function", "function": {"name": "lookup"}}]},
+                },
+            },
+        ),
+    ],
+)
 def test_parameter_translation(body: dict[str, Any], expected: dict[str, Any]) -> None:
     translated = chat(input="x", **body)
     assert {k: v for k, v in translated.items() if k not in ("model", "messages")} == expected
 
 
 def test_previous_conversation_comes_first_and_old_instructions_do_not() -> None:
-    history = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "first"}]},
-               {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": "reply", "annotations": [], "logprobs": []}]}]
-    req = parse_request({"model": "small", "previous_response_id": "resp_1", "input": "second",
-                         "instructions": "New rules."})
+    history = [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "first"}]},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "reply", "annotations": [], "logprobs": []}],
+        },
+    ]
+    req = parse_request(
+        {"model": "small", "previous_response_id": "resp_1", "input": "second", "instructions": "New rules."}
+    )
     assert to_chat_request(req, history)["messages"] == [
-        {"role": "system", "content": "New rules."}, {"role": "user", "content": "first"},
-        {"role": "assistant", "content": "reply"}, {"role": "user", "content": "second"}]
+        {"role": "system", "content": "New rules."},
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "reply"},
+        {"role": "user", "content": "second"},
+    ]
 
 
-@pytest.mark.parametrize("body, param", [
-    ({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["vs"]}]}, "tools[0].type"),
-    ({"input": "x", "tools": [FN, {"type": "custom", "name": "grammar"}]}, "tools[1].type"),
-    ({"input": "x", "tools": [FN | {"defer_loading": True}]}, "tools[0].defer_loading"),
-    ({"input": "x", "tools": [FN], "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
-    ({"input": "x", "background": True}, "background"),
-    ({"input": "x", "conversation": "conv_1"}, "conversation"),
-    ({"input": "x", "prompt": {"id": "pmpt_1"}}, "prompt"),
-    ({"input": "x", "top_logprobs": 3}, "top_logprobs"),
-    ({"input": "x", "truncation": "auto"}, "truncation"),
-    ({"input": "x", "context_management": [{"type": "compaction"}]}, "context_management"),
-    ({"input": "x", "reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary"),
-    ({"input": "x", "text": {"format": {"type": "grammar"}}}, "text.format.type"),
-    ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
-    ({"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]}, "input[0].type"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]},
-     "input[0].content[0].file_id"),
-    ({"input": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
-     "input[0].content[0].type"),
-    ({"input": [{"type": "function_call_output", "call_id": "c",
-                 "output": [{"type": "input_image", "image_url": IMAGE}]}]}, "input[0].output[0].type"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["vs"]}]}, "tools[0].type"),
+        ({"input": "x", "tools": [FN, {"type": "custom", "name": "grammar"}]}, "tools[1].type"),
+        ({"input": "x", "tools": [FN | {"defer_loading": True}]}, "tools[0].defer_loading"),
+        ({"input": "x", "tools": [FN], "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
+        ({"input": "x", "background": True}, "background"),
+        ({"input": "x", "conversation": "conv_1"}, "conversation"),
+        ({"input": "x", "prompt": {"id": "pmpt_1"}}, "prompt"),
+        ({"input": "x", "top_logprobs": 3}, "top_logprobs"),
+        ({"input": "x", "truncation": "auto"}, "truncation"),
+        ({"input": "x", "context_management": [{"type": "compaction"}]}, "context_management"),
+        ({"input": "x", "reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary"),
+        ({"input": "x", "text": {"format": {"type": "grammar"}}}, "text.format.type"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
+        ({"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]}, "input[0].type"),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]},
+            "input[0].content[0].file_id",
+        ),
+        (
+            {"input": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]},
+            "input[0].content[0].type",
+        ),
+        (
+            {
+                "input": [
+                    {
+                        "type": "function_call_output",
+                        "call_id": "c",
+                        "output": [{"type": "input_image", "image_url": IMAGE}],
+                    }
+                ]
+            },
+            "input[0].output[0].type",
+        ),
+    ],
+)
 def test_untranslatable_parameters_are_refused(body: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         to_chat_request(parse_request({"model": "small", **body}))
@@ -132,15 +274,18 @@ def test_untranslatable_parameters_are_refused(body: dict[str, Any], param: str)
     assert param.split("[")[0].split(".")[0] in err.value.message
 
 
-@pytest.mark.parametrize("body, param, words", [
-    ({"input": "x", "frobnicate": 1}, "frobnicate", "Unknown parameter"),
-    ({}, "input", "Missing required parameter"),
-    ({"input": 5}, "input", "Invalid 'input'"),
-    ({"input": "x", "temperature": 3}, "temperature", "less than or equal to 2"),
-    ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id", "Field required"),
-    ({"input": [{"role": "wizard", "content": "x"}]}, "input[0].role", "Invalid"),
-    ({"model": "bad model", "input": "x"}, "model", "Invalid 'model'"),
-])
+@pytest.mark.parametrize(
+    "body, param, words",
+    [
+        ({"input": "x", "frobnicate": 1}, "frobnicate", "Unknown parameter"),
+        ({}, "input", "Missing required parameter"),
+        ({"input": 5}, "input", "Invalid 'input'"),
+        ({"input": "x", "temperature": 3}, "temperature", "less than or equal to 2"),
+        ({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "input[0].call_id", "Field required"),
+        ({"input": [{"role": "wizard", "content": "x"}]}, "input[0].role", "Invalid"),
+        ({"model": "bad model", "input": "x"}, "model", "Invalid 'model'"),
+    ],
+)
 def test_malformed_requests_name_the_parameter(body: dict[str, Any], param: str, words: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         to_chat_request(parse_request({"model": "small", **body}))

@@ -13,26 +13,42 @@ from pydantic import BaseModel
 from tests.gateway.apis.chat_samples import Answer, Call
 from tests.gateway.apis.responses_server import ResponsesServer
 
-WEATHER = {"type": "function", "name": "get_weather", "description": "Weather in a city",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                          "required": ["city"], "additionalProperties": False}, "strict": True}
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Weather in a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    },
+    "strict": True,
+}
 CALL = Call("call_w1", "get_weather", '{"city": "Paris"}')
 
 
 async def test_text_answer_and_usage() -> None:
-    server = ResponsesServer(Answer("Hello there!", prompt_tokens=20, completion_tokens=4, cached_tokens=8,
-                                    reasoning_tokens=2))
-    response = await server.client().responses.create(model="small", input="hi", instructions="Be brief.",
-                                                      max_output_tokens=50, temperature=0.2)
+    server = ResponsesServer(
+        Answer("Hello there!", prompt_tokens=20, completion_tokens=4, cached_tokens=8, reasoning_tokens=2)
+    )
+    response = await server.client().responses.create(
+        model="small", input="hi", instructions="Be brief.", max_output_tokens=50, temperature=0.2
+    )
     assert response.output_text == "Hello there!"
     assert response.status == "completed" and response.id.startswith("resp_")
     assert (response.usage.input_tokens, response.usage.output_tokens, response.usage.total_tokens) == (20, 4, 24)
     assert response.usage.input_tokens_details.cached_tokens == 8
     assert response.usage.output_tokens_details.reasoning_tokens == 2
     assert (response.instructions, response.max_output_tokens, response.temperature) == ("Be brief.", 50, 0.2)
-    assert server.chat_bodies == [{"model": "small", "temperature": 0.2, "max_completion_tokens": 50,
-                                   "messages": [{"role": "system", "content": "Be brief."},
-                                                {"role": "user", "content": "hi"}]}]
+    assert server.chat_bodies == [
+        {
+            "model": "small",
+            "temperature": 0.2,
+            "max_completion_tokens": 50,
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        }
+    ]
 
 
 async def test_tool_round_trip_with_previous_response_id() -> None:
@@ -43,17 +59,34 @@ async def test_tool_round_trip_with_previous_response_id() -> None:
     assert call.type == "function_call" and call.call_id == "call_w1" and call.name == "get_weather"
     assert json.loads(call.arguments) == {"city": "Paris"}
     second = await client.responses.create(
-        model="small", previous_response_id=first.id, tools=[WEATHER],
-        input=[{"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}])
+        model="small",
+        previous_response_id=first.id,
+        tools=[WEATHER],
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": '{"sky": "sunny"}'}],
+    )
     assert second.output_text == "It is sunny in Paris." and second.previous_response_id == first.id
     assert server.chat_bodies[1]["messages"] == [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_w1", "type": "function", "function": {"name": "get_weather", "arguments": CALL.arguments}}]},
-        {"role": "tool", "tool_call_id": "call_w1", "content": '{"sky": "sunny"}'}]
-    assert server.chat_bodies[1]["tools"] == [{"type": "function", "function": {
-        "name": "get_weather", "description": "Weather in a city", "parameters": WEATHER["parameters"],
-        "strict": True}}]
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "call_w1", "type": "function", "function": {"name": "get_weather", "arguments": CALL.arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_w1", "content": '{"sky": "sunny"}'},
+    ]
+    assert server.chat_bodies[1]["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather in a city",
+                "parameters": WEATHER["parameters"],
+                "strict": True,
+            },
+        }
+    ]
 
 
 async def test_stream_text_through_the_sdk_accumulator() -> None:
@@ -62,10 +95,18 @@ async def test_stream_text_through_the_sdk_accumulator() -> None:
         kinds = [event.type async for event in stream]
         final = await stream.get_final_response()
     assert final.output_text == "Streaming works fine." and final.usage.total_tokens == 14
-    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
-                         "response.content_part.added"]
-    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
-                          "response.completed"]
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert kinds.count("response.output_text.delta") == 7
     assert server.chat_bodies[0]["stream"] is True
     assert server.chat_bodies[0]["stream_options"] == {"include_usage": True}
@@ -80,7 +121,9 @@ async def test_stream_text_then_two_tool_calls() -> None:
     assert [item.type for item in final.output] == ["message", "function_call", "function_call"]
     assert final.output_text == "Checking both."
     assert [(c.call_id, json.loads(c.arguments)["city"]) for c in final.output[1:]] == [
-        ("call_w1", "Paris"), ("call_w2", "Oslo")]
+        ("call_w1", "Paris"),
+        ("call_w2", "Oslo"),
+    ]
     assert [e.arguments for e in done] == [c.arguments for c in calls]
 
 
@@ -115,13 +158,16 @@ async def test_stored_responses_are_per_team() -> None:
         await mine.responses.retrieve(kept.id)
 
 
-@pytest.mark.parametrize("extra, param", [
-    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
-    ({"background": True}, "background"),
-    ({"include": ["message.output_text.logprobs"]}, "include"),
-    ({"reasoning": {"effort": "low", "summary": "auto"}}, "reasoning.summary"),
-    ({"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}, "input[0].type"),
-])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"background": True}, "background"),
+        ({"include": ["message.output_text.logprobs"]}, "include"),
+        ({"reasoning": {"effort": "low", "summary": "auto"}}, "reasoning.summary"),
+        ({"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}, "input[0].type"),
+    ],
+)
 async def test_untranslatable_requests_are_refused_with_the_sdk_error(extra: dict, param: str) -> None:
     server = ResponsesServer(Answer("never"))
     with pytest.raises(openai.BadRequestError) as err:

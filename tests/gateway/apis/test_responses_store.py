@@ -17,8 +17,15 @@ from gateway.errors import InvalidRequest, NotFound
 
 def stored(response_id: str, previous: str | None, text: str, team: str = "t1") -> StoredResponse:
     req = parse_request({"model": "small", "input": text, "previous_response_id": previous})
-    output = [{"id": f"msg_{response_id}", "type": "message", "role": "assistant", "status": "completed",
-               "content": [{"type": "output_text", "text": f"re: {text}", "annotations": []}]}]
+    output = [
+        {
+            "id": f"msg_{response_id}",
+            "type": "message",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": f"re: {text}", "annotations": []}],
+        }
+    ]
     return StoredResponse.of(req, {"id": response_id, "object": "response", "output": output}, team)
 
 
@@ -27,6 +34,7 @@ def getter(*responses: StoredResponse):
 
     async def get(response_id: str) -> StoredResponse | None:
         return by_id.get(response_id)
+
     return get
 
 
@@ -35,19 +43,24 @@ def texts(items: list[dict]) -> list[str]:
 
 
 async def test_chain_is_walked_back_and_returned_oldest_first() -> None:
-    chain = await resolve_chain(getter(stored("r1", None, "a"), stored("r2", "r1", "b"), stored("r3", "r2", "c")),
-                                "r3", "t1")
+    chain = await resolve_chain(
+        getter(stored("r1", None, "a"), stored("r2", "r1", "b"), stored("r3", "r2", "c")), "r3", "t1"
+    )
     assert [s.id for s in chain] == ["r1", "r2", "r3"]
     assert texts(conversation(chain)) == ["a", "re: a", "b", "re: b", "c", "re: c"]
 
 
-@pytest.mark.parametrize("responses, start, missing", [
-    ((), "r9", "r9"),
-    ((stored("r1", None, "a", team="t2"),), "r1", "r1"),  # another team's: it does not exist
-    ((stored("r2", "r1", "b"),), "r2", "r1"),  # an earlier link was deleted
-])
-async def test_missing_or_foreign_links_are_404(responses: tuple[StoredResponse, ...], start: str,
-                                                 missing: str) -> None:
+@pytest.mark.parametrize(
+    "responses, start, missing",
+    [
+        ((), "r9", "r9"),
+        ((stored("r1", None, "a", team="t2"),), "r1", "r1"),  # another team's: it does not exist
+        ((stored("r2", "r1", "b"),), "r2", "r1"),  # an earlier link was deleted
+    ],
+)
+async def test_missing_or_foreign_links_are_404(
+    responses: tuple[StoredResponse, ...], start: str, missing: str
+) -> None:
     with pytest.raises(NotFound) as err:
         await resolve_chain(getter(*responses), start, "t1")
     assert err.value.param == "previous_response_id" and f"'{missing}'" in err.value.message

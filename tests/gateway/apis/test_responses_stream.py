@@ -19,10 +19,20 @@ from tests.gateway.apis.chat_samples import Answer, Call, chunks
 
 EVENT = TypeAdapter(ResponseStreamEvent)
 META = ResponseMeta("resp_s1", 1_754_925_861, "small")
-TEXT_ITEM = ["response.output_item.added", "response.content_part.added", "response.output_text.delta",
-             "response.output_text.done", "response.content_part.done", "response.output_item.done"]
-CALL_ITEM = ["response.output_item.added", "response.function_call_arguments.delta",
-             "response.function_call_arguments.done", "response.output_item.done"]
+TEXT_ITEM = [
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+]
+CALL_ITEM = [
+    "response.output_item.added",
+    "response.function_call_arguments.delta",
+    "response.function_call_arguments.done",
+    "response.output_item.done",
+]
 
 
 def translate(answer: Answer, with_usage: bool = True, **request: Any) -> tuple[list[dict[str, Any]], ResponsesStream]:
@@ -46,19 +56,30 @@ def shape(events: list[dict[str, Any]]) -> list[str]:
     return kinds
 
 
-@pytest.mark.parametrize("answer, items", [
-    (Answer("Hello, world."), [TEXT_ITEM]),
-    (Answer(None, (Call("c1", "f", '{"a": 1}'),), "tool_calls"), [CALL_ITEM]),
-    (Answer("Let me check.", (Call("c1", "f", "{}"), Call("c2", "g", '{"b": 22}')), "tool_calls"),
-     [TEXT_ITEM, CALL_ITEM, CALL_ITEM]),
-])
+@pytest.mark.parametrize(
+    "answer, items",
+    [
+        (Answer("Hello, world."), [TEXT_ITEM]),
+        (Answer(None, (Call("c1", "f", '{"a": 1}'),), "tool_calls"), [CALL_ITEM]),
+        (
+            Answer("Let me check.", (Call("c1", "f", "{}"), Call("c2", "g", '{"b": 22}')), "tool_calls"),
+            [TEXT_ITEM, CALL_ITEM, CALL_ITEM],
+        ),
+    ],
+)
 def test_event_order(answer: Answer, items: list[list[str]]) -> None:
     events, stream = translate(answer)
-    expected = ["response.created", "response.in_progress", *(kind for item in items for kind in item), "response.completed"]
+    expected = [
+        "response.created",
+        "response.in_progress",
+        *(kind for item in items for kind in item),
+        "response.completed",
+    ]
     assert shape(events) == expected
     final = Response.model_validate(events[-1]["response"])
     assert final.status == "completed" and [i.type for i in final.output] == [
-        "message" if item is TEXT_ITEM else "function_call" for item in items]
+        "message" if item is TEXT_ITEM else "function_call" for item in items
+    ]
     assert stream.response == events[-1]["response"]
 
 
@@ -86,9 +107,14 @@ def test_length_finish_ends_incomplete() -> None:
 
 def test_refusal_streams_as_refusal_events() -> None:
     events, _ = translate(Answer(None, refusal="I can't help."))
-    assert shape(events)[2:-1] == ["response.output_item.added", "response.content_part.added",
-                                   "response.refusal.delta", "response.refusal.done", "response.content_part.done",
-                                   "response.output_item.done"]
+    assert shape(events)[2:-1] == [
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.refusal.delta",
+        "response.refusal.done",
+        "response.content_part.done",
+        "response.output_item.done",
+    ]
     assert events[-1]["response"]["output"][0]["content"] == [{"type": "refusal", "refusal": "I can't help."}]
 
 
@@ -104,8 +130,12 @@ def test_fallback_from_what_costgate_charged() -> None:
     stream.start()
     stream.feed(chunks(Answer("x"), with_usage=False)[1])
     usage = stream.finish(ChatUsage.of(Usage(40, 9, 32)))[-1]["response"]["usage"]
-    assert (usage["input_tokens"], usage["input_tokens_details"]["cached_tokens"], usage["output_tokens"],
-            usage["total_tokens"]) == (40, 32, 9, 49)
+    assert (
+        usage["input_tokens"],
+        usage["input_tokens_details"]["cached_tokens"],
+        usage["output_tokens"],
+        usage["total_tokens"],
+    ) == (40, 32, 9, 49)
 
 
 def test_failure_mid_stream_ends_with_response_failed() -> None:

@@ -20,8 +20,15 @@ from policies.pricing import format_usd
 from tests.support import ADMIN_KEY, GatewayProcess, model
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 sync_api = pytest.importorskip("playwright.sync_api")
 if not os.access(CHROMIUM, os.X_OK):
@@ -64,8 +71,9 @@ def dollars(text: str) -> Decimal:
     return Decimal(re.sub(r"[$,]", "", text.strip()))
 
 
-def test_sign_in_is_refused_with_a_wrong_key_and_sets_a_strict_cookie(page, gateway: GatewayProcess,
-                                                                     tmp_path: Path) -> None:
+def test_sign_in_is_refused_with_a_wrong_key_and_sets_a_strict_cookie(
+    page, gateway: GatewayProcess, tmp_path: Path
+) -> None:
     page.goto(gateway.url + "/admin/ui/login")
     page.fill("input[name=admin_key]", "sk-cg-admin-wrong")
     page.click("button:has-text('Sign in')")
@@ -82,8 +90,7 @@ def test_sign_in_is_refused_with_a_wrong_key_and_sets_a_strict_cookie(page, gate
     assert page.url.endswith("/admin/ui/login")  # the session ended on the server
 
 
-def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: GatewayProcess,
-                                                                 tmp_path: Path) -> None:
+def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: GatewayProcess, tmp_path: Path) -> None:
     sign_in(page, gateway)
     page.click("nav >> text=Teams & keys")
     page.fill("input[name=name] >> nth=0", "browser-team")
@@ -111,8 +118,11 @@ def test_team_key_budget_traffic_then_spend_and_budget_bar_move(page, gateway: G
 
     client = gateway.client(secret)
     for i in range(3):
-        client.chat.completions.create(model="large", max_tokens=20,  # worst case $0.0002: fits the budget
-                                       messages=[{"role": "user", "content": f"hello dashboard {i}"}])
+        client.chat.completions.create(
+            model="large",
+            max_tokens=20,  # worst case $0.0002: fits the budget
+            messages=[{"role": "user", "content": f"hello dashboard {i}"}],
+        )
     spent = next(Decimal(r["cost_usd"]) for r in gateway.spend("team")["rows"] if r["group"] == _team_id(gateway))
     assert spent > 0
 
@@ -153,15 +163,22 @@ def priced_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream) -> I
     """Models priced to make long amounts: a request of ~10 prompt and ~10 completion tokens costs
     about $0.0000000123456790 on the first and $12,345,679 on the second."""
     api = fake_upstream.url
-    gw = GatewayProcess({"models": [model("tiny-price", "echo-tiny", api, "0.000617283950617284", "0.000617283950617284"),
-                                    model("huge-price", "echo-huge", api, "617283950617.284", "617283950617.284")]},
-                        tmp_path_factory.mktemp("priced"))
+    gw = GatewayProcess(
+        {
+            "models": [
+                model("tiny-price", "echo-tiny", api, "0.000617283950617284", "0.000617283950617284"),
+                model("huge-price", "echo-huge", api, "617283950617.284", "617283950617.284"),
+            ]
+        },
+        tmp_path_factory.mktemp("priced"),
+    )
     yield gw
     gw.stop()
 
 
-def test_the_sign_in_page_says_where_the_generated_admin_key_is(page, keyless_gateway: GatewayProcess,
-                                                                tmp_path: Path) -> None:
+def test_the_sign_in_page_says_where_the_generated_admin_key_is(
+    page, keyless_gateway: GatewayProcess, tmp_path: Path
+) -> None:
     gw = keyless_gateway
     page.goto(gw.url + "/admin/ui/login")
     hint = page.inner_text("#key-hint")
@@ -190,10 +207,13 @@ def _spend_after(gw: GatewayProcess, before: Decimal) -> Decimal:
 
 def _overflows(page, selector: str) -> bool:
     """Whether the element's text is wider than the element, or the element leaves its tile."""
-    return page.eval_on_selector(selector, """el => {
+    return page.eval_on_selector(
+        selector,
+        """el => {
         const tile = el.closest('.tile').getBoundingClientRect(), box = el.getBoundingClientRect();
         return el.scrollWidth > el.clientWidth + 1 || box.right > tile.right + 0.5 || box.left < tile.left - 0.5;
-    }""")
+    }""",
+    )
 
 
 @pytest.mark.parametrize("width", [1280, 900, 390])

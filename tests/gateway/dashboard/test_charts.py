@@ -10,24 +10,49 @@ from gateway.dashboard.budget_view import budget_rows
 from gateway.dashboard.charts import Series, fraction, meter, nice_ceiling, stacked_bars, top_series
 
 
-@pytest.mark.parametrize("value, expected", [
-    (D(0), D(1)), (D("-3"), D(1)), (D("0.0003"), D("0.0005")), (D("0.001"), D("0.001")), (D("0.0011"), D("0.002")),
-    (D("3.2"), D(5)), (D(5), D(5)), (D("5.01"), D(10)), (D(99), D(100)), (D(120), D(200)), (D(999), D(1000)),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (D(0), D(1)),
+        (D("-3"), D(1)),
+        (D("0.0003"), D("0.0005")),
+        (D("0.001"), D("0.001")),
+        (D("0.0011"), D("0.002")),
+        (D("3.2"), D(5)),
+        (D(5), D(5)),
+        (D("5.01"), D(10)),
+        (D(99), D(100)),
+        (D(120), D(200)),
+        (D(999), D(1000)),
+    ],
+)
 def test_nice_ceiling(value: D, expected: D) -> None:
     assert nice_ceiling(value) == expected
 
 
-@pytest.mark.parametrize("used, limit, expected", [
-    (D(0), D(10), 0.0), (D(5), D(10), 0.5), (D(10), D(10), 1.0), (D(15), D(10), 1.0), (D(-1), D(10), 0.0),
-    (D(0), D(0), 0.0), (D("0.01"), D(0), 1.0),
-])
+@pytest.mark.parametrize(
+    "used, limit, expected",
+    [
+        (D(0), D(10), 0.0),
+        (D(5), D(10), 0.5),
+        (D(10), D(10), 1.0),
+        (D(15), D(10), 1.0),
+        (D(-1), D(10), 0.0),
+        (D(0), D(0), 0.0),
+        (D("0.01"), D(0), 1.0),
+    ],
+)
 def test_fraction(used: D, limit: D, expected: float) -> None:
     assert fraction(used, limit) == expected
 
 
 def test_top_series_keeps_the_largest_and_sums_the_rest() -> None:
-    series = [Series("a", (D(1), D(1))), Series("b", (D(5), D(0))), Series("c", (D(0), D(2))), Series("d", (D(3), D(3)))]
+    series = [
+        Series("a", (D(1), D(1))),
+        Series("b", (D(5), D(0))),
+        Series("c", (D(0), D(2))),
+        Series("d", (D(3), D(3))),
+    ]
     kept = top_series(series, 2)
     assert [s.name for s in kept] == ["d", "b", "other"]
     assert kept[-1].values == (D(1), D(3))
@@ -48,10 +73,28 @@ def test_meter_lays_spent_then_reserved_and_clamps_at_the_limit() -> None:
 
 
 def test_budget_rows_name_teams_and_order_by_use() -> None:
-    body = {"data": [
-        {"scope": "team", "id": "bdg_1", "subject": "team_1", "amount_usd": "10", "period": "monthly", "spent_usd": "2", "reserved_usd": "0"},
-        {"scope": "user", "id": "bdg_2", "subject": "bob", "amount_usd": "1", "period": "daily", "spent_usd": "0.9", "reserved_usd": "0.2"},
-    ]}
+    body = {
+        "data": [
+            {
+                "scope": "team",
+                "id": "bdg_1",
+                "subject": "team_1",
+                "amount_usd": "10",
+                "period": "monthly",
+                "spent_usd": "2",
+                "reserved_usd": "0",
+            },
+            {
+                "scope": "user",
+                "id": "bdg_2",
+                "subject": "bob",
+                "amount_usd": "1",
+                "period": "daily",
+                "spent_usd": "0.9",
+                "reserved_usd": "0.2",
+            },
+        ]
+    }
     rows = budget_rows(body, {"team_1": "search"})
     assert [(r.subject, r.level) for r in rows] == [("bob", "over"), ("search", "ok")]
     assert rows[1].used == 0.2 and rows[0].used == 1.0

@@ -16,11 +16,29 @@ class Clock:
 
 
 # (address, event, seconds later): event is "fail", "ok", or the expected retry_after (None: may try)
-STEPS_PER_ADDRESS = [("a", "fail", 0), ("a", "fail", 10), ("a", None, 0), ("a", "fail", 10),
-                     ("a", 80, 0), ("b", None, 0), ("a", 30, 50), ("a", None, 30), ("a", "fail", 0),
-                     ("a", "ok", 0), ("a", None, 0)]
-STEPS_OVERALL = [("a", "fail", 0), ("b", "fail", 0), ("c", "fail", 0), ("d", "fail", 0), ("e", "fail", 0),
-                 ("z", 100, 0), ("z", 1, 99), ("z", None, 1)]
+STEPS_PER_ADDRESS = [
+    ("a", "fail", 0),
+    ("a", "fail", 10),
+    ("a", None, 0),
+    ("a", "fail", 10),
+    ("a", 80, 0),
+    ("b", None, 0),
+    ("a", 30, 50),
+    ("a", None, 30),
+    ("a", "fail", 0),
+    ("a", "ok", 0),
+    ("a", None, 0),
+]
+STEPS_OVERALL = [
+    ("a", "fail", 0),
+    ("b", "fail", 0),
+    ("c", "fail", 0),
+    ("d", "fail", 0),
+    ("e", "fail", 0),
+    ("z", 100, 0),
+    ("z", 1, 99),
+    ("z", None, 1),
+]
 
 
 @pytest.mark.parametrize("steps", [STEPS_PER_ADDRESS, STEPS_OVERALL])

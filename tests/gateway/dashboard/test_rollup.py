@@ -7,7 +7,7 @@ import asyncio
 import secrets
 from collections.abc import AsyncIterator
 from dataclasses import asdict, replace
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import asyncpg
@@ -17,28 +17,60 @@ from sqlalchemy import func, insert, select
 from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import GRACE_S, STEP_S, Rollup, Window, ledger_daily
 from gateway.storage.db import create_engine, create_tables, ledger
-from policies.pricing import from_pico
 from gateway.storage.ledger import LedgerRow
-from policies.pricing import Price
+from policies.pricing import Price, from_pico
 
 PG = "postgresql://postgres@127.0.0.1:5432"
 TODAY = date(2026, 11, 20)
 
 
-def row(n: int, days_ago: int, team: str | None, model: str, cost_pusd: int, cache: str = "miss",
-        status: int = 200, requested: str | None = None, saved_pusd: int = 0) -> LedgerRow:
+def row(
+    n: int,
+    days_ago: int,
+    team: str | None,
+    model: str,
+    cost_pusd: int,
+    cache: str = "miss",
+    status: int = 200,
+    requested: str | None = None,
+    saved_pusd: int = 0,
+) -> LedgerRow:
     day = TODAY - timedelta(days=days_ago)
-    created = datetime(day.year, day.month, day.day, 12, tzinfo=timezone.utc).timestamp() + n
-    return LedgerRow(f"req_{n}", created, day.isoformat(), team, "key_1" if team else None, None, None, None,
-                     "chat.completions", requested or model, model, "openai", 10, 5, 0, cost_pusd, saved_pusd,
-                     12.0, None, cache, status, None)
+    created = datetime(day.year, day.month, day.day, 12, tzinfo=UTC).timestamp() + n
+    return LedgerRow(
+        f"req_{n}",
+        created,
+        day.isoformat(),
+        team,
+        "key_1" if team else None,
+        None,
+        None,
+        None,
+        "chat.completions",
+        requested or model,
+        model,
+        "openai",
+        10,
+        5,
+        0,
+        cost_pusd,
+        saved_pusd,
+        12.0,
+        None,
+        cache,
+        status,
+        None,
+    )
 
 
 ROWS = [
-    row(1, 0, "team_a", "small", 1_000_000), row(2, 0, "team_b", "large", 9_000_000),
+    row(1, 0, "team_a", "small", 1_000_000),
+    row(2, 0, "team_b", "large", 9_000_000),
     row(3, 1, "team_a", "small", 2_000_000, cache="exact", saved_pusd=2_000_000),
-    row(4, 3, "team_a", "large", 4_000_000), row(5, 3, "team_b", "small", 500_000, status=500),
-    row(6, 6, "team_b", "large", 7_000_000, requested="auto"), row(7, 6, None, "small", 0, status=401),
+    row(4, 3, "team_a", "large", 4_000_000),
+    row(5, 3, "team_b", "small", 500_000, status=500),
+    row(6, 6, "team_b", "large", 7_000_000, requested="auto"),
+    row(7, 6, None, "small", 0, status=401),
     row(8, 6, "team_a", "small", 100_000, requested="auto", cache="semantic", saved_pusd=3_000_000),
     row(9, 40, "team_a", "small", 123_456_789),  # outside a 30-day window
 ]
@@ -78,7 +110,7 @@ def expected(rows: list[LedgerRow], window: Window) -> dict[str | None, Decimal]
     return out
 
 
-NOW = datetime(TODAY.year, TODAY.month, TODAY.day, 18, tzinfo=timezone.utc).timestamp()
+NOW = datetime(TODAY.year, TODAY.month, TODAY.day, 18, tzinfo=UTC).timestamp()
 
 
 async def test_figures_match_the_ledger_before_and_after_rolling_up(engine) -> None:
@@ -120,11 +152,22 @@ async def test_series_cache_and_cascades(engine) -> None:
     assert auto.requests == 1 and auto.by_tier == {"large": 1}  # the semantic hit ran no tier
     assert auto.escalation_rate == 1.0 and auto.estimated_saving == 0  # the last tier answered: nothing saved
     (cheap,) = summary.cascades([("small", ("small", "large"))], prices)  # rows asked of "small", read as a cascade
-    answered_small = [r for r in ROWS if r.requested_model == "small" and r.served_model == "small"
-                      and r.cache_status == "miss" and "2026-11-14" <= r.day and r.status < 400]
+    answered_small = [
+        r
+        for r in ROWS
+        if r.requested_model == "small"
+        and r.served_model == "small"
+        and r.cache_status == "miss"
+        and "2026-11-14" <= r.day
+        and r.status < 400
+    ]
     assert cheap.estimated_saving == sum(
-        (Decimal(r.prompt_tokens * 2 + r.completion_tokens * 8) / 10**6 - from_pico(r.cost_pusd) for r in answered_small),
-        Decimal(0))
+        (
+            Decimal(r.prompt_tokens * 2 + r.completion_tokens * 8) / 10**6 - from_pico(r.cost_pusd)
+            for r in answered_small
+        ),
+        Decimal(0),
+    )
     assert summary.cascades([("auto", ("small", "large"))], {})[0].estimated_saving is None
 
 

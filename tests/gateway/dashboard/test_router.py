@@ -52,14 +52,20 @@ def test_cookie_flags_and_security_headers(gateway: GatewayProcess) -> None:
 
 
 def test_behind_a_tls_proxy_the_cookie_is_secure_and_the_public_origin_is_accepted(gateway: GatewayProcess) -> None:
-    proxy = {"x-forwarded-proto": "https", "x-forwarded-host": "costgate.example.com",
-             "origin": "https://costgate.example.com"}
+    proxy = {
+        "x-forwarded-proto": "https",
+        "x-forwarded-host": "costgate.example.com",
+        "origin": "https://costgate.example.com",
+    }
     response = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY}, headers=proxy)
     assert response.status_code == 303 and "secure" in response.headers["set-cookie"].lower()
     plain = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY})
     assert "secure" not in plain.headers["set-cookie"].lower()
-    other = httpx.post(gateway.url + "/admin/ui/login", data={"admin_key": ADMIN_KEY},
-                       headers={**proxy, "origin": "https://evil.example"})
+    other = httpx.post(
+        gateway.url + "/admin/ui/login",
+        data={"admin_key": ADMIN_KEY},
+        headers={**proxy, "origin": "https://evil.example"},
+    )
     assert other.status_code == 401 and "set-cookie" not in other.headers
 
 
@@ -80,14 +86,18 @@ def test_writes_without_a_valid_token_and_origin_are_refused(gateway: GatewayPro
     response = client.post("/admin/ui/teams", data=data, headers=headers)
     assert response.status_code == 403
     assert name not in team_names(gateway)
-    assert client.post("/admin/ui/teams", data={"name": name, "csrf": csrf},
-                       headers={"origin": gateway.url}).status_code == 303
+    assert (
+        client.post("/admin/ui/teams", data={"name": name, "csrf": csrf}, headers={"origin": gateway.url}).status_code
+        == 303
+    )
     assert name in team_names(gateway)
 
 
 def test_token_in_header_works_and_logout_ends_the_session_everywhere(gateway: GatewayProcess) -> None:
     client, csrf = signed_in(gateway)
-    assert client.post("/admin/ui/teams", data={"name": "header-token"}, headers={"x-csrf-token": csrf}).status_code == 303
+    assert (
+        client.post("/admin/ui/teams", data={"name": "header-token"}, headers={"x-csrf-token": csrf}).status_code == 303
+    )
     cookie = client.cookies["costgate_session"]
     assert client.post("/admin/ui/logout", data={"csrf": csrf}).status_code == 303
     replay = httpx.get(gateway.url + "/admin/ui", cookies={"costgate_session": cookie})
@@ -115,7 +125,11 @@ def test_key_secret_is_shown_once_and_works_then_rotate_and_revoke(gateway: Gate
 def test_bad_input_is_shown_not_crashed(gateway: GatewayProcess) -> None:
     client, csrf = signed_in(gateway)
     assert client.post("/admin/ui/keys", data={"team": "no-such-team", "csrf": csrf}).status_code == 404
-    assert client.post("/admin/ui/budgets", data={"scope": "team", "id": "x", "amount_usd": "lots",
-                                                  "csrf": csrf}).status_code == 400
+    assert (
+        client.post(
+            "/admin/ui/budgets", data={"scope": "team", "id": "x", "amount_usd": "lots", "csrf": csrf}
+        ).status_code
+        == 400
+    )
     assert client.get("/admin/ui/static/../router.py").status_code == 404
     assert client.get("/admin/ui?days=abc").status_code == 200

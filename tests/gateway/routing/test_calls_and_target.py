@@ -6,17 +6,20 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from gateway.calls import complete
 from gateway.context import Endpoint
 from gateway.errors import CircuitOpen
-from gateway.calls import complete
 from gateway.routing.target import circuit_open
 from gateway.tokens import count_prompt, count_text
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
 
-JUDGE_BODY = {"model": "judge-v1", "max_tokens": 5,
-              "messages": [{"role": "user", "content": "Grade this answer from 1 to 10: Paris is in France."}]}
+JUDGE_BODY = {
+    "model": "judge-v1",
+    "max_tokens": 5,
+    "messages": [{"role": "user", "content": "Grade this answer from 1 to 10: Paris is in France."}],
+}
 
 
 async def test_a_policy_call_is_charged_to_the_request_but_does_not_answer_it() -> None:

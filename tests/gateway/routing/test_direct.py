@@ -14,8 +14,8 @@ from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import CircuitOpen, InvalidRequest, UpstreamError, UpstreamTimeout
 from gateway.metrics import Metrics
-from gateway.tokens import count_prompt, count_text
 from gateway.routing.direct import DirectTarget
+from gateway.tokens import count_prompt, count_text
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
@@ -23,22 +23,28 @@ from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deploymen
 
 def chain(primary: list, fallback: list) -> tuple[dict[str, Deployment], ScriptedProvider, ScriptedProvider]:
     p, f = ScriptedProvider("primary", primary), ScriptedProvider("backup", fallback)
-    deployments = {"primary": deployment("primary", upstream="primary-v1", input_per_mtok="1", output_per_mtok="2",
-                                         provider=p, fallbacks=("backup",)),
-                   "backup": deployment("backup", upstream="backup-v1", input_per_mtok="3", output_per_mtok="4",
-                                        provider=f)}
+    deployments = {
+        "primary": deployment(
+            "primary", upstream="primary-v1", input_per_mtok="1", output_per_mtok="2", provider=p, fallbacks=("backup",)
+        ),
+        "backup": deployment("backup", upstream="backup-v1", input_per_mtok="3", output_per_mtok="4", provider=f),
+    }
     return deployments, p, f
 
 
-def target(deployments: dict[str, Deployment], breakers: Breakers | None = None,
-           metrics: Metrics | None = None) -> DirectTarget:
+def target(
+    deployments: dict[str, Deployment], breakers: Breakers | None = None, metrics: Metrics | None = None
+) -> DirectTarget:
     breakers = breakers or Breakers(BreakerConfig(min_requests=1, max_error_rate=0.5))
     return DirectTarget(deployments["primary"], deployments, metrics or Metrics(), breakers)
 
 
 def ask() -> RequestContext:
-    return request({"model": "primary", "messages": [{"role": "user", "content": "hi"}]}, principal=TEAM_A,
-                   requested_model="primary")
+    return request(
+        {"model": "primary", "messages": [{"role": "user", "content": "hi"}]},
+        principal=TEAM_A,
+        requested_model="primary",
+    )
 
 
 async def test_the_deployment_answers_and_its_bytes_are_relayed() -> None:
@@ -63,8 +69,10 @@ async def test_a_failed_call_falls_back_and_only_the_answer_is_charged(failure: 
     assert ctx.served_model == "backup"
     assert ctx.usage == Usage(10, 5) and ctx.cost == Decimal("0.00005")  # the backup's price, once
     assert breakers.views()["primary"].errors == 1 and breakers.views()["backup"].errors == 0
-    assert metrics.registry.get_sample_value("costgate_upstream_errors_total",
-                                             {"model": "primary", "code": failure.code}) == 1
+    assert (
+        metrics.registry.get_sample_value("costgate_upstream_errors_total", {"model": "primary", "code": failure.code})
+        == 1
+    )
 
 
 async def test_when_every_deployment_fails_the_last_error_is_the_answer_and_nothing_is_charged() -> None:
@@ -107,8 +115,9 @@ async def test_the_clients_own_fault_is_not_tried_elsewhere_nor_held_against_the
 
 async def test_an_answer_without_usage_is_charged_from_token_counts_of_every_choice() -> None:
     answer = chat_answer("first")
-    answer.body["choices"].append({"index": 1, "message": {"role": "assistant", "content": " second"},
-                                   "finish_reason": "stop"})
+    answer.body["choices"].append(
+        {"index": 1, "message": {"role": "assistant", "content": " second"}, "finish_reason": "stop"}
+    )
     deployments, _, _ = chain([answer], [])
     ctx = ask()
     await target(deployments).answer(ctx)

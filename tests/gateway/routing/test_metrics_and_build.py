@@ -20,8 +20,24 @@ from tests.gateway.fakes import deployment
 
 def estimate(threshold: float | None, samples: int, agreement: float | None, lower: float | None) -> Estimate:
     mode = Mode.LEARNING if threshold is None else Mode.CERTIFIED
-    return Estimate(mode, threshold, samples, float(samples), agreement, lower, 1.0, 1.0, 1.0, 0.0, 0.5, "default",
-                    "none", True, "", True)
+    return Estimate(
+        mode,
+        threshold,
+        samples,
+        float(samples),
+        agreement,
+        lower,
+        1.0,
+        1.0,
+        1.0,
+        0.0,
+        0.5,
+        "default",
+        "none",
+        True,
+        "",
+        True,
+    )
 
 
 def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
@@ -56,8 +72,9 @@ def test_compression_and_router_counters_carry_their_labels() -> None:
     assert registry.get_sample_value("costgate_router_choices_total", {"router": "cost-router", "model": "large"}) == 1
 
 
-@pytest.mark.parametrize("spec, scorer", [("rules", RuleScorer), ("logprob", LogprobScorer),
-                                          ("learned", LearnedScorer)])
+@pytest.mark.parametrize(
+    "spec, scorer", [("rules", RuleScorer), ("logprob", LogprobScorer), ("learned", LearnedScorer)]
+)
 def test_pure_scorers_by_name(spec: str, scorer: type) -> None:
     built = build_scorer(spec, {})
     assert isinstance(built, PureConfidence) and isinstance(built.scorer, scorer)
@@ -70,11 +87,14 @@ def test_a_judge_scores_with_the_named_deployment() -> None:
     assert isinstance(built, JudgeScorer) and built.dep is judge
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("judge:nobody", "unknown judge model 'nobody'"),
-    ("learned:/no/such/file.json", "no such file"),
-    ("vibes", "unknown scorer 'vibes'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("judge:nobody", "unknown judge model 'nobody'"),
+        ("learned:/no/such/file.json", "no such file"),
+        ("vibes", "unknown scorer 'vibes'"),
+    ],
+)
 def test_a_scorer_that_cannot_be_built_is_a_config_error(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_scorer(spec, {"small": deployment("small")})

@@ -33,8 +33,9 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture(scope="module", params=["embedded", "redis"])
-def gw(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-       fake: FakeUpstream) -> Iterator[GatewayProcess]:
+def gw(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, fake: FakeUpstream
+) -> Iterator[GatewayProcess]:
     with ExitStack() as stack:
         store = {}
         if request.param == "redis":  # budget calls that yield to the event loop, as replicas run them
@@ -47,11 +48,21 @@ def gw(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
 
 def config(base: str) -> dict:
     return {
-        "models": [model("weak", WEAK, base, "0.6", "0.6", max_retries=0),
-                   model("strong", STRONG, base, "10", "30", max_retries=0)],
+        "models": [
+            model("weak", WEAK, base, "0.6", "0.6", max_retries=0),
+            model("strong", STRONG, base, "10", "30", max_retries=0),
+        ],
         # every answer is accepted (threshold 0) and every accepted answer is shadow-sampled
-        "cascades": [{"name": "shadowed", "tiers": ["weak", "strong"], "scorer": "rules", "adaptive": False,
-                      "thresholds": [0.0], "shadow_rate": 1.0}],
+        "cascades": [
+            {
+                "name": "shadowed",
+                "tiers": ["weak", "strong"],
+                "scorer": "rules",
+                "adaptive": False,
+                "thresholds": [0.0],
+                "shadow_rate": 1.0,
+            }
+        ],
         # On: storing the answer is the first settle that waits on the store (with Redis), which
         # is when a shadow started at delivery would take its hold beside the request's.
         "cache": {"exact": {"enabled": True}},
@@ -67,8 +78,9 @@ def key(gw: GatewayProcess) -> dict:
 
 
 def put_budget(gw: GatewayProcess, scope: str, subject: str, amount: str) -> str:
-    response = gw.admin("PUT", "/admin/budgets", json={"scope": scope, "id": subject, "amount_usd": amount,
-                                                       "period": "total"})
+    response = gw.admin(
+        "PUT", "/admin/budgets", json={"scope": scope, "id": subject, "amount_usd": amount, "period": "total"}
+    )
     assert response.status_code == 200, response.text
     return response.json()["id"]
 
@@ -82,13 +94,16 @@ def samples(gw: GatewayProcess) -> int:
 
 
 def shadow_errors(gw: GatewayProcess) -> float:
-    found = re.search(r'costgate_cascade_shadow_calls_total\{cascade="shadowed",status="error"\} ([0-9.]+)',
-                      httpx.get(gw.url + "/metrics").text)
+    found = re.search(
+        r'costgate_cascade_shadow_calls_total\{cascade="shadowed",status="error"\} ([0-9.]+)',
+        httpx.get(gw.url + "/metrics").text,
+    )
     return float(found.group(1)) if found else 0.0
 
 
 def calls_of(gw: GatewayProcess, request_id: str) -> dict[str, dict]:
     """The request's ledger rows and its shadow's, by request id, once both are written."""
+
     def both() -> dict[str, dict] | None:
         response = gw.admin("GET", f"/admin/traces/{request_id}")
         calls = {c["request_id"]: c for c in response.json().get("calls", [])}
@@ -103,28 +118,32 @@ def ask(gw: GatewayProcess, key: dict, question: str, stream: bool = False, **kw
     messages = [{"role": "user", "content": question}]
     if stream:
         with client.chat.completions.with_streaming_response.create(
-                model="shadowed", messages=messages, stream=True, max_tokens=50, **kwargs) as response:
+            model="shadowed", messages=messages, stream=True, max_tokens=50, **kwargs
+        ) as response:
             assert "".join(c.choices[0].delta.content or "" for c in response.parse() if c.choices)
             assert response.headers["x-costgate-model"] == "weak"
             return response.headers["x-costgate-request-id"]
-    raw = client.chat.completions.with_raw_response.create(model="shadowed", messages=messages, max_tokens=50,
-                                                           **kwargs)
+    raw = client.chat.completions.with_raw_response.create(model="shadowed", messages=messages, max_tokens=50, **kwargs)
     assert raw.headers["x-costgate-model"] == "weak" and raw.headers["x-costgate-cache"] == "miss"
     return raw.headers["x-costgate-request-id"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_a_shadow_sample_is_held_and_charged_against_every_budget_the_request_hit(
-        gw: GatewayProcess, key: dict, fake: FakeUpstream, stream: bool) -> None:
+    gw: GatewayProcess, key: dict, fake: FakeUpstream, stream: bool
+) -> None:
     user, tag = f"alice-{stream}", f"project-{stream}"
-    ids = {scope: put_budget(gw, scope, subject, "5") for scope, subject in
-           (("key", key["id"]), ("team", "shadow-team"), ("user", user), ("tag", tag))}
+    ids = {
+        scope: put_budget(gw, scope, subject, "5")
+        for scope, subject in (("key", key["id"]), ("team", "shadow-team"), ("user", user), ("tag", tag))
+    }
     unrelated = put_budget(gw, "tag", f"elsewhere-{stream}", "5")
     before = {i: Decimal(b["spent_usd"]) for i, b in budgets(gw).items()}
     strong_before, samples_before = fake.stats().get(STRONG, 0), samples(gw)
 
-    request_id = ask(gw, key, f"every budget, streamed: {stream}", stream, user=user,
-                     extra_headers={"x-costgate-tags": tag})
+    request_id = ask(
+        gw, key, f"every budget, streamed: {stream}", stream, user=user, extra_headers={"x-costgate-tags": tag}
+    )
     calls = calls_of(gw, request_id)
 
     shadow = calls[f"{request_id}-shadow"]
@@ -158,8 +177,7 @@ def test_a_shadow_waits_for_the_request_to_release_its_hold(gw: GatewayProcess, 
         assert calls_of(gw, request_id)[f"{request_id}-shadow"]["status"] == 200
 
 
-def test_a_shadow_the_budget_cannot_hold_is_refused_cleanly(gw: GatewayProcess, key: dict,
-                                                            fake: FakeUpstream) -> None:
+def test_a_shadow_the_budget_cannot_hold_is_refused_cleanly(gw: GatewayProcess, key: dict, fake: FakeUpstream) -> None:
     # A budget on the `cascade-shadow` tag caps shadow spend alone; this one holds nothing.
     capped = put_budget(gw, "tag", "cascade-shadow", "0.000001")
     try:
@@ -179,4 +197,3 @@ def test_a_shadow_the_budget_cannot_hold_is_refused_cleanly(gw: GatewayProcess, 
         assert shadow_errors(gw) == errors_before + 1
     finally:
         assert gw.admin("DELETE", f"/admin/budgets/{capped}").status_code == 200
-

@@ -19,8 +19,14 @@ from gateway.storage.ledger import LedgerWriter
 
 @asynccontextmanager
 async def spend_control(work: Path, **settings: Any) -> AsyncIterator[SpendControl]:
-    config = Settings.model_validate({"database_url": f"sqlite:///{work / 'costgate.db'}", "data_dir": str(work),
-                                      "budgets": {"backend": "memory"}, **settings})
+    config = Settings.model_validate(
+        {
+            "database_url": f"sqlite:///{work / 'costgate.db'}",
+            "data_dir": str(work),
+            "budgets": {"backend": "memory"},
+            **settings,
+        }
+    )
     engine = create_engine(config.database_url)
     await create_tables(engine)
     control = SpendControl(config, engine, LedgerWriter(engine), CollectorRegistry())

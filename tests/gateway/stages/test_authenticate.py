@@ -63,14 +63,18 @@ async def test_an_unknown_model_is_404_model_not_found_on_param_model() -> None:
     assert ctx.requested_model == "gpt-9"  # the ledger row of the refusal names what was asked for
 
 
-@pytest.mark.parametrize("allowed, model, ok", [
-    (None, "large", True),
-    (frozenset({"small"}), "small", True),
-    (frozenset({"small"}), "large", False),
-    (frozenset(), "small", False),
-])
-async def test_a_key_limited_to_some_models_may_use_only_those(allowed: frozenset[str] | None, model: str,
-                                                              ok: bool) -> None:
+@pytest.mark.parametrize(
+    "allowed, model, ok",
+    [
+        (None, "large", True),
+        (frozenset({"small"}), "small", True),
+        (frozenset({"small"}), "large", False),
+        (frozenset(), "small", False),
+    ],
+)
+async def test_a_key_limited_to_some_models_may_use_only_those(
+    allowed: frozenset[str] | None, model: str, ok: bool
+) -> None:
     auth, _ = stage(dataclasses.replace(TEAM_A, allowed_models=allowed))
     ctx = request({"model": model, "messages": []})
     if ok:
@@ -92,7 +96,10 @@ async def test_a_batch_line_arrives_resolved_and_the_key_store_is_not_asked_agai
 
 async def test_a_resolved_principal_is_still_held_to_its_models() -> None:
     auth, _ = stage()
-    ctx = request({"model": "large", "messages": []}, api_key=None,
-                  principal=dataclasses.replace(TEAM_A, allowed_models=frozenset({"small"})))
+    ctx = request(
+        {"model": "large", "messages": []},
+        api_key=None,
+        principal=dataclasses.replace(TEAM_A, allowed_models=frozenset({"small"})),
+    )
     with pytest.raises(PermissionDenied):
         await auth(ctx)

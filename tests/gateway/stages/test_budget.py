@@ -19,9 +19,8 @@ from gateway.errors import BudgetExceeded, RateLimited, Unavailable
 from gateway.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
-from policies.pricing import to_pico
 from policies.budgets import Budget, Period, Scope
-from policies.pricing import Usage
+from policies.pricing import Usage, to_pico
 from tests.gateway.fakes import TEAM_A, deployment, request
 from tests.gateway.stages.spend import refusals, spend_control
 
@@ -46,8 +45,9 @@ TARGETS = {"small": PricedTarget()}
 DEPLOYMENTS = {"small": deployment("small", input_per_mtok="0.15", output_per_mtok="0.6")}  # free keys may use it
 
 
-async def budget(control: SpendControl, scope: Scope, subject: str, usd: str,
-                 period: Period = Period.MONTHLY) -> Budget:
+async def budget(
+    control: SpendControl, scope: Scope, subject: str, usd: str, period: Period = Period.MONTHLY
+) -> Budget:
     return await control.table.put(Budget(scope, subject, period, to_pico(Decimal(usd))))
 
 
@@ -91,10 +91,12 @@ async def test_the_worst_case_is_held_then_settled_to_the_true_cost(tmp_path: Pa
 
 async def test_every_budget_that_applies_is_held(tmp_path: Path) -> None:
     async with spend_control(tmp_path) as control:
-        held = [await budget(control, Scope.TEAM, "team_a1", "1"),
-                await budget(control, Scope.KEY, "key_a1", "1", Period.DAILY),
-                await budget(control, Scope.USER, "alice", "1"),
-                await budget(control, Scope.TAG, "project=zeta", "1")]
+        held = [
+            await budget(control, Scope.TEAM, "team_a1", "1"),
+            await budget(control, Scope.KEY, "key_a1", "1", Period.DAILY),
+            await budget(control, Scope.USER, "alice", "1"),
+            await budget(control, Scope.TAG, "project=zeta", "1"),
+        ]
         other = await budget(control, Scope.TAG, "project=omega", "1")
         ctx = await admitted(control, user="alice", tags=("project=zeta",))
         await ReserveBudget(control, TARGETS).settle(answered(ctx, "0.002"))
@@ -112,9 +114,11 @@ async def test_a_worst_case_that_does_not_fit_is_refused_before_the_call(tmp_pat
             await ReserveBudget(control, TARGETS)(ctx)
         err = refused.value
         assert (err.status, err.code) == (402, "budget_exceeded")
-        assert err.message == ("the monthly budget of team 'team-a' has spent $0 (and $0.004 held for requests in "
-                               "flight) of its limit $0.005; this request needs up to its worst case $0.004, "
-                               "which does not fit")
+        assert err.message == (
+            "the monthly budget of team 'team-a' has spent $0 (and $0.004 held for requests in "
+            "flight) of its limit $0.005; this request needs up to its worst case $0.004, "
+            "which does not fit"
+        )
         assert ctx.reservation is None and refusals(control, "budget", "team") == 1
         # the first request settles for less: its release makes room again
         await ReserveBudget(control, TARGETS).settle(answered(first, "0.0005"))
@@ -128,8 +132,10 @@ async def test_a_free_keys_dollar_cap_is_a_budget_of_its_own(tmp_path: Path) -> 
         await RateLimit(control, DEPLOYMENTS)(ctx)
         with pytest.raises(BudgetExceeded) as refused:
             await ReserveBudget(control, TARGETS)(ctx)
-        assert refused.value.message == ("the total budget of key 'key_a1' has spent $0 of its limit $0.003; this "
-                                         "request needs up to its worst case $0.004, which does not fit")
+        assert refused.value.message == (
+            "the total budget of key 'key_a1' has spent $0 of its limit $0.003; this "
+            "request needs up to its worst case $0.004, which does not fit"
+        )
 
 
 async def test_a_failed_request_releases_its_whole_hold(tmp_path: Path) -> None:
@@ -189,8 +195,10 @@ async def test_token_limits_are_corrected_to_the_true_usage_at_settle(tmp_path: 
 @pytest.mark.parametrize("mode", ["closed", "open"])
 async def test_an_unreachable_store_fails_closed_or_open_as_configured(tmp_path: Path, mode: str) -> None:
     # Nothing listens on port 1: every counter call fails at once.
-    dead = {"redis_url": "redis://127.0.0.1:1/0",
-            "budgets": {"backend": "redis", "on_store_error": mode, "redis_timeout_s": 0.5}}
+    dead = {
+        "redis_url": "redis://127.0.0.1:1/0",
+        "budgets": {"backend": "redis", "on_store_error": mode, "redis_timeout_s": 0.5},
+    }
     async with spend_control(tmp_path, **dead) as control:
         await budget(control, Scope.TEAM, "team_a1", "1")
         ctx = request(principal=TEAM_A, requested_model="small")

@@ -53,12 +53,14 @@ class BrokenStore(EmbeddedStore):
         raise OSError("disk full")
 
 
-def cache(semantic: bool = False, store: EmbeddedStore | None = None, topics: dict[str, int] | None = None,
-          **config: Any) -> TableEmbedded:
+def cache(
+    semantic: bool = False, store: EmbeddedStore | None = None, topics: dict[str, int] | None = None, **config: Any
+) -> TableEmbedded:
     settings = CacheConfig.model_validate({"semantic": {"enabled": semantic}, **config})
     registry = CollectorRegistry()
-    return TableEmbedded(settings, store or EmbeddedStore(1000), CacheMetrics(registry), topics=topics or {},
-                         registry=registry)
+    return TableEmbedded(
+        settings, store or EmbeddedStore(1000), CacheMetrics(registry), topics=topics or {}, registry=registry
+    )
 
 
 def stages(c: ResponseCache) -> tuple[ExactCache, SemanticCache]:
@@ -67,15 +69,21 @@ def stages(c: ResponseCache) -> tuple[ExactCache, SemanticCache]:
     return exact, semantic
 
 
-def ask(question: str = "What is the capital of France?", principal: Principal = TEAM_A, stream: bool = False,
-        control: CacheControl = CacheControl.DEFAULT, endpoint: Endpoint = Endpoint.CHAT,
-        **body: Any) -> RequestContext:
+def ask(
+    question: str = "What is the capital of France?",
+    principal: Principal = TEAM_A,
+    stream: bool = False,
+    control: CacheControl = CacheControl.DEFAULT,
+    endpoint: Endpoint = Endpoint.CHAT,
+    **body: Any,
+) -> RequestContext:
     if endpoint is Endpoint.CHAT:
         body = {"model": "small", "messages": [{"role": "user", "content": question}], **body}
     else:
         body = {"model": "small", "prompt": question, **body}
-    return request(body, principal=principal, stream=stream, endpoint=endpoint, requested_model="small",
-                   cache_control=control)
+    return request(
+        body, principal=principal, stream=stream, endpoint=endpoint, requested_model="small", cache_control=control
+    )
 
 
 def answered(ctx: RequestContext, text: str = "Paris.") -> RequestContext:
@@ -144,7 +152,7 @@ async def test_a_hit_streams_when_streaming_was_asked_with_the_usage_chunk_if_as
     assert isinstance(response, StreamingResponse)
     events = [chunk async for chunk in response.body_iterator]
     assert events[-1] == b"data: [DONE]\n\n"
-    data = [orjson.loads(e[len(b"data: "):]) for e in events if e.startswith(b"data: {")]
+    data = [orjson.loads(e[len(b"data: ") :]) for e in events if e.startswith(b"data: {")]
     text = "".join(d["choices"][0]["delta"].get("content", "") for d in data if d["choices"])
     assert text == "Paris." and ctx.wants_usage_chunk
     assert data[-1]["usage"]["cost_usd"] == "0" and data[-1]["usage"]["completion_tokens"] == 500
@@ -158,17 +166,21 @@ async def test_teams_never_share_an_entry() -> None:
     assert await exact(other) is None and other.cache_status is CacheStatus.MISS
 
 
-@pytest.mark.parametrize("case, ctx, config", [
-    ("embeddings", ask(endpoint=Endpoint.EMBEDDINGS), {}),
-    ("hot sampling", ask(temperature=0.7), {}),
-    ("several choices", ask(n=2), {}),
-    ("logprobs", ask(logprobs=True), {}),
-    ("cache off", ask(), {"exact": {"enabled": False}}),
-    ("cache off for the team", ask(), {"teams": {"team-a": {"exact": False}}}),
-    ("no principal", request(requested_model="small"), {}),
-])
-async def test_requests_the_cache_must_not_touch_get_no_decision(case: str, ctx: RequestContext,
-                                                                 config: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "case, ctx, config",
+    [
+        ("embeddings", ask(endpoint=Endpoint.EMBEDDINGS), {}),
+        ("hot sampling", ask(temperature=0.7), {}),
+        ("several choices", ask(n=2), {}),
+        ("logprobs", ask(logprobs=True), {}),
+        ("cache off", ask(), {"exact": {"enabled": False}}),
+        ("cache off for the team", ask(), {"teams": {"team-a": {"exact": False}}}),
+        ("no principal", request(requested_model="small"), {}),
+    ],
+)
+async def test_requests_the_cache_must_not_touch_get_no_decision(
+    case: str, ctx: RequestContext, config: dict[str, Any]
+) -> None:
     c = cache(**config)
     exact, _ = stages(c)
     assert await exact(ctx) is None
@@ -274,6 +286,7 @@ async def test_a_hit_on_a_model_no_longer_configured_saves_nothing_it_can_price(
 
 # --- the semantic stage ---
 
+
 async def test_a_paraphrase_in_the_same_words_is_served_from_the_semantic_cache() -> None:
     c = cache(semantic=True, topics={"What is the capital of France?": 1, "what is the capital of france": 1})
     exact, semantic = stages(c)
@@ -304,15 +317,29 @@ async def test_a_near_vector_is_not_enough_when_the_verifier_refuses() -> None:
     assert lookups(c, "semantic", "miss") == 2
 
 
-@pytest.mark.parametrize("case, ctx, config", [
-    ("semantic off for the team", ask(), {"teams": {"team-a": {"semantic": False}}}),
-    ("no decision", ask(temperature=0.9), {}),
-    ("no-cache", ask(control=CacheControl.NO_CACHE), {}),
-    ("no question", request({"model": "small", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:,"}}]}]}, principal=TEAM_A, requested_model="small"), {}),
-])
-async def test_requests_the_semantic_cache_skips_are_never_embedded(case: str, ctx: RequestContext,
-                                                                    config: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "case, ctx, config",
+    [
+        ("semantic off for the team", ask(), {"teams": {"team-a": {"semantic": False}}}),
+        ("no decision", ask(temperature=0.9), {}),
+        ("no-cache", ask(control=CacheControl.NO_CACHE), {}),
+        (
+            "no question",
+            request(
+                {
+                    "model": "small",
+                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:,"}}]}],
+                },
+                principal=TEAM_A,
+                requested_model="small",
+            ),
+            {},
+        ),
+    ],
+)
+async def test_requests_the_semantic_cache_skips_are_never_embedded(
+    case: str, ctx: RequestContext, config: dict[str, Any]
+) -> None:
     c = cache(semantic=True, **config)
     exact, semantic = stages(c)
     await exact(ctx)

@@ -36,8 +36,9 @@ def build(summarizer: ScriptedProvider | None = None, **config: Any) -> tuple[Co
     registry = CollectorRegistry()
     deployments: dict[str, Deployment] = {"small": deployment("small")}
     if summarizer is not None:
-        deployments["cheap"] = deployment("cheap", upstream="cheap-v1", input_per_mtok="1", output_per_mtok="4",
-                                          provider=summarizer)
+        deployments["cheap"] = deployment(
+            "cheap", upstream="cheap-v1", input_per_mtok="1", output_per_mtok="4", provider=summarizer
+        )
         config.setdefault("summarizer", "cheap")
     settings = CompressionConfig.model_validate({"enabled": True, "budget_tokens": 200, "keep_recent": 2, **config})
     return Compress(settings, deployments, PolicyMetrics(registry)), registry
@@ -105,15 +106,26 @@ async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_b
     assert counted(registry, "costgate_compressions_total") is None
 
 
-@pytest.mark.parametrize("case, config, ctx", [
-    ("disabled", {"enabled": False}, chat(LONG)),
-    ("fits the budget", {}, chat([SYSTEM, turn(0), turn(1)])),
-    ("another model", {"models": ["large"]}, chat(LONG)),
-    ("not a chat", {}, request({"model": "small", "prompt": "x" * 5000}, endpoint=Endpoint.COMPLETIONS,
-                               principal=TEAM_A, requested_model="small")),
-    ("messages not a list", {}, chat("hello")),  # type: ignore[arg-type]
-    ("nothing old to drop", {"keep_recent": 20}, chat(LONG)),
-])
+@pytest.mark.parametrize(
+    "case, config, ctx",
+    [
+        ("disabled", {"enabled": False}, chat(LONG)),
+        ("fits the budget", {}, chat([SYSTEM, turn(0), turn(1)])),
+        ("another model", {"models": ["large"]}, chat(LONG)),
+        (
+            "not a chat",
+            {},
+            request(
+                {"model": "small", "prompt": "x" * 5000},
+                endpoint=Endpoint.COMPLETIONS,
+                principal=TEAM_A,
+                requested_model="small",
+            ),
+        ),
+        ("messages not a list", {}, chat("hello")),  # type: ignore[arg-type]
+        ("nothing old to drop", {"keep_recent": 20}, chat(LONG)),
+    ],
+)
 async def test_requests_it_does_not_touch(case: str, config: dict[str, Any], ctx: RequestContext) -> None:
     summarizer = ScriptedProvider("cheap", [chat_answer("unused")])
     stage, registry = build(summarizer, **config)

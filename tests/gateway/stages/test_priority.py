@@ -13,19 +13,23 @@ from gateway.stages.priority import HEADER, Prioritize
 from tests.gateway.fakes import TEAM_A, request
 
 
-@pytest.mark.parametrize("plan, asked, runs_as", [
-    ("pro", None, Priority.INTERACTIVE),
-    ("pro", "realtime", Priority.REALTIME),
-    ("pro", "BATCH", Priority.BATCH),
-    ("free", None, Priority.BATCH),  # free keys fill idle capacity unless they ask
-    ("free", "interactive", Priority.INTERACTIVE),
-    ("free", "realtime", Priority.INTERACTIVE),  # capped by the plan, not refused
-    ("enterprise", "realtime", Priority.REALTIME),
-    ("pro", "  ", Priority.INTERACTIVE),
-])
+@pytest.mark.parametrize(
+    "plan, asked, runs_as",
+    [
+        ("pro", None, Priority.INTERACTIVE),
+        ("pro", "realtime", Priority.REALTIME),
+        ("pro", "BATCH", Priority.BATCH),
+        ("free", None, Priority.BATCH),  # free keys fill idle capacity unless they ask
+        ("free", "interactive", Priority.INTERACTIVE),
+        ("free", "realtime", Priority.INTERACTIVE),  # capped by the plan, not refused
+        ("enterprise", "realtime", Priority.REALTIME),
+        ("pro", "  ", Priority.INTERACTIVE),
+    ],
+)
 async def test_the_class_is_the_header_capped_by_the_plan(plan: str, asked: str | None, runs_as: Priority) -> None:
-    ctx = request(headers={HEADER: asked} if asked is not None else {},
-                  principal=dataclasses.replace(TEAM_A, plan=plan))
+    ctx = request(
+        headers={HEADER: asked} if asked is not None else {}, principal=dataclasses.replace(TEAM_A, plan=plan)
+    )
     assert await Prioritize()(ctx) is None
     assert ctx.priority is runs_as
 

@@ -35,8 +35,15 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
 
 
 def answered() -> RequestContext:
-    ctx = request(principal=TEAM_A, requested_model="small", served_model="small", provider="openai",
-                  tags=("app", "env=prod"), trace_id="order-7", user="alice")
+    ctx = request(
+        principal=TEAM_A,
+        requested_model="small",
+        served_model="small",
+        provider="openai",
+        tags=("app", "env=prod"),
+        trace_id="order-7",
+        user="alice",
+    )
     ctx.add_call(Usage(1000, 500, 200), Decimal("0.0015"))
     ctx.saved = Decimal("0.0002")
     return ctx
@@ -51,8 +58,12 @@ async def test_an_answer_gets_one_row_with_its_cost_in_picodollars() -> None:
     [row] = ledger.rows
     assert (row.request_id, row.team_id, row.key_id, row.user) == ("req_test", "team_a1", "key_a1", "alice")
     assert row.tags == ",app,env=prod," and row.trace_id == "order-7"  # delimited: a tag matches whole
-    assert (row.endpoint, row.requested_model, row.served_model, row.provider) == \
-        ("chat.completions", "small", "small", "openai")
+    assert (row.endpoint, row.requested_model, row.served_model, row.provider) == (
+        "chat.completions",
+        "small",
+        "small",
+        "openai",
+    )
     assert (row.prompt_tokens, row.completion_tokens, row.cached_tokens) == (1000, 500, 200)
     assert row.cost_pusd == 1_500_000_000 and row.saved_pusd == 200_000_000
     assert (row.status, row.error, row.cache_status) == (200, None, "miss")
@@ -77,18 +88,23 @@ async def test_a_refusal_of_a_known_key_is_recorded_with_its_status_and_reason()
     await record.settle(ctx)
     [row] = ledger.rows
     assert (row.status, row.error, row.cost_pusd, row.served_model) == (402, "over budget", 0, None)
-    assert sample(metrics, "costgate_requests_total", team="team-a", model="large", status="402",
-                  cache="miss") == 1
+    assert sample(metrics, "costgate_requests_total", team="team-a", model="large", status="402", cache="miss") == 1
 
 
 async def test_a_cache_hit_is_recorded_as_such() -> None:
     record, ledger, metrics = build()
-    ctx = request(principal=TEAM_A, requested_model="small", served_model="small",
-                  cache_status=CacheStatus.EXACT, saved=Decimal("0.002"))
+    ctx = request(
+        principal=TEAM_A,
+        requested_model="small",
+        served_model="small",
+        cache_status=CacheStatus.EXACT,
+        saved=Decimal("0.002"),
+    )
     await record.settle(ctx)
     assert ledger.rows[0].cache_status == "exact" and ledger.rows[0].cost_pusd == 0
-    assert sample(metrics, "costgate_saved_usd_total", team="team-a", model="small", reason="exact") == \
-        pytest.approx(0.002)
+    assert sample(metrics, "costgate_saved_usd_total", team="team-a", model="small", reason="exact") == pytest.approx(
+        0.002
+    )
 
 
 async def test_a_request_without_a_valid_key_gets_no_row_only_a_count() -> None:
@@ -103,5 +119,4 @@ async def test_a_model_name_the_gateway_does_not_serve_is_labelled_unknown() -> 
     record, ledger, metrics = build()
     await record.settle(request(principal=TEAM_A, requested_model="made-up-7", status_code=404, error="no model"))
     assert ledger.rows[0].requested_model == "made-up-7"  # the ledger keeps what was asked
-    assert sample(metrics, "costgate_requests_total", team="team-a", model="unknown", status="404",
-                  cache="miss") == 1
+    assert sample(metrics, "costgate_requests_total", team="team-a", model="unknown", status="404", cache="miss") == 1

@@ -18,25 +18,30 @@ KEYED = dataclasses.replace(TEAM_A, tags=("env=prod", "app"))
 QUESTION = [{"role": "user", "content": "hi"}]
 
 
-async def tagged(headers: dict[str, str] | None = None, body: dict[str, Any] | None = None,
-                 principal: Principal | None = KEYED) -> RequestContext:
+async def tagged(
+    headers: dict[str, str] | None = None, body: dict[str, Any] | None = None, principal: Principal | None = KEYED
+) -> RequestContext:
     ctx = request({"model": "small", "messages": QUESTION, **(body or {})}, headers=headers, principal=principal)
     assert await Tag()(ctx) is None
     return ctx
 
 
-@pytest.mark.parametrize("header, metadata, tags", [
-    (None, None, ("env=prod", "app")),
-    ("search, ranker", None, ("env=prod", "app", "search", "ranker")),
-    ("app,search,app", None, ("env=prod", "app", "search")),  # each once, first place kept
-    (None, {"feature": "chat", "ab": "b"}, ("env=prod", "app", "feature=chat", "ab=b")),
-    ("x", {"feature": "chat"}, ("env=prod", "app", "x", "feature=chat")),
-    # metadata is the client's own data: what cannot be a tag is skipped, not refused
-    (None, {"note": "two words", "k": "v"}, ("env=prod", "app", "k=v")),
-    (None, "not-an-object", ("env=prod", "app")),
-])
-async def test_tags_come_from_the_key_then_the_header_then_metadata(header: str | None, metadata: Any,
-                                                                    tags: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "header, metadata, tags",
+    [
+        (None, None, ("env=prod", "app")),
+        ("search, ranker", None, ("env=prod", "app", "search", "ranker")),
+        ("app,search,app", None, ("env=prod", "app", "search")),  # each once, first place kept
+        (None, {"feature": "chat", "ab": "b"}, ("env=prod", "app", "feature=chat", "ab=b")),
+        ("x", {"feature": "chat"}, ("env=prod", "app", "x", "feature=chat")),
+        # metadata is the client's own data: what cannot be a tag is skipped, not refused
+        (None, {"note": "two words", "k": "v"}, ("env=prod", "app", "k=v")),
+        (None, "not-an-object", ("env=prod", "app")),
+    ],
+)
+async def test_tags_come_from_the_key_then_the_header_then_metadata(
+    header: str | None, metadata: Any, tags: tuple[str, ...]
+) -> None:
     headers = {"X-Costgate-Tags": header} if header is not None else {}
     body = {"metadata": metadata} if metadata is not None else {}
     assert (await tagged(headers, body)).tags == tags
@@ -52,16 +57,19 @@ async def test_a_request_without_a_principal_gets_only_its_own_tags() -> None:
     assert (await tagged({"x-costgate-tags": "a"}, principal=None)).tags == ("a",)
 
 
-@pytest.mark.parametrize("headers, param", [
-    ({"x-costgate-tags": "ok,not ok"}, "x-costgate-tags"),
-    ({"x-costgate-tags": "t" * 65}, "x-costgate-tags"),
-    ({"x-costgate-trace-id": ""}, "x-costgate-trace-id"),
-    ({"x-costgate-trace-id": "t" * 201}, "x-costgate-trace-id"),
-    ({"x-costgate-max-cost-usd": "cheap"}, "x-costgate-max-cost-usd"),
-    ({"x-costgate-max-cost-usd": "0"}, "x-costgate-max-cost-usd"),
-    ({"x-costgate-max-cost-usd": "-0.5"}, "x-costgate-max-cost-usd"),
-    ({"x-costgate-max-cost-usd": "NaN"}, "x-costgate-max-cost-usd"),
-])
+@pytest.mark.parametrize(
+    "headers, param",
+    [
+        ({"x-costgate-tags": "ok,not ok"}, "x-costgate-tags"),
+        ({"x-costgate-tags": "t" * 65}, "x-costgate-tags"),
+        ({"x-costgate-trace-id": ""}, "x-costgate-trace-id"),
+        ({"x-costgate-trace-id": "t" * 201}, "x-costgate-trace-id"),
+        ({"x-costgate-max-cost-usd": "cheap"}, "x-costgate-max-cost-usd"),
+        ({"x-costgate-max-cost-usd": "0"}, "x-costgate-max-cost-usd"),
+        ({"x-costgate-max-cost-usd": "-0.5"}, "x-costgate-max-cost-usd"),
+        ({"x-costgate-max-cost-usd": "NaN"}, "x-costgate-max-cost-usd"),
+    ],
+)
 async def test_a_malformed_control_header_is_400_naming_the_header(headers: dict[str, str], param: str) -> None:
     ctx = request(headers=headers, principal=KEYED)
     with pytest.raises(InvalidRequest) as refused:
@@ -78,19 +86,23 @@ async def test_no_trace_header_means_no_trace() -> None:
     assert (await tagged()).trace_id is None
 
 
-@pytest.mark.parametrize("user, kept", [("alice@example.com", "alice@example.com"), ("", None), (42, None),
-                                        (None, None)])
+@pytest.mark.parametrize(
+    "user, kept", [("alice@example.com", "alice@example.com"), ("", None), (42, None), (None, None)]
+)
 async def test_the_end_user_is_openais_user_field_when_it_is_a_string(user: Any, kept: str | None) -> None:
     body = {} if user is None else {"user": user}
     assert (await tagged(body=body)).user == kept
 
 
-@pytest.mark.parametrize("header, flags", [
-    (None, CacheControl.DEFAULT),
-    ("no-cache", CacheControl.NO_CACHE),
-    ("no-store", CacheControl.NO_STORE),
-    ("No-Cache, no-store", CacheControl.NO_CACHE | CacheControl.NO_STORE),
-])
+@pytest.mark.parametrize(
+    "header, flags",
+    [
+        (None, CacheControl.DEFAULT),
+        ("no-cache", CacheControl.NO_CACHE),
+        ("no-store", CacheControl.NO_STORE),
+        ("No-Cache, no-store", CacheControl.NO_CACHE | CacheControl.NO_STORE),
+    ],
+)
 async def test_the_cache_header_becomes_the_requests_cache_control(header: str | None, flags: CacheControl) -> None:
     ctx = await tagged({"x-costgate-cache": header} if header is not None else {})
     assert ctx.cache_control == flags

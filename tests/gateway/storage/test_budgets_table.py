@@ -87,35 +87,43 @@ async def test_a_database_outage_keeps_the_last_definitions_in_force(db: AsyncEn
 NOV_10 = datetime(2026, 11, 10, 12, tzinfo=UTC).timestamp()
 
 
-def spent(n: int, at: float, cost: str, principal: Principal = TEAM_A, user: str | None = None,
-          tags: tuple[str, ...] = ()) -> dict:
-    ctx = request(principal=principal, requested_model="small", served_model="small", created_at=at, user=user,
-                  tags=tags)
+def spent(
+    n: int, at: float, cost: str, principal: Principal = TEAM_A, user: str | None = None, tags: tuple[str, ...] = ()
+) -> dict:
+    ctx = request(
+        principal=principal, requested_model="small", served_model="small", created_at=at, user=user, tags=tags
+    )
     ctx.request_id = f"req_{n}"
     ctx.add_call(Usage(10, 10), Decimal(cost))
     return LedgerRow.from_context(ctx).as_dict()
 
 
-@pytest.mark.parametrize("scope, subject, pusd", [
-    (Scope.TEAM, "team_a1", 7_000_000_000),  # rows 1, 2 and 3 (November)
-    (Scope.KEY, "key_a1", 7_000_000_000),
-    (Scope.KEY, "key_b1", 100_000_000_000),
-    (Scope.USER, "alice", 3_000_000_000),
-    (Scope.TAG, "a_b", 1_000_000_000),  # `_` and `%` are not wildcards: "axb" is another tag
-    (Scope.TAG, "a%", 0),
-    (Scope.TAG, "prod", 4_000_000_000),  # a tag matches whole: not "prod-eu"
-])
+@pytest.mark.parametrize(
+    "scope, subject, pusd",
+    [
+        (Scope.TEAM, "team_a1", 7_000_000_000),  # rows 1, 2 and 3 (November)
+        (Scope.KEY, "key_a1", 7_000_000_000),
+        (Scope.KEY, "key_b1", 100_000_000_000),
+        (Scope.USER, "alice", 3_000_000_000),
+        (Scope.TAG, "a_b", 1_000_000_000),  # `_` and `%` are not wildcards: "axb" is another tag
+        (Scope.TAG, "a%", 0),
+        (Scope.TAG, "prod", 4_000_000_000),  # a tag matches whole: not "prod-eu"
+    ],
+)
 async def test_a_periods_ledger_spend_per_scope(db: AsyncEngine, scope: Scope, subject: str, pusd: int) -> None:
     other = Principal("team_b1", "team-b", "key_b1")
     october = datetime(2026, 10, 31, 23, 59, tzinfo=UTC).timestamp()
     async with db.begin() as conn:
-        await conn.execute(insert(ledger), [
-            spent(1, NOV_10, "0.001", tags=("a_b", "prod")), spent(2, NOV_10 + 1, "0.003", user="alice",
-                                                                   tags=("prod",)),
-            spent(3, NOV_10 + 2, "0.003", tags=("axb", "prod-eu")),
-            spent(4, october, "0.5", user="alice", tags=("a_b", "prod")),  # last month
-            spent(5, NOV_10, "0.1", principal=other),
-        ])
+        await conn.execute(
+            insert(ledger),
+            [
+                spent(1, NOV_10, "0.001", tags=("a_b", "prod")),
+                spent(2, NOV_10 + 1, "0.003", user="alice", tags=("prod",)),
+                spent(3, NOV_10 + 2, "0.003", tags=("axb", "prod-eu")),
+                spent(4, october, "0.5", user="alice", tags=("a_b", "prod")),  # last month
+                spent(5, NOV_10, "0.1", principal=other),
+            ],
+        )
     assert await ledger_spend(db, scope, subject, window(Period.MONTHLY, NOV_10)) == pusd
 
 

@@ -27,10 +27,25 @@ TEAM_B = Principal("team_b1", "team-b", "key_b1")
 NOV = datetime(2026, 11, 10, 12, tzinfo=UTC).timestamp()
 
 
-def row(n: int, principal: Principal | None, model: str | None, tags: tuple[str, ...] = (), cost: str = "0.001",
-        at: float = NOV, served: bool = True, trace_id: str | None = None, saved: str = "0") -> LedgerRow:
-    ctx = request(principal=principal, requested_model=model or "", tags=tags, trace_id=trace_id,
-                  served_model=model if served else None, created_at=at)
+def row(
+    n: int,
+    principal: Principal | None,
+    model: str | None,
+    tags: tuple[str, ...] = (),
+    cost: str = "0.001",
+    at: float = NOV,
+    served: bool = True,
+    trace_id: str | None = None,
+    saved: str = "0",
+) -> LedgerRow:
+    ctx = request(
+        principal=principal,
+        requested_model=model or "",
+        tags=tags,
+        trace_id=trace_id,
+        served_model=model if served else None,
+        created_at=at,
+    )
     ctx.request_id = f"req_{n}"
     ctx.add_call(Usage(100, 10), Decimal(cost))
     ctx.saved = Decimal(saved)
@@ -44,8 +59,13 @@ async def db(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
     engine = create_engine(f"sqlite:///{tmp_path / 'ledger.db'}")
     await create_tables(engine)
     async with engine.begin() as conn:
-        await conn.execute(insert(teams), [{"id": TEAM_A.team_id, "name": TEAM_A.team_name, "created_at": 0},
-                                           {"id": TEAM_B.team_id, "name": TEAM_B.team_name, "created_at": 0}])
+        await conn.execute(
+            insert(teams),
+            [
+                {"id": TEAM_A.team_id, "name": TEAM_A.team_name, "created_at": 0},
+                {"id": TEAM_B.team_id, "name": TEAM_B.team_name, "created_at": 0},
+            ],
+        )
     yield engine
     await engine.dispose()
 
@@ -62,14 +82,23 @@ def lines(text: str) -> list[dict[str, str]]:
 
 
 async def test_one_line_per_team_model_and_whole_tag_set(db: AsyncEngine) -> None:
-    await put(db,
-              row(1, TEAM_A, "small", ("app", "env=prod")), row(2, TEAM_A, "small", ("app", "env=prod")),
-              row(3, TEAM_A, "small"), row(4, TEAM_A, "small", ("app",), saved="0.002"),
-              row(5, TEAM_A, "large", ("app", "env=prod"), cost="0.05"),
-              row(6, TEAM_B, "small", cost="0.2"))
+    await put(
+        db,
+        row(1, TEAM_A, "small", ("app", "env=prod")),
+        row(2, TEAM_A, "small", ("app", "env=prod")),
+        row(3, TEAM_A, "small"),
+        row(4, TEAM_A, "small", ("app",), saved="0.002"),
+        row(5, TEAM_A, "large", ("app", "env=prod"), cost="0.05"),
+        row(6, TEAM_B, "small", cost="0.2"),
+    )
     got = {(r["team"], r["model"], r["tags"]): r for r in lines(await chargeback_csv(db, "2026-11"))}
-    assert set(got) == {("team-a", "small", "app+env=prod"), ("team-a", "small", ""), ("team-a", "small", "app"),
-                        ("team-a", "large", "app+env=prod"), ("team-b", "small", "")}
+    assert set(got) == {
+        ("team-a", "small", "app+env=prod"),
+        ("team-a", "small", ""),
+        ("team-a", "small", "app"),
+        ("team-a", "large", "app+env=prod"),
+        ("team-b", "small", ""),
+    }
     both = got[("team-a", "small", "app+env=prod")]
     assert (both["month"], both["team_id"], both["requests"]) == ("2026-11", "team_a1", "2")
     assert (both["prompt_tokens"], both["completion_tokens"], both["cost_usd"]) == ("200", "20", "0.002")
@@ -83,8 +112,12 @@ async def test_only_the_months_utc_days_count(db: AsyncEngine) -> None:
     last_of_october = datetime(2026, 10, 31, 23, 59, 59, tzinfo=UTC).timestamp()
     first_of_november = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
     first_of_december = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
-    await put(db, row(1, TEAM_A, "small", at=last_of_october), row(2, TEAM_A, "small", at=first_of_november),
-              row(3, TEAM_A, "small", at=first_of_december))
+    await put(
+        db,
+        row(1, TEAM_A, "small", at=last_of_october),
+        row(2, TEAM_A, "small", at=first_of_november),
+        row(3, TEAM_A, "small", at=first_of_december),
+    )
     [line] = lines(await chargeback_csv(db, "2026-11"))
     assert line["requests"] == "1"
     assert lines(await chargeback_csv(db, "2027-01")) == []
@@ -103,8 +136,11 @@ async def test_a_team_deleted_or_unknown_keeps_its_id(db: AsyncEngine) -> None:
     assert (line["team_id"], line["team"]) == ("team_gone", "")
 
 
-@pytest.mark.xfail(strict=True, reason="chargeback_csv's docstring promises the costliest team first, but the "
-                                       "query orders lines by team id, model and tags")
+@pytest.mark.xfail(
+    strict=True,
+    reason="chargeback_csv's docstring promises the costliest team first, but the "
+    "query orders lines by team id, model and tags",
+)
 async def test_the_costliest_team_comes_first(db: AsyncEngine) -> None:
     cheap = dataclasses.replace(TEAM_A, team_id="team_0")  # sorts before team_b1 by id
     await put(db, row(1, cheap, "small", cost="0.001"), row(2, TEAM_B, "small", cost="5"))
@@ -112,9 +148,12 @@ async def test_the_costliest_team_comes_first(db: AsyncEngine) -> None:
 
 
 async def test_a_trace_lists_its_calls_in_order_with_their_costs(db: AsyncEngine) -> None:
-    await put(db, row(2, TEAM_A, "large", trace_id="order-7", at=NOV + 2, cost="0.03"),
-              row(1, TEAM_B, "small", trace_id="order-7", at=NOV + 1, cost="0.0001"),
-              row(3, TEAM_A, "small", trace_id="other", at=NOV + 3))
+    await put(
+        db,
+        row(2, TEAM_A, "large", trace_id="order-7", at=NOV + 2, cost="0.03"),
+        row(1, TEAM_B, "small", trace_id="order-7", at=NOV + 1, cost="0.0001"),
+        row(3, TEAM_A, "small", trace_id="other", at=NOV + 3),
+    )
     calls = await trace(db, "order-7")
     assert [c.request_id for c in calls] == ["req_1", "req_2"]
     assert [c.cost_usd for c in calls] == [Decimal("0.0001"), Decimal("0.03")]

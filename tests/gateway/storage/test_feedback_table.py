@@ -35,20 +35,35 @@ async def store(url: str) -> AsyncIterator[FeedbackStore]:
     await s.create()
     await s.create()  # a second replica starting: nothing to do
     async with engine.begin() as conn:
-        await conn.execute(insert(ledger), [
-            ledger_row("req_hit", "team_a", "semantic", "small", "small", 100.0),
-            ledger_row("req_cascade", "team_a", "miss", "auto", "large", 200.0),
-            ledger_row("req_b", "team_b", "exact", "small", "small", 300.0),
-            ledger_row("req_failed", "team_a", "miss", "small", None, 400.0, status=502)])
+        await conn.execute(
+            insert(ledger),
+            [
+                ledger_row("req_hit", "team_a", "semantic", "small", "small", 100.0),
+                ledger_row("req_cascade", "team_a", "miss", "auto", "large", 200.0),
+                ledger_row("req_b", "team_b", "exact", "small", "small", 300.0),
+                ledger_row("req_failed", "team_a", "miss", "small", None, 400.0, status=502),
+            ],
+        )
     yield s
     await engine.dispose()
 
 
-def ledger_row(request_id: str, team: str, cache: str, asked: str, served: str | None, at: float,
-               status: int = 200) -> dict:
-    return {"request_id": request_id, "created_at": at, "day": "2026-01-01", "team_id": team, "key_id": "key_1",
-            "endpoint": "chat.completions", "requested_model": asked, "served_model": served,
-            "latency_ms": 1.0, "cache_status": cache, "status": status}
+def ledger_row(
+    request_id: str, team: str, cache: str, asked: str, served: str | None, at: float, status: int = 200
+) -> dict:
+    return {
+        "request_id": request_id,
+        "created_at": at,
+        "day": "2026-01-01",
+        "team_id": team,
+        "key_id": "key_1",
+        "endpoint": "chat.completions",
+        "requested_model": asked,
+        "served_model": served,
+        "latency_ms": 1.0,
+        "cache_status": cache,
+        "status": status,
+    }
 
 
 def verdict_on(request: AnsweredRequest, verdict: Verdict, pair: Labelled | None = None) -> FeedbackRow:
@@ -73,14 +88,18 @@ async def test_reads_per_team_cascade_and_window(store: FeedbackStore) -> None:
     assert cascade is not None and other is not None
     await store.record(verdict_on(cascade, Verdict.WRONG))
     await store.record(verdict_on(other, Verdict.WRONG))
-    counts = {(c.team_id, c.requested_model, c.served_model, c.cache_status, c.verdict, c.count)
-              for c in await store.counts()}
-    assert counts == {("team_a", "auto", "large", "miss", Verdict.WRONG, 1),
-                      ("team_b", "small", "small", "exact", Verdict.WRONG, 1)}
+    counts = {
+        (c.team_id, c.requested_model, c.served_model, c.cache_status, c.verdict, c.count) for c in await store.counts()
+    }
+    assert counts == {
+        ("team_a", "auto", "large", "miss", Verdict.WRONG, 1),
+        ("team_b", "small", "small", "exact", Verdict.WRONG, 1),
+    }
     assert [c.team_id for c in await store.counts(since=250.0)] == ["team_b"]
     assert [c.team_id for c in await store.counts(until=250.0)] == ["team_a"]
     rows = await store.verdicts(requested_model="auto")
-    assert [(r.request.request_id, r.request.served_model, r.verdict, r.comment) for r in rows] == \
-        [("req_cascade", "large", Verdict.WRONG, "a comment")]
+    assert [(r.request.request_id, r.request.served_model, r.verdict, r.comment) for r in rows] == [
+        ("req_cascade", "large", Verdict.WRONG, "a comment")
+    ]
     assert [r.request.request_id for r in await store.verdicts()] == ["req_b", "req_cascade"]  # newest first
     assert await store.labelled("team_a") == []  # a miss has no pair

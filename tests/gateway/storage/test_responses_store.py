@@ -24,10 +24,17 @@ class Clock:
 
 
 def stored(response_id: str, team_id: str, text: str = "hello", previous: str | None = None) -> StoredResponse:
-    output = ({"id": "msg_1", "type": "message", "role": "assistant",
-               "content": [{"type": "output_text", "text": text}]},)
-    return StoredResponse(response_id, team_id, previous, ({"role": "user", "content": "hi"},), output,
-                          {"id": response_id, "object": "response", "output": list(output)})
+    output = (
+        {"id": "msg_1", "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]},
+    )
+    return StoredResponse(
+        response_id,
+        team_id,
+        previous,
+        ({"role": "user", "content": "hi"},),
+        output,
+        {"id": response_id, "object": "response", "output": list(output)},
+    )
 
 
 @pytest.fixture
