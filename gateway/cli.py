@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from engine import cli as engine_cli
 from gateway import cascade_cli
+from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
 
 CONFIG_ERROR_EXIT = 2  # like argparse's usage errors: the command was given something it cannot use
@@ -88,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
-    add_cache_commands(commands)  # `costgate cache calibrate FILE` (issue 4)
+    add_cache_commands(commands, team_labels)  # `costgate cache calibrate FILE | --team NAME` (issues 4, 12)
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     return parser
 
