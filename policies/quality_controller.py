@@ -69,6 +69,7 @@ class Policy:
     min_accept: float = 0.2  # a threshold accepting less is not worth calling the cheap tier for
     probe_rate: float = 0.05
     last_tier_quality: float | None = None  # stated by the operator; else from labels or a default
+    min_feedback: int = 30  # verdicts on the last tier's answers before they set its quality
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,14 +135,33 @@ class QualityController:
         self.samples: deque[Sample] = deque()
         self.evidence = Evidence(candidates)
         self.rejected = False  # the traffic contradicts the calibration, which is set aside
-        # the last tier's quality with the calibration's labels, and without them
-        self._last_with = last_tier_quality(policy.last_tier_quality, calibration)
-        self._last_without = last_tier_quality(policy.last_tier_quality, None)
-        self.last = self._last_with
+        self.feedback: tuple[int, int] | None = None  # (right, labelled) verdicts on the last tier's answers
         self.promised: float | None = None  # the threshold the calibration alone certifies
+        self._resolve_last()
+        self._update()
+
+    def _resolve_last(self) -> None:
+        """The last tier's quality with the calibration's labels, and without them; and the
+        threshold the calibration alone certifies with it."""
+        p, calibration = self.policy, self.calibration
+        self._last_with = last_tier_quality(p.last_tier_quality, calibration, self.feedback)
+        self._last_without = last_tier_quality(p.last_tier_quality, None, self.feedback)
+        self.last = self._last_with
+        self.promised = None
         if calibration is not None:
-            nothing = TrafficCurve.empty(len(candidates))
-            self.promised = cheapest_certified(self._bounds(nothing), policy.target)
+            nothing = TrafficCurve.empty(len(self.candidates))
+            alone = bounds(nothing, calibration, self._last_with, p.confidence, p.prior_weight, self.candidates)
+            self.promised = cheapest_certified(alone, p.target)
+
+    def last_tier_feedback(self, right: int, labelled: int) -> None:
+        """Teams' verdicts on the last tier's answers (POST /v1/feedback): once there are
+        `min_feedback` of them they are the last tier's quality A (source `feedback`), in place of
+        the config's, the calibration's or the default."""
+        feedback = (right, labelled) if labelled >= self.policy.min_feedback else None
+        if feedback == self.feedback:
+            return
+        self.feedback = feedback
+        self._resolve_last()
         self._update()
 
     @property

@@ -1,10 +1,15 @@
-"""Admin API of the routing policies: cascades (threshold, agreement estimate) and breakers."""
+"""Admin API of the routing policies: cascades (threshold, quality estimate, scorer, savings, refits) and breakers."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
 from gateway.routes.admin import require_admin
+from gateway.routing.cascade import CascadeTarget
+from gateway.routing.learning import Learning
+from gateway.settings import CascadeConfig
+from policies.pricing import format_usd
+from policies.scorers.refit import traffic_auc
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
@@ -12,31 +17,65 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 @router.get("/cascades")
 async def list_cascades(request: Request) -> dict:
     routing = request.app.state.gateway.routing
-    data = []
-    for name, cascade in routing.cascades.items():
-        e = cascade.controller.estimate()
-        c = cascade.config
-        data.append(
-            {
-                "name": name,
-                "tiers": c.tiers,
-                "scorer": c.scorer,
-                "quality_target": c.quality_target,
-                "shadow_rate": c.shadow_rate,
-                "adaptive": c.adaptive,
-                "min_samples": c.min_samples,
-                "confidence": c.confidence,
-                "threshold": e.threshold,
-                "escalate_all": e.threshold is None,
-                "thresholds_in_use": [cascade.threshold(i) for i in range(len(c.tiers) - 1)],
-                "adapted": e.adapted,
-                "samples": e.samples,
-                "agreement": e.agreement,
-                "agreement_lower_bound": e.lower_bound,
-                "meets_target": e.meets_target,  # the quality bound (policies/quality.py), not the agreement
-            }
-        )
-    return {"data": data}
+    return {"data": [cascade_view(cascade, routing.learning.get(name)) for name, cascade in routing.cascades.items()]}
+
+
+def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
+    """One cascade's state: its settings, what its controller estimates (policies/quality_controller.py),
+    how well its scorer ranks, what it did since start (`Tally`) and its refits."""
+    controller = cascade.controller
+    e = controller.estimate()
+    c = cascade.config
+    auc, auc_on = traffic_auc(controller.samples), "samples"
+    if learning is not None and learning.last is not None:
+        v = learning.last.verdict
+        held_back = v.candidate_auc if v.replace else v.current_auc
+        if held_back is not None:
+            auc, auc_on = held_back, "held-back samples of the last refit"
+    t = cascade.tally
+    return {
+        "name": cascade.name,
+        "tiers": c.tiers,
+        "scorer": c.scorer,
+        "quality_target": c.quality_target,
+        "shadow_rate": c.shadow_rate,
+        "adaptive": c.adaptive,
+        "min_samples": c.min_samples,
+        "confidence": c.confidence,
+        "mode": e.mode.value,
+        "reason": e.reason,
+        "threshold": e.threshold,
+        "escalate_all": e.threshold is None,
+        "thresholds_in_use": [cascade.threshold(i) for i in range(len(c.tiers) - 1)],
+        "adapted": e.adapted,
+        "samples": e.samples,
+        "agreement": e.agreement,
+        "agreement_lower_bound": e.lower_bound,
+        # the share of the last tier's quality kept at the threshold, and its one-sided bound
+        "quality": e.quality,
+        "quality_lower_bound": e.quality_lower_bound,
+        "meets_target": e.meets_target,  # the quality bound (policies/quality.py), not the agreement
+        "last_tier_quality": e.last_tier_quality,
+        "last_tier_quality_source": e.last_tier_source,
+        "calibration": e.calibration,
+        "shadow_probability": e.shadow_rate,
+        "estimated_escalation": e.escalation,  # at the threshold, from the samples and calibration
+        "scorer_auc": auc,  # agreement with the last tier ranked by the scorer's confidence
+        "scorer_auc_on": auc_on,
+        # since start, on this replica (cascade.py `Tally`)
+        "answered": t.answered,
+        "escalated": t.escalated,
+        "escalation_rate": t.escalation_rate,
+        "charged_usd": format_usd(t.charged),
+        "always_last_tier_usd": format_usd(t.always_last),
+        "shadow_usd": format_usd(t.shadow),
+        "saved_usd": format_usd(t.saved),
+        "refit": learning.view() if learning is not None else {"enabled": False, "why": _no_refit(c)},
+    }
+
+
+def _no_refit(c: CascadeConfig) -> str:
+    return "refit: false in the config" if not c.refit else "only a learned scorer is refitted"
 
 
 @router.get("/breakers")

@@ -12,11 +12,13 @@ from gateway.deployments import Deployment
 from gateway.metrics import Metrics
 from gateway.routing.cascade import CascadeTarget, Confidence, PureConfidence, Services, SideLane, build_cascade
 from gateway.routing.judge import JudgeScorer
+from gateway.routing.learning import Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.router import CostRouterTarget
 from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.storage.cascade_samples import SampleStore
+from gateway.storage.feedback import FeedbackStore
 from policies.breaker import Breakers
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
@@ -65,6 +67,12 @@ class RoutingPolicies:
             self.cascades[config.name] = build_cascade(
                 config, deployments, build_scorer(config.scorer, deployments), services
             )
+        self.learning: dict[str, Learning] = {}
+        feedback = FeedbackStore(db)
+        for name, cascade in self.cascades.items():
+            learning = learning_for(cascade, feedback, Path(settings.data_dir))
+            if learning is not None:
+                cascade.learner = self.learning[name] = learning
         targets.update(self.cascades)
         self.router: CostRouterTarget | None = None
         if settings.cost_router is not None:
@@ -83,3 +91,5 @@ class RoutingPolicies:
     async def stop(self) -> None:
         for cascade in self.cascades.values():
             await cascade.drain()
+        for learning in self.learning.values():
+            await learning.drain()

@@ -22,6 +22,10 @@ weighs 1 / the probability it was drawn. The controller turns them, with the sco
 calibration, into the cheapest threshold whose quality bound holds the target, or tells the
 cascade to escalate everything, or to skip the cheap tiers its scorer cannot judge.
 
+Learning: a cascade on a learned scorer refits it from its samples as they accumulate
+(gateway/routing/learning.py) and swaps in the new scorer, with a controller rebuilt on it, only
+when it ranks held-back samples better. `Tally` counts what the cascade did since start.
+
 Circuit breakers: a tier whose breaker is open is skipped; a failing tier falls through to
 the next; when the last tier fails, the best answer a cheaper tier gave is returned instead.
 """
@@ -54,7 +58,7 @@ from gateway.storage.cascade_samples import SampleRecord, SampleStore
 from gateway.worst_case import worst_case
 from policies.agreement import answers_agree
 from policies.breaker import Breakers
-from policies.pricing import format_usd
+from policies.pricing import Usage, cost_of, format_usd
 from policies.quality import Sample
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored, Scorer
@@ -127,6 +131,53 @@ class SideLane(Protocol):
     async def handle(self, ctx: RequestContext) -> Response: ...
 
 
+class Learner(Protocol):
+    """Refits a cascade's scorer from its samples (gateway/routing/learning.py)."""
+
+    def sampled(self, sample: Sample, vectors: tuple[tuple[float, ...], ...]) -> None:
+        """A new sample was taken (with each cheap answer's feature vector)."""
+        ...
+
+    async def load(self) -> None:
+        """At start: the scorer a previous run refitted, and the stored samples rescored by it."""
+        ...
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a cascade did since this gateway started (each replica counts its own), for
+    /admin/cascades: the requests it answered, how many the last tier answered, what they were
+    charged, what the last tier alone would have charged them, and what the shadow samples cost.
+
+    For a request the last tier answered, "the last tier alone" is that call's own cost; for one
+    a cheaper tier answered, the last tier's price for the same tokens (the cheap answer's prompt
+    and completion: an estimate, as the last tier's answer was never asked for)."""
+
+    answered: int = 0
+    escalated: int = 0
+    charged: Decimal = Decimal(0)
+    always_last: Decimal = Decimal(0)
+    shadow: Decimal = Decimal(0)
+
+    @property
+    def saved(self) -> Decimal:
+        """Against sending every request to the last tier: every cheap attempt, judge and shadow
+        call paid for."""
+        return self.always_last - self.charged - self.shadow
+
+    @property
+    def escalation_rate(self) -> float | None:
+        return self.escalated / self.answered if self.answered else None
+
+    def count(self, ctx: RequestContext, escalated: bool, always_last: Decimal) -> None:
+        if ctx.error is not None or ctx.status_code >= 400:
+            return
+        self.answered += 1
+        self.escalated += escalated
+        self.charged += ctx.cost
+        self.always_last += always_last
+
+
 @dataclass(frozen=True, slots=True)
 class Services:
     """What every cascade shares with the rest of the gateway."""
@@ -147,6 +198,7 @@ class TierAnswer:
     raw: bytes
     item: Scored
     confidence: float
+    usage: Usage = field(default_factory=Usage)  # of this tier's own call
 
 
 @dataclass
@@ -157,6 +209,8 @@ class CascadeTarget:
     controller: QualityController
     services: Services
     rng: random.Random = field(default_factory=random.Random)
+    learner: Learner | None = None  # refits a learned scorer from the samples (None: the scorer is fixed)
+    tally: Tally = field(default_factory=Tally)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
@@ -214,12 +268,19 @@ class CascadeTarget:
         added_logprobs = self.scorer.needs_logprobs and not body.get("logprobs")
         if added_logprobs:
             body["logprobs"] = True if ctx.endpoint is Endpoint.CHAT else 1
+        before = ctx.usage
         try:
             completion = await complete(ctx, dep, body)
         except UpstreamError as err:
             self._failed(dep, err)
             raise
         self.services.breakers.record(dep.name, ok=True)
+        after = ctx.usage
+        usage = Usage(
+            after.prompt_tokens - before.prompt_tokens,
+            after.completion_tokens - before.completion_tokens,
+            after.cached_tokens - before.cached_tokens,
+        )
         item = scored_answer(ctx.body, completion.body)
         answer_body, raw = completion.body, completion.raw
         if added_logprobs:  # the client did not ask for them: it does not get them
@@ -228,7 +289,7 @@ class CascadeTarget:
                 "choices": [{k: v for k, v in c.items() if k != "logprobs"} for c in answer_body.get("choices") or ()],
             }
             raw = orjson.dumps(answer_body)
-        return TierAnswer(tier, dep, answer_body, raw, item, await self._score(ctx, item))
+        return TierAnswer(tier, dep, answer_body, raw, item, await self._score(ctx, item), usage)
 
     async def _score(self, ctx: RequestContext, item: Scored) -> float:
         if rule_violation(item):
@@ -248,6 +309,8 @@ class CascadeTarget:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
         ctx.response_body = answer.body
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
+        instead = cost_of(answer.usage, self.tiers[-1].price) * ctx.price_factor  # the last tier, same tokens
+        ctx.after_settle.append(lambda: self.tally.count(ctx, False, instead))
         # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
         complete = sample_from is not None and [a.tier for a in sample_from] == list(range(len(sample_from)))
         shadow = self.controller.shadow_probability()
@@ -276,6 +339,7 @@ class CascadeTarget:
     ) -> Response:
         if not self.services.breakers.allow(dep.name):
             raise circuit_open(self.services.breakers, dep.name)
+        before = ctx.cost  # what the last tier's own call costs is what it adds (known once settled)
         try:
             if ctx.stream:
                 relay = await open_relay(ctx, dep)
@@ -286,6 +350,7 @@ class CascadeTarget:
             raise
         self.services.breakers.record(dep.name, ok=True)
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
+        ctx.after_settle.append(lambda: self.tally.count(ctx, True, ctx.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
         if ctx.stream:
             body = self._sample_after(relay, ctx, sample_from, weight) if complete_sample and sample_from else relay
@@ -321,6 +386,7 @@ class CascadeTarget:
             side_call=ShadowSample(self, ctx.request_id, tried, weight),
         )
         await self.services.side_lane.handle(shadow)
+        self.tally.shadow += shadow.cost
         status = "ok" if shadow.error is None else "error"
         self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
 
@@ -334,13 +400,16 @@ class CascadeTarget:
             tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text) for a in tried), weight
         )
         self.controller.add(sample)
+        vectors = tuple(tuple(features(a.item)) for a in tried)
+        if self.learner is not None:
+            self.learner.sampled(sample, vectors)
         texts = None
         if self.services.log_prompts:
             texts = {
                 "query": tried[0].item.query if tried else "",
                 "answers": [a.item.answer for a in tried] + [last_text],
             }
-        record = SampleRecord(self.name, request_id, sample, tuple(tuple(features(a.item)) for a in tried), texts)
+        record = SampleRecord(self.name, request_id, sample, vectors, texts)
         await self.services.store.add(record)
 
     def _spawn(self, coro: Any) -> None:
@@ -355,6 +424,9 @@ class CascadeTarget:
 
     async def load(self) -> None:
         """Warm the controller with the samples a previous run stored."""
+        if self.learner is not None:
+            await self.learner.load()
+            return
         stored = await self.services.store.recent(self.name, self.config.max_samples)
         if stored:
             self.controller.add(*stored)

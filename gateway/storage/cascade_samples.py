@@ -50,6 +50,15 @@ class SampleRecord:
     texts: dict | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class StoredSample:
+    """One stored sample as the gateway's refit reads it back."""
+
+    request_id: str | None
+    sample: Sample
+    features: tuple[tuple[float, ...], ...] | None  # None: made with another version's features
+
+
 class SampleStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -89,6 +98,25 @@ class SampleStore:
             Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees)), r.weight or 1.0)
             for r in reversed(rows)
         ]
+
+    async def stored(self, cascade: str, limit: int) -> list[StoredSample]:
+        """The cascade's latest `limit` samples with their request ids and features, oldest first."""
+        c = cascade_samples.c
+        query = (
+            select(c.request_id, c.confidences, c.agrees, c.weight, c.features, c.feature_set)
+            .where(c.cascade == cascade)
+            .order_by(c.id.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        out = []
+        for r in reversed(rows):
+            sample = Sample(tuple(json.loads(r.confidences)), tuple(json.loads(r.agrees)), r.weight or 1.0)
+            vectors = json.loads(r.features) if r.features and r.feature_set == FEATURE_SET else []
+            ok = len(vectors) == len(sample.confidences) > 0
+            out.append(StoredSample(r.request_id, sample, tuple(tuple(v) for v in vectors) if ok else None))
+        return out
 
     async def training_rows(self, cascade: str | None = None) -> list[TrainingRow]:
         """Every stored tier answer made with this version's features, oldest first."""

@@ -3,9 +3,10 @@ keep the new one only when it beats the current one on samples neither was fitte
 
 The samples (gateway/storage/cascade_samples.py) hold each cheap answer's feature vector, whether it
 agreed with the last tier and its weight (1 / the probability it was sampled). The newest
-`held_back` share is kept aside; a candidate is fitted on the rest (labels: agreement, the
-only label traffic gives), and both scorers are ranked on the held-back samples by weighted
-AUC, so the comparison is on the traffic as it is now. A candidate trained on agreement alone
+`held_back` share is kept aside; a candidate is fitted on the rest (labels: a team's verdict on
+the answer where POST /v1/feedback gave one, else agreement, the only label traffic gives), and
+both scorers are ranked on the held-back samples by weighted AUC, so the comparison is on the
+traffic as it is now. A candidate trained on agreement alone
 carries a calibration without correctness labels (every disagreement counted as a loss), so it
 does not replace a scorer whose calibration has them unless the traffic has set that
 calibration aside: a better ranking would not pay for the far more conservative bound.
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from policies.quality import Sample
 from policies.scorers.learned import LearnedModel
 from policies.scorers.training import Matrix, train_matrix
 
@@ -32,6 +34,12 @@ class TrainingRow:
     features: tuple[float, ...]
     agrees: bool  # with the last tier's answer
     weight: float  # 1 / the probability its request was sampled
+    acceptable: bool | None = None  # a team's verdict on this very answer (POST /v1/feedback), if any
+
+    @property
+    def label(self) -> bool:
+        """What the scorer learns: the team's verdict where there is one, else agreement."""
+        return self.agrees if self.acceptable is None else self.acceptable
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,12 +117,13 @@ def refit(
     cut = int(len(rows) * (1 - held_back))
     test = rows[cut:]
     labelled = current.calibration is not None and current.calibration.last_right is not None
-    agrees = np.array([r.agrees for r in rows], dtype=bool)
-    if cut < 2 or agrees[:cut].all() or not agrees[:cut].any():
+    label = np.array([r.label for r in rows], dtype=bool)
+    if cut < 2 or label[:cut].all() or not label[:cut].any():
         return None, decide(None, None, len(test), labelled, current_rejected)
-    m = Matrix(np.array([r.features for r in rows], float), agrees, agrees, None)
+    agrees = np.array([r.agrees for r in rows], dtype=bool)
+    m = Matrix(np.array([r.features for r in rows], float), label, agrees, None)
     candidate = train_matrix(m.rows(np.arange(cut)), folds=1, l2=l2).model
-    labels, weights = [r.agrees for r in test], [r.weight for r in test]
+    labels, weights = [r.label for r in test], [r.weight for r in test]
     verdict = decide(
         weighted_auc([current.confidence_of(r.features) for r in test], labels, weights),
         weighted_auc([candidate.confidence_of(r.features) for r in test], labels, weights),
@@ -125,3 +134,41 @@ def refit(
     if not verdict.replace:
         return None, verdict
     return train_matrix(m, folds=folds, l2=l2).model, verdict
+
+
+def rows_of(
+    sample: Sample, vectors: Sequence[Sequence[float]], answered_by: int | None, right: bool | None
+) -> list[TrainingRow]:
+    """A stored sample's training rows, one per cheap tier. `answered_by` is the tier whose answer
+    the client got and a team judged (`right`), None without a verdict. A verdict on a cheap
+    answer labels it; one on the last tier's answer labels each cheap answer that agreed with it
+    the same, and one that disagreed with a right answer wrong (with a wrong one: not known)."""
+    last = len(sample.confidences)
+    rows = []
+    for tier, (vector, agrees) in enumerate(zip(vectors, sample.agrees)):
+        acceptable = None
+        if right is not None and answered_by == tier:
+            acceptable = right
+        elif right is not None and answered_by == last:
+            acceptable = right if agrees else (False if right else None)
+        rows.append(TrainingRow(tuple(vector), agrees, sample.weight, acceptable))
+    return rows
+
+
+def traffic_auc(samples: Sequence[Sample]) -> float | None:
+    """How well the confidences a scorer gave rank the cheap answers that agreed with the last
+    tier above those that did not, over a cascade's samples (every cheap tier's answer, each
+    weighted as its sample); None without both kinds. For a scorer not fitted on these samples
+    this is a held-out figure."""
+    scores = [c for s in samples for c in s.confidences]
+    labels = [a for s in samples for a in s.agrees]
+    weights = [s.weight for s in samples for _ in s.confidences]
+    return weighted_auc(scores, labels, weights)
+
+
+def rescored(sample: Sample, vectors: Sequence[Sequence[float]], model: LearnedModel) -> Sample:
+    """A stored sample as `model` would have scored it, from its feature vectors. A confidence of
+    exactly 0 is the rule checks' (policies/scorers/rules.py: an empty, refused, truncated or
+    invalid answer), which no feature says, and stays 0."""
+    confidences = tuple(0.0 if old == 0.0 else model.confidence_of(v) for old, v in zip(sample.confidences, vectors))
+    return Sample(confidences, sample.agrees, sample.weight)
