@@ -149,5 +149,9 @@ class LivePrice(Price):
     def cached_input(self) -> Decimal | None:
         return None
 
+    @property
+    def reasoning_output(self) -> Decimal | None:
+        return None
+
     def __repr__(self) -> str:
         return f"LivePrice(input={self.input}, output={self.output})"

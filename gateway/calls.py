@@ -69,6 +69,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
 
 async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
     usage: Usage | None = None
+    reported_raw: Any = None  # the upstream's own usage object, whose details the tail keeps
     last: dict[str, Any] = {}
     failed, cut = True, False
     meter = StreamMeter.for_call(ctx, dep)  # None when no budget holds the request
@@ -86,7 +87,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             if reported is None:
                 yield b"data: " + event.raw + b"\n\n"
             else:
-                usage = reported
+                usage, reported_raw = reported, data["usage"]
                 if choices:  # usage riding on a content chunk: forward the content only
                     yield sse_event({k: v for k, v in data.items() if k != "usage"})
             if meter is not None:
@@ -111,7 +112,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             final = charge(ctx, dep, usage, "".join(ctx.completion_text))
     if failed:
         return
-    for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk):
+    for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk, reported_raw):
         yield tail
 
 

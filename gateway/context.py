@@ -210,6 +210,7 @@ class RequestContext:
             u.prompt_tokens + usage.prompt_tokens,
             u.completion_tokens + usage.completion_tokens,
             u.cached_tokens + usage.cached_tokens,
+            u.reasoning_tokens + usage.reasoning_tokens,
         )
         # The lane's discount: what is not charged is recorded as saved.
         charged = in_picos(cost * self.price_factor)

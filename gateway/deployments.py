@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 
 import httpx
 
@@ -37,11 +36,10 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
     limit = config.max_output_tokens or (info.max_output_tokens if info else None) or DEFAULT_MAX_OUTPUT_TOKENS
     if config.price is not None:
         p = config.price
-        return Price.per_million(
-            Decimal(p.input_per_mtok),
-            Decimal(p.output_per_mtok),
-            None if p.cached_input_per_mtok is None else Decimal(p.cached_input_per_mtok),
-        ), limit
+        price = Price.per_million(
+            p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok, p.reasoning_output_per_mtok
+        )
+        return price, limit
     if info is not None:
         return info.price, limit
     if config.provider == "local":

@@ -155,6 +155,7 @@ class StreamWatch:
             ctx.usage.prompt_tokens + stream.prompt_tokens,
             ctx.usage.completion_tokens + stream.completion_tokens,
             ctx.usage.cached_tokens,
+            ctx.usage.reasoning_tokens,
         )
         return usage, ctx.cost + in_picos(cost_of(stream, dep.price) * ctx.price_factor)
 

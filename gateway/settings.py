@@ -29,6 +29,7 @@ class PriceConfig(_Strict):
     input_per_mtok: Decimal
     output_per_mtok: Decimal
     cached_input_per_mtok: Decimal | None = None
+    reasoning_output_per_mtok: Decimal | None = None  # unset: reasoning tokens at output_per_mtok
 
 
 class AdmissionConfig(_Strict):

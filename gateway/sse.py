@@ -45,8 +45,14 @@ def typed_event(data: dict[str, Any]) -> bytes:
     return b"event: " + str(data["type"]).encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]:
-    """OpenAI's final usage chunk, with the request's cost added as `usage.cost_usd`."""
+def usage_chunk(last: dict[str, Any], usage: Usage, cost: str, reported: Any = None) -> dict[str, Any]:
+    """OpenAI's final usage chunk, with the request's cost added as `usage.cost_usd`. The token
+    details the upstream `reported` (audio, predictions…) are kept; cached and reasoning tokens
+    are those charged."""
+    prompt_details, completion_details = (
+        _details(reported, "prompt_tokens_details"),
+        _details(reported, "completion_tokens_details"),
+    )
     return {
         "id": last.get("id", ""),
         "object": last.get("object", "chat.completion.chunk"),
@@ -57,16 +63,25 @@ def usage_chunk(last: dict[str, Any], usage: Usage, cost: str) -> dict[str, Any]
             "prompt_tokens": usage.prompt_tokens,
             "completion_tokens": usage.completion_tokens,
             "total_tokens": usage.total_tokens,
-            "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+            "prompt_tokens_details": {**prompt_details, "cached_tokens": usage.cached_tokens},
+            "completion_tokens_details": {**completion_details, "reasoning_tokens": usage.reasoning_tokens},
             "cost_usd": cost,
         },
     }
 
 
-def stream_tail(last: dict[str, Any], usage: Usage, cost: str, include_usage: bool) -> Iterator[bytes]:
-    """How every stream ends: the usage chunk (if asked), the cost comment, [DONE]."""
+def _details(reported: Any, name: str) -> dict[str, Any]:
+    found = reported.get(name) if isinstance(reported, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def stream_tail(
+    last: dict[str, Any], usage: Usage, cost: str, include_usage: bool, reported: Any = None
+) -> Iterator[bytes]:
+    """How every stream ends: the usage chunk (if asked: `reported` is the upstream's usage
+    object, whose other details it keeps), the cost comment, [DONE]."""
     if include_usage:
-        yield event(usage_chunk(last, usage, cost))
+        yield event(usage_chunk(last, usage, cost, reported))
     yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
     yield SSE_DONE
 

@@ -35,22 +35,40 @@ def from_pico(value: int | None) -> Decimal:
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Dollars per token. `cached_input` applies to prompt tokens the upstream served from its cache."""
+    """Dollars per token. `cached_input` applies to prompt tokens the upstream served from its
+    cache, `reasoning_output` to output tokens a model spent reasoning; None: the plain rate."""
 
     input: Decimal
     output: Decimal
     cached_input: Decimal | None = None
+    reasoning_output: Decimal | None = None
 
     @classmethod
     def per_million(
-        cls, input_per_mtok: Decimal, output_per_mtok: Decimal, cached_input_per_mtok: Decimal | None = None
+        cls,
+        input_per_mtok: Decimal,
+        output_per_mtok: Decimal,
+        cached_input_per_mtok: Decimal | None = None,
+        reasoning_output_per_mtok: Decimal | None = None,
     ) -> Price:
-        cached = None if cached_input_per_mtok is None else Decimal(cached_input_per_mtok) / MILLION
-        return cls(Decimal(input_per_mtok) / MILLION, Decimal(output_per_mtok) / MILLION, cached)
+        return cls(
+            Decimal(input_per_mtok) / MILLION,
+            Decimal(output_per_mtok) / MILLION,
+            _per_token(cached_input_per_mtok),
+            _per_token(reasoning_output_per_mtok),
+        )
 
     def scaled(self, factor: Decimal) -> Price:
-        cached = None if self.cached_input is None else self.cached_input * factor
-        return Price(self.input * factor, self.output * factor, cached)
+        return Price(
+            self.input * factor,
+            self.output * factor,
+            None if self.cached_input is None else self.cached_input * factor,
+            None if self.reasoning_output is None else self.reasoning_output * factor,
+        )
+
+
+def _per_token(per_mtok: Decimal | None) -> Decimal | None:
+    return None if per_mtok is None else Decimal(per_mtok) / MILLION
 
 
 FREE = Price(ZERO, ZERO)
@@ -61,6 +79,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # the part of prompt_tokens the upstream served from its prompt cache
+    reasoning_tokens: int = 0  # the part of completion_tokens the model spent reasoning
 
     @property
     def total_tokens(self) -> int:
@@ -68,12 +87,16 @@ class Usage:
 
 
 def cost_of(usage: Usage, price: Price) -> Decimal:
-    """The exact dollar cost of one call."""
+    """The exact dollar cost of one call: cached prompt tokens and reasoning output tokens at their
+    own rates where the price has them (as litellm's cost calculator prices them), the rest at
+    the plain rates."""
     cached = min(usage.cached_tokens, usage.prompt_tokens) if price.cached_input is not None else 0
-    uncached = usage.prompt_tokens - cached
-    cost = uncached * price.input + usage.completion_tokens * price.output
+    reasoning = min(usage.reasoning_tokens, usage.completion_tokens) if price.reasoning_output is not None else 0
+    cost = (usage.prompt_tokens - cached) * price.input + (usage.completion_tokens - reasoning) * price.output
     if cached:
         cost += cached * price.cached_input  # type: ignore[operator]
+    if reasoning:
+        cost += reasoning * price.reasoning_output  # type: ignore[operator]
     return cost
 
 
@@ -116,6 +139,7 @@ def lookup(model: str) -> ModelInfo | None:
         _dec(entry["input_cost_per_token"]) or ZERO,
         _dec(entry.get("output_cost_per_token")) or ZERO,
         _dec(entry.get("cache_read_input_token_cost")),
+        _dec(entry.get("output_cost_per_reasoning_token")),
     )
     return ModelInfo(price, entry.get("max_output_tokens"), entry.get("max_input_tokens"))
 

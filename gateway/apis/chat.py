@@ -40,6 +40,7 @@ class ChatUsage(_Read):
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
+            completion_tokens_details=CompletionTokensDetails(reasoning_tokens=usage.reasoning_tokens),
         )
 
     @property

@@ -69,9 +69,19 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     if not isinstance(prompt, int):
         return None
     completion = data.get("completion_tokens") or 0
-    details = data.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") or 0 if isinstance(details, dict) else 0
-    return Usage(prompt, completion if isinstance(completion, int) else 0, cached if isinstance(cached, int) else 0)
+    return Usage(
+        prompt,
+        completion if isinstance(completion, int) else 0,
+        _detail(data, "prompt_tokens_details", "cached_tokens"),
+        _detail(data, "completion_tokens_details", "reasoning_tokens"),
+    )
+
+
+def _detail(usage: dict[str, Any], details: str, name: str) -> int:
+    """A count inside one of usage's `*_details` objects; 0 when absent or malformed."""
+    found = usage.get(details)
+    value = found.get(name) if isinstance(found, dict) else None
+    return value if isinstance(value, int) else 0
 
 
 def redact(raw: bytes, secret: bytes) -> bytes:

@@ -7,6 +7,7 @@ reach the network (the price map is pinned to the bundled copy before the import
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -26,12 +27,34 @@ def _litellm() -> Any:
     return litellm
 
 
-def _translate(err: Exception, secret: bytes) -> Exception:
+# Media types of a whole answer or an error page: an upstream that sends one to a stream request
+# did not stream (litellm would turn it into an empty stream that ends "stop").
+WHOLE_ANSWER_TYPES = ("application/json", "text/html", "text/plain")
+UNSUPPORTED = re.compile(r"does not support parameters: \[?([^\]\n]*?)\]?, for model")
+
+
+def _unsupported(err: Exception, model: str) -> InvalidRequest:
+    """litellm's refusal of parameters its provider lacks, in words a costgate user can act on:
+    litellm's own advice (set `litellm.drop_params`, send `allowed_openai_params`) names
+    settings that only an operator's costgate config reaches, as the model's `drop_params`."""
+    found = UNSUPPORTED.search(str(getattr(err, "message", "")))
+    names = ", ".join(n.strip(" '\"") for n in found.group(1).split(",")) if found else "some parameters"
+    return InvalidRequest(
+        f"model {model!r} does not take {names}: leave them out of the request, or ask the operator to list"
+        " them in the model's `drop_params` in costgate's config (then they are dropped and named in the"
+        " x-costgate-dropped-params header)",
+        code="unsupported_parameter",
+    )
+
+
+def _translate(err: Exception, secret: bytes, model: str = "") -> Exception:
     """litellm's exception classes, as gateway errors. Only a bad request's message is relayed
     (the client needs it to mend the request), with the provider key redacted: litellm quotes
     the upstream's error body, and an upstream may echo the key there."""
     litellm = _litellm()
     name = type(err).__name__
+    if isinstance(err, litellm.UnsupportedParamsError):
+        return _unsupported(err, model)
     if isinstance(err, litellm.Timeout):
         return UpstreamTimeout("upstream timed out")
     if isinstance(
@@ -56,6 +79,14 @@ def _redacted(data: dict[str, Any], secret: bytes) -> tuple[bytes, dict[str, Any
     raw = orjson.dumps(data)
     clean = redact(raw, secret)
     return (raw, data) if clean is raw else (clean, orjson.loads(clean))
+
+
+def _media_type(chunks: Any) -> str:
+    """The content type the upstream answered a stream request with ("" when litellm kept none)."""
+    hidden = getattr(chunks, "_hidden_params", None) or {}
+    headers = hidden.get("additional_headers") or {} if isinstance(hidden, dict) else {}
+    value = headers.get("llm_provider-content-type") if isinstance(headers, dict) else None
+    return value.strip().lower() if isinstance(value, str) else ""
 
 
 class LiteLLMStream:
@@ -118,7 +149,7 @@ class LiteLLMProvider:
         try:
             response = await fn(**self.kwargs_for(call))
         except Exception as err:  # litellm raises its own tree; translate, never swallow
-            raise _translate(err, self._secret) from err
+            raise _translate(err, self._secret, self.name) from err
         raw, body = _redacted(response.model_dump(exclude_none=True), self._secret)
         return Completion(body, raw, usage_from(body.get("usage")))
 
@@ -130,8 +161,14 @@ class LiteLLMProvider:
         try:
             chunks = await litellm.acompletion(**self.kwargs_for(call))
         except Exception as err:
-            raise _translate(err, self._secret) from err
-        return LiteLLMStream(chunks, self._secret)
+            raise _translate(err, self._secret, self.name) from err
+        stream = LiteLLMStream(chunks, self._secret)
+        if _media_type(chunks).startswith(WHOLE_ANSWER_TYPES):
+            await stream.aclose()
+            raise UpstreamError(
+                "upstream answered a stream request without server-sent events", code="bad_upstream_body"
+            )
+        return stream
 
     async def aclose(self) -> None:
         return None

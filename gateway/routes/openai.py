@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.context import AnswerShape, Endpoint, RequestContext
-from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, error_response
+from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
 from gateway.guard import bearer_token
 from gateway.json_body import parse_json_body
 from gateway.wire import REQUEST_MODELS
@@ -131,6 +131,11 @@ def hot_routes() -> list[Route]:
     ]
 
 
+def model_object(name: str) -> dict[str, Any]:
+    """OpenAI's Model object for a configured model or cascade."""
+    return {"id": name, "object": "model", "created": 0, "owned_by": "costgate"}
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     gateway = request.app.state.gateway
@@ -138,6 +143,19 @@ async def list_models(request: Request) -> Response:
         principal = await gateway.keys.authenticate(bearer(request))
     except GatewayError as err:
         return error_response(err)
-    names = [n for n in gateway.targets if principal.may_use(n)]
-    data = [{"id": n, "object": "model", "created": 0, "owned_by": "costgate"} for n in names]
+    data = [model_object(n) for n in gateway.targets if principal.may_use(n)]
     return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+
+
+@router.get("/v1/models/{model_id:path}")
+async def retrieve_model(request: Request, model_id: str) -> Response:
+    """One model, as OpenAI's `GET /v1/models/{model}`. A model the key may not use is as
+    unknown as one that does not exist: a key learns nothing of models outside its list."""
+    gateway = request.app.state.gateway
+    try:
+        principal = await gateway.keys.authenticate(bearer(request))
+        if model_id not in gateway.targets or not principal.may_use(model_id):
+            raise NotFound(f"The model {model_id!r} does not exist", code="model_not_found", param="model")
+    except GatewayError as err:
+        return error_response(err)
+    return Response(orjson.dumps(model_object(model_id)), media_type="application/json")

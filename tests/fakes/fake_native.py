@@ -91,7 +91,7 @@ class NativeEndpoints:
         except GatewayError as err:
             return Response(error_body(err), status_code=err.status, media_type="application/json")
         meta = ResponseMeta("resp_native" + secrets.token_hex(20), int(time.time()), body["model"])
-        if not req.stream:
+        if not req.stream or body["model"] == "json-stream":
             return Response(orjson.dumps(to_response(completion, req, meta)), media_type="application/json")
         stream = ResponsesStream(req, meta)
         events = stream.start() + [e for c in chat_chunks(completion) for e in stream.feed(c)] + stream.finish()
@@ -106,7 +106,7 @@ class NativeEndpoints:
         except GatewayError as err:
             return Response(orjson.dumps(anthropic_error(err)), status_code=err.status, media_type="application/json")
         meta = MessageMeta("msg_native" + secrets.token_hex(12), body["model"], tuple(req.stop_sequences or ()))
-        if not req.stream:
+        if not req.stream or body["model"] == "json-stream":
             return Response(orjson.dumps(to_message(completion, meta)), media_type="application/json")
         stream = MessagesStream(meta, input_tokens=completion["usage"]["prompt_tokens"])
         events = stream.start() + [e for c in chat_chunks(completion) for e in stream.feed(c)] + stream.finish()

@@ -10,6 +10,9 @@ It answers deterministically and misbehaves on request, chosen by the model name
     no-usage            answers without a usage object
     slow                waits 2 s before answering    drip       streams one chunk every 0.2 s
     reject              400 with an OpenAI error (the client's fault)
+    json-stream         answers a stream request with a whole JSON answer (here and natively)
+    echo-details        usage with details, as OpenAI reports them: half the prompt (rounded
+                        down) cached, REASONING reasoning tokens more in the completion
     echo-fields         answers, naming the body's fields in `system_fingerprint`
     bill-openai         bills the way OpenAI does (issue 16's budget tests): usage counts the whole
                         request body as prompt tokens (as received; images by OpenAI's tile rule
@@ -79,6 +82,20 @@ def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
     return _json({"error": {"message": message, "type": "server_error", "code": None}}, status, headers)
+
+
+REASONING = 7  # echo-details' reasoning tokens
+
+
+def with_details(usage: dict[str, Any]) -> dict[str, Any]:
+    completion = usage["completion_tokens"] + REASONING
+    return {
+        "prompt_tokens": usage["prompt_tokens"],
+        "completion_tokens": completion,
+        "total_tokens": usage["prompt_tokens"] + completion,
+        "prompt_tokens_details": {"cached_tokens": usage["prompt_tokens"] // 2, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": REASONING, "accepted_prediction_tokens": 0},
+    }
 
 
 # Issue 16's billing upstreams (`bill-*`).
@@ -232,6 +249,8 @@ class FakeUpstream:
             "completion_tokens": words(answer),
             "total_tokens": words(prompt_text(body)) + words(answer),
         }
+        if model == "echo-details":
+            usage = with_details(usage)
         tool = wanted_tool(body) if chat else None
         if tool is not None:
             message = tool_message(tool, last_user_text(body))
@@ -241,7 +260,7 @@ class FakeUpstream:
                     sse(tool_chunks(model, message, usage if with_usage else None)), media_type="text/event-stream"
                 )
             return _json(tool_completion(model, message, usage))
-        if body.get("stream"):
+        if body.get("stream") and model != "json-stream":
             return StreamingResponse(self._stream(body, model, answer, usage, chat), media_type="text/event-stream")
         choice = (
             {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}

@@ -41,6 +41,11 @@ def config(**fields: Any) -> ModelConfig:
             Price(Decimal(3) / MILLION, Decimal(15) / MILLION, Decimal("0.3") / MILLION),
             DEFAULT_MAX_OUTPUT_TOKENS,
         ),
+        (
+            {"price": {"input_per_mtok": "1", "output_per_mtok": "4", "reasoning_output_per_mtok": "8"}},
+            Price(Decimal(1) / MILLION, Decimal(4) / MILLION, None, Decimal(8) / MILLION),
+            DEFAULT_MAX_OUTPUT_TOKENS,
+        ),
         # else litellm's bundled map, with its output cap
         ({"model": "gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
         ({"model": "openai/gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),

@@ -50,7 +50,8 @@ def test_tool_calls_are_replayed_with_indexes() -> None:
 
 @pytest.mark.parametrize("include_usage", [True, False])
 def test_stream_tail(include_usage: bool) -> None:
-    tail = list(stream_tail({"id": "x", "model": "m"}, Usage(3, 4, 1), "0.5", include_usage))
+    reported = {"prompt_tokens_details": {"cached_tokens": 1, "audio_tokens": 0}, "completion_tokens_details": 7}
+    tail = list(stream_tail({"id": "x", "model": "m"}, Usage(3, 4, 1, 2), "0.5", include_usage, reported))
     assert tail[-1] == SSE_DONE and isinstance(tail[-1], StreamEnd)
     assert tail[-2] == b": x-costgate-cost-usd=0.5\n\n"
     if include_usage:
@@ -59,7 +60,9 @@ def test_stream_tail(include_usage: bool) -> None:
             "prompt_tokens": 3,
             "completion_tokens": 4,
             "total_tokens": 7,
-            "prompt_tokens_details": {"cached_tokens": 1},
+            # the upstream's details kept (a malformed one left out), the charged counts set
+            "prompt_tokens_details": {"cached_tokens": 1, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 2},
             "cost_usd": "0.5",
         }
     else:

@@ -21,6 +21,17 @@ D = Decimal
         (Usage(1000, 0, cached_tokens=400), Price.per_million(D("2.5"), D("10")), D("0.0025")),
         # an upstream claiming more cached than prompt tokens cannot make the cost negative
         (Usage(10, 0, cached_tokens=50), Price.per_million(D("1"), D("1"), D("0.5")), D("0.000005")),
+        # reasoning tokens (part of the completion) at the reasoning price, the rest at the output price
+        (Usage(0, 100, reasoning_tokens=60), Price.per_million(D("1"), D("2"), None, D("5")), D("0.00038")),
+        # no reasoning price: reasoning tokens are billed as ordinary output
+        (Usage(0, 100, reasoning_tokens=60), Price.per_million(D("1"), D("2")), D("0.0002")),
+        (Usage(0, 10, reasoning_tokens=50), Price.per_million(D("1"), D("2"), None, D("5")), D("0.00005")),
+        # both at once, and both scale with a lane's discount
+        (
+            Usage(1000, 100, cached_tokens=400, reasoning_tokens=60),
+            Price.per_million(D("2"), D("10"), D("1"), D("20")).scaled(D("0.5")),
+            D("0.0016"),
+        ),
     ],
 )
 def test_cost_of(usage: Usage, price: Price, expected: Decimal) -> None:
@@ -43,6 +54,10 @@ def test_bundled_price_map() -> None:
     assert info is not None and info.price.input == D("1.5E-7") and info.price.output == D("6E-7")
     assert lookup("openai/gpt-4o-mini") == info
     assert lookup("no-such-model-xyz") is None
+    assert info.price.cached_input == D("7.5E-8") and info.price.reasoning_output is None
+    # litellm's map prices some models' reasoning tokens apart from their other output
+    qwen = lookup("dashscope/qwen-turbo")
+    assert qwen is not None and (qwen.price.output, qwen.price.reasoning_output) == (D("2E-7"), D("5E-7"))
 
 
 @pytest.mark.parametrize(

@@ -36,10 +36,15 @@ class _InputDetails(_Read):
     cached_tokens: int = 0
 
 
+class _OutputDetails(_Read):
+    reasoning_tokens: int = 0
+
+
 class ResponsesUsage(_Read):
     input_tokens: int
     output_tokens: int = 0
     input_tokens_details: _InputDetails | None = None
+    output_tokens_details: _OutputDetails | None = None
 
 
 def native_body(
@@ -75,7 +80,8 @@ def usage_of_response(response: Any) -> Usage | None:
     except ValidationError:
         return None
     cached = usage.input_tokens_details.cached_tokens if usage.input_tokens_details else 0
-    return Usage(usage.input_tokens, usage.output_tokens, cached)
+    reasoning = usage.output_tokens_details.reasoning_tokens if usage.output_tokens_details else 0
+    return Usage(usage.input_tokens, usage.output_tokens, cached, reasoning)
 
 
 def usage_of_event(event: Any) -> Usage | None:

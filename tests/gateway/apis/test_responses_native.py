@@ -53,14 +53,14 @@ def test_resolved_history_is_inlined() -> None:
 
 def test_usage_of_a_response() -> None:
     Response.model_validate(RESPONSE)
-    assert usage_of_response(RESPONSE) == Usage(120, 30, 100)
+    assert usage_of_response(RESPONSE) == Usage(120, 30, 100, 10)
 
 
 @pytest.mark.parametrize(
     "event, usage",
     [
-        ({"type": "response.completed", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
-        ({"type": "response.incomplete", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100)),
+        ({"type": "response.completed", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100, 10)),
+        ({"type": "response.incomplete", "sequence_number": 9, "response": RESPONSE}, Usage(120, 30, 100, 10)),
         ({"type": "response.created", "sequence_number": 0, "response": RESPONSE | {"usage": None}}, None),
         ({"type": "response.output_text.delta", "delta": "x"}, None),
         ({"type": "response.completed", "response": {"usage": {"output_tokens": 3}}}, None),  # malformed
