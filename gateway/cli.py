@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine import cli as engine_cli
-from gateway import cascade_cli
+from gateway import cascade_cli, distill_cli
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
 
@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", default="info")
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
+    distill_cli.add_commands(commands)  # `costgate distill export` (issue 13)
     add_cache_commands(commands, team_labels)  # `costgate cache calibrate FILE | --team NAME` (issues 4, 12)
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     return parser

@@ -31,6 +31,7 @@ from gateway.settings import CompressionConfig
 from gateway.spend_control import SpendControl
 from gateway.sse import StreamEnd
 from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, read_body, record, route, tag
+from gateway.stages.keep_text import KeepText
 from gateway.stages.side_call import RunSideCall
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
@@ -62,11 +63,13 @@ class StageParts:
     metrics: Metrics
     compression: CompressionConfig
     policy_metrics: PolicyMetrics
+    keep_text: KeepText | None = None  # only when a team keeps its text for distillation
 
 
 def build_stages(parts: StageParts) -> list[Stage]:
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     p = parts
+    keep = [p.keep_text] if p.keep_text is not None else []
     return [
         record.Record(p.ledger, p.metrics),  # first in, so its settle runs last
         read_body.ReadBody(),  # a bad body is refused and recorded like any other refusal
@@ -77,14 +80,19 @@ def build_stages(parts: StageParts) -> list[Stage]:
         priority.Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         *cache.cache_stages(p.cache, p.deployments),  # exact, then semantic: a hit answers at $0
         compress.Compress(p.compression, p.deployments, p.policy_metrics),  # keep last before route
+        *keep,  # reads the answer once settled: a team's cascade escalations, for distillation
         route.Route(p.targets),
     ]
 
 
-def build_side_stages(ledger: LedgerWriter, metrics: Metrics, spend: SpendControl) -> list[Stage]:
+def build_side_stages(
+    ledger: LedgerWriter, metrics: Metrics, spend: SpendControl, keep_text: KeepText | None = None
+) -> list[Stage]:
     """The side pipeline: calls made on a request's behalf after its answer (a cascade's shadow
-    sample) are recorded and held against the same budgets as the request, then run."""
-    return [record.Record(ledger, metrics), budget.ReserveBudget(spend, {}), RunSideCall()]
+    sample) are recorded and held against the same budgets as the request, then run (and an
+    opted-in team's shadow answers kept for distillation)."""
+    keep = [keep_text] if keep_text is not None else []
+    return [record.Record(ledger, metrics), budget.ReserveBudget(spend, {}), *keep, RunSideCall()]
 
 
 OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]

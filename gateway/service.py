@@ -26,7 +26,9 @@ from gateway.routing.direct import DirectTarget
 from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.spend_control import SpendControl
+from gateway.stages.keep_text import KeepText
 from gateway.storage.db import create_engine, create_tables
+from gateway.storage.distill_texts import TextStore
 from gateway.storage.feedback import FeedbackStore
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
@@ -75,10 +77,13 @@ class Gateway:
     batch_lane: BatchRunner
     responses: ResponseStore  # the Responses API's stored responses, per team
     feedback: Feedback  # verdicts on served answers (POST /v1/feedback)
+    texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
 
     async def start(self) -> None:
         await create_tables(self.db)
         await self.feedback.store.create()
+        if self.texts is not None:
+            await self.texts.create()
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
@@ -90,6 +95,8 @@ class Gateway:
     async def stop(self) -> None:
         await self.batch_lane.stop()  # first: its lines still write ledger rows
         await self.routing.stop()  # shadow samples in flight still hold budgets and write rows
+        if self.texts is not None:
+            await self.texts.drain()  # the text of the last requests and shadow samples
         await self.spend.stop()
         await self.cache.stop()  # the embedded backend writes its snapshot
         await self.ledger.close()
@@ -97,6 +104,15 @@ class Gateway:
         for dep in self.deployments.values():
             await dep.provider.aclose()
         await self.db.dispose()
+
+
+def kept_texts(settings: Settings, db: AsyncEngine) -> tuple[TextStore | None, KeepText | None]:
+    """The store and stage that keep opted-in teams' cascade text; none when no team opts in."""
+    teams = settings.keep_text_teams()
+    if not teams or not settings.cascades:
+        return None, None
+    texts = TextStore(db)
+    return texts, KeepText(texts, {c.name: c.tiers[-1] for c in settings.cascades}, teams)
 
 
 def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Gateway:
@@ -113,14 +129,17 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         name: DirectTarget(dep, deployments, metrics, breakers) for name, dep in deployments.items()
     }
     spend = SpendControl(settings, db, ledger, metrics.registry)
-    side_lane = Pipeline(build_side_stages(ledger, metrics, spend))  # shadow samples: held and recorded
+    texts, keep_text = kept_texts(settings, db)
+    side_lane = Pipeline(build_side_stages(ledger, metrics, spend, keep_text))  # shadow samples: held and recorded
     routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics)  # joins targets
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
     streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks, b.journal_every_s)
     stages = build_stages(
-        StageParts(keys, targets, deployments, spend, cache, ledger, metrics, settings.compression, routing.metrics)
+        StageParts(
+            keys, targets, deployments, spend, cache, ledger, metrics, settings.compression, routing.metrics, keep_text
+        )
     )
     pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
     batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
@@ -144,4 +163,5 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         batch_lane,
         ResponseStore(db, settings.responses),
         feedback,
+        texts,
     )

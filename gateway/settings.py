@@ -208,6 +208,15 @@ class DashboardConfig(_Strict):
     login_window_s: float = Field(default=900.0, gt=0)
 
 
+class TeamConfig(_Strict):
+    """One team's own settings, by team name or id (`teams:` in the config)."""
+
+    # Keep this team's request text for distillation (docs/cascades.md): for requests to a
+    # cascade that its last tier answered (escalations, shadow samples), the messages and that
+    # answer, read by `costgate distill export`. Off: no text of the team's is kept.
+    keep_text: bool = False
+
+
 class Settings(_Strict):
     admin_key: str | None = None
     database_url: str = "sqlite:///./costgate-data/costgate.db"
@@ -229,6 +238,7 @@ class Settings(_Strict):
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
     log_prompts: bool = False
+    teams: dict[str, TeamConfig] = Field(default_factory=dict)  # by team name or id
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)  # issue 3: budgets, plans, limits, alerts
     plans: dict[str, PlanSettings] = Field(default_factory=dict)
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
@@ -236,6 +246,10 @@ class Settings(_Strict):
     batch: BatchConfig = Field(default_factory=BatchConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
+
+    def keep_text_teams(self) -> frozenset[str]:
+        """The names (or ids) of the teams whose text is kept for distillation."""
+        return frozenset(name for name, team in self.teams.items() if team.keep_text)
 
     @field_validator("models")
     @classmethod

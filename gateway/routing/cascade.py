@@ -454,6 +454,7 @@ class ShadowSample:
         for tier in range(len(tried), len(c.tiers) - 1):
             tried.append(await c._ask(ctx, tier, c.tiers[tier]))
         completion = await call(ctx, c.tiers[-1])
+        ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
         await c._record(self.request_id, tried, answer_text(completion.body), self.weight)
 
 

@@ -1,0 +1,125 @@
+"""Kept request text for distillation (issue 13, item 6), in the gateway's database.
+
+Only for teams that opted in (`teams: {NAME: {keep_text: true}}`, docs/cascades.md): for each
+request to a cascade that the last tier answered, one row with the request's messages as sent
+upstream and the last tier's answer, from an escalation (the client got that answer) or from a
+shadow sample (the client got a cheaper tier's). `costgate distill export` reads them. Nothing
+else in the gateway keeps a request's text: the ledger keeps counts and costs only.
+
+Writes leave the request's path: `keep` queues the insert on a task, and `drain` (at shutdown)
+waits for the ones in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from gateway.storage.db import SCHEMA_LOCK
+
+log = logging.getLogger("costgate.distill")
+metadata = MetaData()
+
+distill_texts = Table(
+    "distill_texts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("cascade", String(200), nullable=False),
+    Column("source", String(16), nullable=False),  # escalation | shadow
+    Column("request_id", String(64), nullable=False),  # a shadow's is `<id>-shadow`
+    Column("team_id", String(40), nullable=False),
+    Column("team_name", String(200), nullable=False),
+    Column("served_model", String(200), nullable=False),  # the last tier
+    Column("created_at", Float, nullable=False),
+    Column("messages", Text, nullable=False),  # JSON: the request's `messages`
+    Column("answer", Text, nullable=False),
+    Index("ix_distill_texts_cascade", "cascade", "id"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptText:
+    cascade: str
+    source: str
+    request_id: str
+    team_id: str
+    team_name: str
+    served_model: str
+    messages: Any
+    answer: str
+    created_at: float = 0.0  # 0: now
+
+
+class TextStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def create(self) -> None:
+        async with self.engine.begin() as conn:
+            if conn.dialect.name == "postgresql":  # replicas starting together take turns (gateway/storage/db.py)
+                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+            await conn.run_sync(metadata.create_all)
+
+    def keep(self, row: KeptText) -> None:
+        """Insert `row` on a task of its own: the request does not wait for it."""
+        task = asyncio.get_running_loop().create_task(self.add(row))
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("could not keep a request's text", exc_info=task.exception())
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=30)
+
+    async def add(self, row: KeptText) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(
+                insert(distill_texts).values(
+                    cascade=row.cascade,
+                    source=row.source,
+                    request_id=row.request_id,
+                    team_id=row.team_id,
+                    team_name=row.team_name,
+                    served_model=row.served_model,
+                    created_at=row.created_at or time.time(),
+                    messages=json.dumps(row.messages, ensure_ascii=False),
+                    answer=row.answer,
+                )
+            )
+
+    async def rows(self, cascade: str, teams: Collection[str] | None = None) -> list[KeptText]:
+        """The cascade's kept rows, oldest first; with `teams`, only those teams' (by name or id)."""
+        c = distill_texts.c
+        query = select(distill_texts).where(c.cascade == cascade).order_by(c.id)
+        if teams is not None:
+            names = list(teams)
+            query = query.where(c.team_name.in_(names) | c.team_id.in_(names))
+        async with self.engine.connect() as conn:
+            found = (await conn.execute(query)).all()
+        return [
+            KeptText(
+                r.cascade,
+                r.source,
+                r.request_id,
+                r.team_id,
+                r.team_name,
+                r.served_model,
+                json.loads(r.messages),
+                r.answer,
+                r.created_at,
+            )
+            for r in found
+        ]
