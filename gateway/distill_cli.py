@@ -3,10 +3,11 @@ chat fine-tuning JSONL (issue 13, item 6), to train a student that becomes its n
 
 Reads the text the gateway kept in the config's database (gateway/storage/distill_texts.py:
 escalations and shadow samples of the teams with `keep_text: true`; a team that no longer has
-it is left out), deduplicates it by normalized prompt and splits it by a hash of the prompt
-(policies/distill.py): FILE gets the training examples, FILE with `.holdout.jsonl` for its
-`.jsonl` (or appended) the held-back ones, `--holdout` of them (0: none, no second file). Both
-files hold teams' text: they are created readable by their owner only.
+it is left out, and so is an answer the team reported wrong), deduplicates it by normalized
+prompt and splits it by a hash of the prompt (policies/distill.py): FILE gets the training
+examples, FILE with `.holdout.jsonl` for its `.jsonl` (or appended) the held-back ones,
+`--holdout` of them (0: none, no second file). Both files hold teams' text: they are created
+readable by their owner only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 from gateway.settings import Settings, load_settings
 from gateway.storage.db import create_engine
 from gateway.storage.distill_texts import KeptText, TextStore
+from gateway.storage.feedback import FeedbackStore
 from gateway.storage.private import private_file
 from policies.distill import Example, StoredText, build_export, fine_tuning_problem
 
@@ -38,6 +40,7 @@ async def read_rows(settings: Settings, cascade: str, teams: frozenset[str]) -> 
     try:
         store = TextStore(engine)
         await store.create()
+        await FeedbackStore(engine).create()  # answers reported wrong are left out
         return await store.rows(cascade, teams)
     finally:
         await engine.dispose()

@@ -20,10 +20,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select, text
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, exists, insert, select, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.db import SCHEMA_LOCK
+from gateway.storage.feedback import feedback
+from policies.feedback import Verdict
 
 log = logging.getLogger("costgate.distill")
 metadata = MetaData()
@@ -101,9 +103,14 @@ class TextStore:
             )
 
     async def rows(self, cascade: str, teams: Collection[str] | None = None) -> list[KeptText]:
-        """The cascade's kept rows, oldest first; with `teams`, only those teams' (by name or id)."""
+        """The cascade's kept rows, oldest first, but for answers the team reported wrong
+        (POST /v1/feedback; the feedback table must exist); with `teams`, only those teams' (by
+        name or id)."""
         c = distill_texts.c
-        query = select(distill_texts).where(c.cascade == cascade).order_by(c.id)
+        reported_wrong = exists().where(
+            feedback.c.request_id == c.request_id, feedback.c.verdict == Verdict.WRONG.value
+        )
+        query = select(distill_texts).where(c.cascade == cascade, ~reported_wrong).order_by(c.id)
         if teams is not None:
             names = list(teams)
             query = query.where(c.team_name.in_(names) | c.team_id.in_(names))

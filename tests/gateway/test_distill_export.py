@@ -21,6 +21,8 @@ RECORDS = [{"prompt": q, "answers": {WEAK: CUT, STRONG: f"#### {2 * i}"}} for i,
 RECORDS.append({"prompt": f"  {QUESTIONS[0]}\n", "answers": {WEAK: CUT, STRONG: "#### 0"}})  # asked again, spaced
 SHADOWED_QUESTION = "what is 100 + 1?"
 RECORDS.append({"prompt": SHADOWED_QUESTION, "answers": {WEAK: "#### 101", STRONG: "strong: #### 101"}})
+REPORTED_QUESTION = "what is 50 + 50?"
+RECORDS.append({"prompt": REPORTED_QUESTION, "answers": {WEAK: CUT, STRONG: "#### 1000"}})
 OTHER_TEAMS_QUESTION = "the other team's secret question"
 RECORDS.append({"prompt": OTHER_TEAMS_QUESTION, "answers": {WEAK: CUT, STRONG: "a secret answer"}})
 ROLES = {"system", "user", "assistant"}
@@ -66,11 +68,14 @@ def key_of(gw: GatewayProcess, team: str) -> str:
 
 def serve(gw: GatewayProcess) -> None:
     keeper, other = gw.client(key_of(gw, "keeper")), gw.client(key_of(gw, "other"))
-    for q in QUESTIONS:
+    for q in QUESTIONS + [REPORTED_QUESTION]:
         raw = keeper.chat.completions.with_raw_response.create(
             model="escalating", messages=[{"role": "user", "content": q}], max_tokens=20
         )
         assert raw.headers["x-costgate-model"] == "strong"
+    # the team reports the last one wrong (POST /v1/feedback): kept, but never exported
+    request_id = raw.headers["x-costgate-request-id"]
+    keeper.post("/feedback", body={"request_id": request_id, "verdict": "wrong"}, cast_to=object)
     # the same prompt again, written differently: one example; streamed, a system message, text parts
     keeper.chat.completions.create(
         model="escalating", messages=[{"role": "user", "content": f"  {QUESTIONS[0]}\n"}], max_tokens=20
@@ -123,12 +128,12 @@ def test_only_the_opted_in_teams_cascade_text_is_kept(served: GatewayProcess) ->
     with sqlite3.connect(served.workdir / "costgate.db") as db:
         rows = db.execute("SELECT cascade, source, team_name, served_model, messages FROM distill_texts").fetchall()
     assert {r[2] for r in rows} == {"keeper"} and {r[3] for r in rows} == {"strong"}
-    assert sorted((c, s) for c, s, *_ in rows).count(("escalating", "escalation")) == len(QUESTIONS) + 3
+    assert sorted((c, s) for c, s, *_ in rows).count(("escalating", "escalation")) == len(QUESTIONS) + 4
     assert [(c, s) for c, s, *_ in rows if c == "shadowed"] == [("shadowed", "shadow")]
     assert not any(OTHER_TEAMS_QUESTION in r[4] or "direct" in r[4] for r in rows)
 
 
-def test_escalations_export_as_fine_tuning_examples_deduplicated_and_split(
+def test_escalations_export_as_fine_tuning_examples_deduplicated_and_split_without_reported_wrong(
     served: GatewayProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "train.jsonl"
@@ -146,6 +151,7 @@ def test_escalations_export_as_fine_tuning_examples_deduplicated_and_split(
     assert by_question == {q: f"#### {2 * i}" for i, q in enumerate(QUESTIONS)}  # the last tier's answers
     assert [{"role": "system", "content": "Answer with the number."}] in [ln["messages"][:1] for ln in train + held]
     assert not any(OTHER_TEAMS_QUESTION in json.dumps(ln) for ln in train + held)
+    assert not any(REPORTED_QUESTION in json.dumps(ln) for ln in train + held)  # reported wrong
     reported = capsys.readouterr().out
     assert f"wrote {len(train)} training examples" in reported and f"wrote {len(held)} held-back" in reported
     assert "2 duplicates" in reported
