@@ -401,8 +401,6 @@ class CascadeTarget:
         )
         self.controller.add(sample)
         vectors = tuple(tuple(features(a.item)) for a in tried)
-        if self.learner is not None:
-            self.learner.sampled(sample, vectors)
         texts = None
         if self.services.log_prompts:
             texts = {
@@ -411,6 +409,8 @@ class CascadeTarget:
             }
         record = SampleRecord(self.name, request_id, sample, vectors, texts)
         await self.services.store.add(record)
+        if self.learner is not None:  # once stored: the refit it may start reads it back
+            self.learner.sampled(sample, vectors)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -71,6 +71,7 @@ class Learning:
         self.replaced = 0
         self.last: Attempt | None = None
         self.last_replaced: Attempt | None = None
+        self.refitted = False  # the scorer in use is a refitted one (this run's, or loaded from `path`)
         self._fresh: list[tuple[Sample, Vectors]] | None = None  # samples taken while a refit runs
         self._task: asyncio.Task[Attempt] | None = None
 
@@ -79,6 +80,9 @@ class Learning:
         if self._fresh is not None:
             self._fresh.append((sample, vectors))
         self.since += 1
+        self._maybe_start()
+
+    def _maybe_start(self) -> None:
         if self.since >= self.every and self._task is None:
             self.since = 0
             self._task = asyncio.get_running_loop().create_task(self.run())
@@ -88,7 +92,7 @@ class Learning:
         c = self.cascade
         saved = await asyncio.to_thread(self._read_saved)
         if saved is not None:
-            self.model = saved
+            self.model, self.refitted = saved, True
             c.scorer = PureConfidence(LearnedScorer(saved))
             c.controller = build_controller(c.config, c.scorer)
             log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
@@ -105,14 +109,15 @@ class Learning:
         self._task = None
         if not task.cancelled() and task.exception() is not None:
             log.error("cascade %s: refit failed", self.cascade.name, exc_info=task.exception())
+        self._maybe_start()  # the samples taken while it ran may be due another
 
     async def run(self) -> Attempt:
         """One refit: fit, compare, and swap when the candidate wins."""
         c = self.cascade
-        self._fresh = []
         try:
             await self._last_tier_quality(c.controller)
             stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
+            self._fresh = []  # from here on, new samples are added to the new controller, if any
             verdicts = await self._verdicts()
             tiers = [t.name for t in c.tiers]
             rows = [
@@ -138,6 +143,7 @@ class Learning:
                 controller.add(*(rescored(sample, vectors, new) for sample, vectors in fresh))
             c.scorer, c.controller, self.model = PureConfidence(LearnedScorer(new)), controller, new
             self.replaced += 1
+            self.refitted = True
             self.last_replaced = attempt
             threshold = controller.threshold
             log.info(
@@ -229,6 +235,8 @@ class Learning:
             "tried": self.tried,
             "replaced": self.replaced,
             "running": self._task is not None,
+            "scorer_in_use": "refitted" if self.refitted else "as configured",
+            "last_replaced_at": None if self.last_replaced is None else self.last_replaced.at,
             "last": attempt(self.last),
         }
 

@@ -182,3 +182,16 @@ def test_the_window_forgets_the_oldest_samples() -> None:
     controller = QualityController(Policy(0.95, max_samples=10), None)
     controller.add(*[Sample((0.8,), (False,))] * 10, *[Sample((0.8,), (True,))] * 10)
     assert len(controller.samples) == 10 and controller.evidence.traffic().at(50).disagree == pytest.approx(0.0)
+
+
+def test_teams_verdicts_set_the_last_tiers_quality_once_there_are_enough() -> None:
+    rng = random.Random(8)
+    cal = calibration_of(traffic(rng, 600, SEPARATES))
+    controller = QualityController(Policy(0.95, min_feedback=30), cal)
+    before = controller.estimate()
+    controller.last_tier_feedback(10, 10)  # too few to say
+    assert controller.estimate().last_tier_source == before.last_tier_source == "calibration"
+    controller.last_tier_feedback(40, 80)  # the last tier is right half the time: each disagreement costs more
+    e = controller.estimate()
+    assert e.last_tier_source == "feedback" and e.last_tier_quality == 0.5
+    assert controller.promised is None or before.threshold is None or controller.promised >= before.threshold

@@ -6,9 +6,10 @@ import random
 
 import pytest
 
+from policies.quality import Sample
 from policies.scorers.features import features
 from policies.scorers.learned import LearnedModel, auc
-from policies.scorers.refit import TrainingRow, decide, refit, weighted_auc
+from policies.scorers.refit import TrainingRow, decide, refit, rescored, rows_of, traffic_auc, weighted_auc
 from policies.scorers.training import Matrix, TrainingExample, train_matrix
 from tests.policies.test_scorers import synthetic
 
@@ -95,3 +96,51 @@ def test_refit_keeps_a_labelled_calibration_that_holds() -> None:
     assert labelled.calibration is not None and labelled.calibration.last_right is not None
     assert refit(data, labelled)[1].replace is False
     assert refit(data, labelled, current_rejected=True)[1].replace is True
+
+
+def test_a_teams_verdicts_are_the_labels_where_they_exist() -> None:
+    # Agreement says nothing here (a coin flip); the teams' verdicts say the truth on a third of
+    # the answers. Refitted on those, the scorer ranks right answers first.
+    rng = random.Random(5)
+    examples = synthetic(rng, 900)
+    data = [
+        TrainingRow(tuple(features(e.item)), rng.random() < 0.5, 1.0, e.label if i % 3 == 0 else None)
+        for i, e in enumerate(examples)
+    ]
+    blind = model_of(data, [not e.label for e in examples])  # ranks backwards
+    new, verdict = refit(data, blind)
+    assert verdict.replace and new is not None
+    held_out = synthetic(rng, 200)
+    assert auc([new.confidence(e.item) for e in held_out], [e.label for e in held_out]) > 0.8
+
+
+@pytest.mark.parametrize(
+    "agrees, answered_by, right, expected",
+    [
+        ((True, False), None, None, [None, None]),  # no verdict: agreement alone
+        ((True, False), 0, False, [False, None]),  # the first tier's answer, judged wrong
+        ((True, False), 1, True, [None, True]),  # the second tier's answer, judged right
+        ((True, False), 2, True, [True, False]),  # the last tier right: agreeing right, disagreeing wrong
+        ((True, False), 2, False, [False, None]),  # the last tier wrong: agreeing wrong, disagreeing unknown
+    ],
+)
+def test_rows_of_a_sample_with_a_verdict(agrees, answered_by, right, expected) -> None:
+    sample = Sample((0.4, 0.6), agrees, 2.0)
+    out = rows_of(sample, [(1.0,), (2.0,)], answered_by, right)
+    assert [r.acceptable for r in out] == expected
+    assert [r.features for r in out] == [(1.0,), (2.0,)] and all(r.weight == 2.0 for r in out)
+
+
+def test_traffic_auc_ranks_every_cheap_answer_by_its_samples_weight() -> None:
+    samples = [Sample((0.9,), (True,)), Sample((0.2,), (False,)), Sample((0.8,), (False,), 3.0)]
+    assert traffic_auc(samples) == pytest.approx(weighted_auc([0.9, 0.2, 0.8], [True, False, False], [1, 1, 3]))
+    assert traffic_auc([Sample((0.9,), (True,))]) is None
+
+
+def test_rescored_keeps_the_rule_checks_zero() -> None:
+    rng = random.Random(6)
+    data = rows(rng, 200)
+    model = model_of(data, [r.agrees for r in data])
+    vectors = [data[0].features, data[1].features]
+    out = rescored(Sample((0.0, 0.7), (False, True), 4.0), vectors, model)
+    assert out.confidences == (0.0, model.confidence_of(vectors[1])) and out.weight == 4.0
