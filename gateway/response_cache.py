@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -181,23 +182,21 @@ class ResponseCache:
     ) -> SemanticHit | None:
         started = time.perf_counter()
         now = time.time()
+        judge = _Judge(
+            self.verifier_for(policy),
+            Parsed.of(keys.question),
+            policy.max_false_hit_rate,
+            now,
+            parse_duration(self.config.semantic.ttl),
+            self._parse,
+        )
         try:
-            nearest = await self._searcher().nearest(self.store, keys.namespace, keys.question, vectors, now)
-            candidates = [] if nearest is None else [(nearest.entry, nearest.cosine)]
+            nearest = await self._searcher().nearest(self.store, keys.namespace, keys.question, vectors, now, judge)
         except BACKEND_ERRORS as err:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
-        verifier = self.verifier_for(policy)
-        query = Parsed.of(keys.question)
-        hit = None
-        for entry, cosine in candidates:
-            if entry.created_at + parse_duration(self.config.semantic.ttl) <= now:
-                continue
-            if verifier.accepts(query, self._parse(entry.question), cosine, policy.max_false_hit_rate):
-                hit = SemanticHit(entry, cosine)
-                break
         self.metrics.lookup_seconds.observe(time.perf_counter() - started)
-        return hit
+        return None if nearest is None else SemanticHit(nearest.entry, nearest.cosine)
 
     def verifier_for(self, policy: CachePolicy) -> Verifier:
         path = str(policy.verifier or self.verifier_path)
@@ -273,6 +272,29 @@ class ResponseCache:
         removed = await self.store.purge(team_id)
         self.metrics.entries.set(await self.store.count())
         return removed
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """The team's verifier for one query (`search.Judge`): an entry older than the semantic
+    TTL is never served; else the verifier decides."""
+
+    verifier: Verifier
+    query: Parsed
+    max_false_hit_rate: float
+    now: float
+    ttl_s: float  # cache.semantic.ttl: the oldest entry the semantic cache may serve
+    parse: Callable[[str], Parsed]
+
+    def possible(self, entry: Entry) -> bool:
+        return entry.created_at + self.ttl_s > self.now and self.verifier.could_accept(
+            self.query, self.parse(entry.question), self.max_false_hit_rate
+        )
+
+    def accepts(self, entry: Entry, cosine: float) -> bool:
+        return entry.created_at + self.ttl_s > self.now and self.verifier.accepts(
+            self.query, self.parse(entry.question), cosine, self.max_false_hit_rate
+        )
 
 
 def backend_of(config: CacheConfig, redis_url: str | None) -> Literal["embedded", "redis"]:

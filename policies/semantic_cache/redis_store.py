@@ -95,7 +95,10 @@ class RedisStore:
             self._index_add(ns.decode(), key, static)
 
     def _index_add(self, namespace: str, key: str, vector: np.ndarray) -> None:
-        self.indexes.setdefault(namespace, VectorIndex(len(vector))).add(key, vector)
+        index = self.indexes.get(namespace)
+        if index is None:
+            index = self.indexes[namespace] = VectorIndex(len(vector))
+        index.add(key, vector)
 
     def _index_remove(self, namespace: str, key: str) -> None:
         index = self.indexes.get(namespace)

@@ -10,12 +10,22 @@
 So the verifier sees what a MiniLM search of the whole namespace would show it — the nearest
 stored question by MiniLM cosine — whenever the static stage keeps that question among its
 candidates, which `bench/semantic_cache_speed.py --recall` measures on held-out question pairs.
+
+Given a `Judge` (the verifier for the team), MiniLM runs only where it can change the answer.
+A candidate the verifier would refuse at any cosine (another number, another name, a negation
+on one side, ...) can never be served, so only the others (the *possible* ones) and the
+question are embedded at first: when none is possible, or when the nearest possible one is
+refused, the lookup is a miss whatever the rest's cosines are. Only when that one would be
+served are the rest embedded too, to check that none of them is nearer (then the verifier
+judges that one, as without a judge). The hit or miss is the same as embedding every
+candidate; only the MiniLM passes that could not change it are skipped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -31,6 +41,16 @@ class Nearest:
     cosine: float  # MiniLM cosine: what the verifier was calibrated on
 
 
+class Judge(Protocol):
+    """The verifier as the search needs it, for one query and one team's bound."""
+
+    def possible(self, entry: Entry) -> bool:
+        """False only when `accepts` would refuse this stored question at every cosine."""
+        ...
+
+    def accepts(self, entry: Entry, cosine: float) -> bool: ...
+
+
 @dataclass(frozen=True)
 class TwoStageSearch:
     static: StaticEmbedder
@@ -40,20 +60,50 @@ class TwoStageSearch:
         return QuestionVectors(self.static.embed(question))
 
     async def nearest(
-        self, store: CacheStore, namespace: str, question: str, vectors: QuestionVectors, now: float
+        self,
+        store: CacheStore,
+        namespace: str,
+        question: str,
+        vectors: QuestionVectors,
+        now: float,
+        judge: Judge | None = None,
     ) -> Nearest | None:
-        """The stored question nearest by MiniLM cosine among the static candidates; fills
-        `vectors.full` when MiniLM ran (so storing this question later needs no pass)."""
+        """The stored question nearest by MiniLM cosine among the static candidates — with a
+        `judge`, only when the judge accepts it (else None: a miss). Fills `vectors.full` when
+        MiniLM ran (so storing this question later needs no pass)."""
         found = await store.candidates(namespace, vectors.static, now, self.static.candidates)
         found = [c for c in found if c.static_cosine >= self.static.gate]
-        if not found:
+        full = {c.entry.key: c.full for c in found if c.full is not None}
+        if judge is None:
+            return await self._nearest_of(found, full, store, question, vectors) if found else None
+        possible = [c for c in found if judge.possible(c.entry)]
+        if not possible:
             return None
-        missing = [c for c in found if c.full is None]
+        best = await self._nearest_of(possible, full, store, question, vectors)
+        if not judge.accepts(best.entry, best.cosine):
+            return None
+        if len(possible) < len(found):  # would be served: unless a refused candidate is nearer
+            nearest = await self._nearest_of(found, full, store, question, vectors)
+            if nearest.entry is not best.entry and not judge.accepts(nearest.entry, nearest.cosine):
+                return None
+            best = nearest
+        return best
+
+    async def _nearest_of(
+        self,
+        found: list[Candidate],
+        full: dict[str, np.ndarray],
+        store: CacheStore,
+        question: str,
+        vectors: QuestionVectors,
+    ) -> Nearest:
+        """The nearest of `found` by MiniLM cosine, embedding the question and those of them
+        not in `full` (kept there and with their entries) in one pass."""
+        missing = [c for c in found if c.entry.key not in full]
         texts = ([question] if vectors.full is None else []) + [c.entry.question for c in missing]
         made = await self.embed_full(texts) if texts else np.zeros((0, 0), np.float32)
         if vectors.full is None:
             vectors.full, made = made[0], made[1:]
-        full = {c.entry.key: c.full for c in found if c.full is not None}
         for candidate, vector in zip(missing, made):
             full[candidate.entry.key] = vector
             await store.remember_full(candidate.entry, vector)

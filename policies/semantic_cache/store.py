@@ -150,7 +150,10 @@ class EmbeddedStore:
         self._remove(entry.key)
         self.entries[entry.key] = entry
         if vectors is not None:
-            self.indexes.setdefault(entry.namespace, VectorIndex(len(vectors.static))).add(entry.key, vectors.static)
+            index = self.indexes.get(entry.namespace)
+            if index is None:  # not setdefault: it built an index (and a block) on every put
+                index = self.indexes[entry.namespace] = VectorIndex(len(vectors.static))
+            index.add(entry.key, vectors.static)
             if vectors.full is not None:
                 self.full[entry.key] = vectors.full
         if len(self.entries) > self.max_entries:

@@ -9,6 +9,7 @@ its own: "怎么学习日语" and "怎么学习韩语" then differ in one token,
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[^\W_]+(?:['’][^\W\d_]+)?")
@@ -303,6 +304,7 @@ def _british(word: str) -> str:
     return word
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of two words; the name checks ask it for every pair
 def same_word(a: str, b: str) -> bool:
     """Whether two words count as one: inflections of one stem, a listed synonym, British and
     American spelling, or a one-letter typo in a word of six letters or more ("recieve").

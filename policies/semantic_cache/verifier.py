@@ -51,6 +51,14 @@ class Verifier:
             return False
         return self.probability(query, candidate, cosine) >= threshold
 
+    def could_accept(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> bool:
+        """False only when `accepts` refuses the pair at every cosine (the same words aside:
+        no bound, a veto), so the cache need not compute their MiniLM cosine to refuse it."""
+        if same_words(query, candidate):
+            return True
+        threshold = self.threshold_for(max_false_hit_rate)
+        return threshold is not None and not (self.vetoes and vetoed(query, candidate))
+
     def save(self, path: Path) -> None:
         np.savez(
             path,

@@ -206,3 +206,117 @@ async def test_two_stage_search_runs_minilm_only_near_a_stored_question(embedder
     again = search.vectors(asked)
     await search.nearest(store, "ns", asked, again, now=0)
     assert passes == [[asked]]  # the stored question's MiniLM vector was kept from the first time
+
+
+STORED = [
+    "How do I lose 5 kg in a month?",
+    "How do I lose weight in a month?",
+    "What is the best pizza in Boston?",
+    "What is the best pizza place in Austin?",
+    "How can I learn Python quickly?",
+    "How can I learn Java quickly?",
+    "Is it safe to eat raw eggs?",
+    "Why is the sky blue?",
+]
+ASKED = [
+    "How do I lose 50 kg in a month?",
+    "How can I lose weight in a month?",
+    "what is the best pizza in boston",
+    "What's the best pizza in Chicago?",
+    "How do I learn Python fast?",
+    "How can I learn Ruby quickly?",
+    "Is it not safe to eat raw eggs?",
+    "Is it safe to eat raw eggs?",
+    "Why is the sky blue during the day?",
+    "Which telescope should an amateur astronomer buy first?",
+]
+
+
+class _VerifierJudge:
+    def __init__(self, question: str, rate: float) -> None:
+        from policies.semantic_cache.differences import Parsed
+        from policies.semantic_cache.verifier import Verifier
+
+        self.verifier, self.query, self.rate, self.parsed = Verifier.load(), Parsed.of(question), rate, Parsed.of
+
+    def possible(self, entry: Entry) -> bool:
+        return self.verifier.could_accept(self.query, self.parsed(entry.question), self.rate)
+
+    def accepts(self, entry: Entry, cosine: float) -> bool:
+        return self.verifier.accepts(self.query, self.parsed(entry.question), cosine, self.rate)
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.25])
+async def test_a_judge_skips_minilm_passes_but_never_changes_the_answer(embedder, rate: float) -> None:
+    """With the verifier as judge, the search serves exactly what it serves without one (the
+    nearest candidate, judged by the verifier), from fewer MiniLM texts."""
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    texts: list[str] = []
+
+    async def full(batch: list[str]) -> np.ndarray:
+        texts.extend(batch)
+        return embedder.embed_many(batch)
+
+    search = TwoStageSearch(StaticEmbedder.load(), full)
+    plain, judged = EmbeddedStore(max_entries=100), EmbeddedStore(max_entries=100)
+    for i, question in enumerate(STORED):
+        await plain.put(_entry(str(i), question=question), search.vectors(question))
+        await judged.put(_entry(str(i), question=question), search.vectors(question))
+    hits = 0
+    plain_texts = judged_texts = 0
+    for asked in ASKED:
+        judge = _VerifierJudge(asked, rate)
+        texts.clear()
+        nearest = await search.nearest(plain, "ns", asked, search.vectors(asked), now=0)
+        plain_texts += len(texts)
+        expected = nearest.entry.key if nearest is not None and judge.accepts(nearest.entry, nearest.cosine) else None
+        texts.clear()
+        found = await search.nearest(judged, "ns", asked, search.vectors(asked), now=0, judge=judge)
+        judged_texts += len(texts)
+        assert (found.entry.key if found else None) == expected, asked
+        if found is not None:
+            assert found.cosine == pytest.approx(float(embedder.embed(asked) @ embedder.embed(found.entry.question)))
+        hits += found is not None
+    assert hits >= 2  # the same words, and a paraphrase: both served either way
+    assert judged_texts < plain_texts
+
+
+async def test_a_candidate_the_verifier_refuses_at_any_cosine_costs_no_minilm_pass(embedder) -> None:
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    passes: list[list[str]] = []
+
+    async def full(batch: list[str]) -> np.ndarray:
+        passes.append(batch)
+        return embedder.embed_many(batch)
+
+    search = TwoStageSearch(StaticEmbedder.load(), full)
+    store = EmbeddedStore(max_entries=100)
+    for key, question in (("5", "How do I lose 5 kg in a month?"), ("10", "How do I lose 10 kg in a month?")):
+        await store.put(_entry(key, question=question), search.vectors(question))
+    asked = "How do I lose 50 kg in a month?"
+    vectors = search.vectors(asked)
+    assert await search.nearest(store, "ns", asked, vectors, now=0, judge=_VerifierJudge(asked, 0.25)) is None
+    assert passes == [] and vectors.full is None  # another number: refused without MiniLM
+    assert await search.nearest(store, "ns", asked, vectors, now=0) is not None
+    assert len(passes[0]) == 3  # without a judge: the question and both candidates
+
+
+def test_could_accept_is_false_only_where_accepts_is_false_at_every_cosine() -> None:
+    from policies.semantic_cache.differences import Parsed
+    from policies.semantic_cache.verifier import Verifier
+
+    verifier = Verifier.load()
+    for rate in (0.0, 0.05, 0.25):
+        for stored in STORED:
+            for asked in ASKED:
+                query, candidate = Parsed.of(asked), Parsed.of(stored)
+                if not verifier.could_accept(query, candidate, rate):
+                    assert not any(verifier.accepts(query, candidate, c, rate) for c in np.linspace(-1, 1.01, 41))
+    refused = Parsed.of("How do I lose 50 kg in a month?"), Parsed.of("How do I lose 5 kg in a month?")
+    assert not verifier.could_accept(*refused, 0.25)
+    same = Parsed.of("why is the sky blue"), Parsed.of("Why is the sky blue?")
+    assert verifier.could_accept(*same, 0.0)  # the same words are served even with no calibrated bound
