@@ -177,6 +177,7 @@ PAGES = {
     "/keys": "keys",
     "/budgets": "budgets",
     "/savings": "savings",
+    "/cascades": "cascades",
     "/requests": "requests",
 }
 

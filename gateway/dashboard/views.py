@@ -88,6 +88,12 @@ class Views:
             cascades=summary.cascades(cascades, prices),
         )
 
+    async def cascades(self, session: Session, window: Window) -> Response:
+        reply = await self.admin.call("GET", "/admin/cascades")
+        rows = reply.body.get("data", []) if reply.ok and isinstance(reply.body, dict) else []
+        missing = None if reply.ok else f"GET /admin/cascades answered {reply.status}: {reply.error}"
+        return self._render("cascades.html", session, page="cascades", cascades=rows, missing=missing)
+
     async def requests(self, session: Session, window: Window) -> Response:
         return self._render(
             "requests.html",

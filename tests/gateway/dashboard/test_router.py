@@ -22,7 +22,7 @@ def team_names(gateway: GatewayProcess) -> set[str]:
     return {t["name"] for t in gateway.admin("GET", "/admin/teams").json()["data"]}
 
 
-@pytest.mark.parametrize("path", ["", "/spend", "/keys", "/budgets", "/savings", "/requests"])
+@pytest.mark.parametrize("path", ["", "/spend", "/keys", "/budgets", "/savings", "/cascades", "/requests"])
 def test_pages_need_a_session(gateway: GatewayProcess, path: str) -> None:
     for cookies in ({}, {"costgate_session": "made-up"}):
         response = httpx.get(gateway.url + "/admin/ui" + path, cookies=cookies)
