@@ -19,6 +19,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
 from gateway.dashboard.admin_client import AdminClient
+from gateway.dashboard.cache_view import CacheView
 from gateway.dashboard.login_limit import LoginLimiter
 from gateway.dashboard.pages import Pages
 from gateway.dashboard.queries import DashboardQueries
@@ -42,6 +43,7 @@ class Dashboard:
         self.pages = Pages()
         self.admin = AdminClient(app, gateway.admin_key)
         self.views = Views(self.admin, DashboardQueries(gateway.db), self.pages, gateway)
+        self.cache = CacheView(self.admin, self.pages)
         c = gateway.settings.dashboard
         self.login_limit = LoginLimiter(c.login_attempts_per_address, c.login_attempts_overall, c.login_window_s)
         # The sign-in page says where a generated admin key is (service.py `admin_key_for`), so a
@@ -217,3 +219,23 @@ def _action_route(path: str, action: str) -> None:
 
 for _path, _action in ACTIONS.items():
     _action_route(_path, _action)
+
+
+# The Cache page (cache_view.py): per team hits, savings and reported false hits, and the newest
+# hits with a button that reports one wrong (POST /admin/feedback).
+@router.get("/cache", name="dashboard_cache")
+async def cache_page(request: Request) -> Response:
+    session = await _session(request)
+    if session is None:
+        return _to_login()
+    return await _dash(request).cache.page(session, _window(request), team=request.query_params.get("team") or None)
+
+
+@router.post("/cache", name="dashboard_cache_report")  # the page's own URL: reloading the answer is a GET
+async def cache_report(request: Request) -> Response:
+    checked = await _authorized_form(request)
+    if isinstance(checked, Response):
+        return checked
+    session, form = checked
+    team = request.query_params.get("team") or None
+    return await _dash(request).cache.report_wrong(session, _window(request), form, team=team)

@@ -211,3 +211,29 @@ def test_the_admin_reports_for_any_team(gw, keys) -> None:
     assert (reply.json()["purged"], reply.json()["team_id"]) == (True, team_id(gw, "other"))
     assert ask(gw, keys["other"], "admin: what is a lemma")[0] == "miss"
     assert post(gw, gw.config["admin_key"], {"request_id": hit_id, "verdict": "wrong"}).status_code == 401
+
+
+def test_admin_cache_teams_counts_hits_savings_and_reported_false_hits(gw, keys) -> None:
+    key = gw.new_key("stats")
+    ask(gw, key, "stats: what is a functor")  # miss
+    _, first, _ = ask(gw, key, "stats: what is a functor")
+    _, second, _ = ask(gw, key, "stats: what is a functor")
+    assert gw.admin("POST", "/admin/feedback", json={"request_id": first, "verdict": "right"}).status_code == 200
+    assert gw.admin("POST", "/admin/feedback", json={"request_id": second, "verdict": "wrong"}).status_code == 200
+    teams = gw.admin("GET", "/admin/cache/teams?days=1")
+    assert teams.status_code == 200, teams.text
+    row = next(t for t in teams.json()["data"] if t["team"] == "stats")
+    assert (row["requests"], row["hits"]) == (3, {"exact": 2, "semantic": 0})
+    assert (row["hit_rate"], row["exact_hit_rate"], row["semantic_hit_rate"]) == (2 / 3, 2 / 3, 0.0)
+    assert float(row["saved_usd"]) > 0
+    assert row["reported_false_hits"] == {"exact": 1, "semantic": 0}
+    assert row["reported_right_hits"] == {"exact": 1, "semantic": 0}
+    assert row["reported_false_hit_rate"] == 0.5
+    hits = gw.admin("GET", "/admin/cache/hits?team=stats").json()["data"]
+    assert [(h["request_id"], h["cache"], h["verdict"]) for h in hits] == [
+        (second, "exact", "wrong"),
+        (first, "exact", "right"),
+    ]
+    assert gw.admin("GET", "/admin/cache/hits?team=nobody").status_code == 404
+    assert gw.admin("GET", "/admin/cache/teams?days=0").status_code == 400
+    assert httpx.get(gw.url + "/admin/cache/teams").status_code == 401
