@@ -7,7 +7,6 @@ from fastapi import APIRouter, Depends, Request
 from gateway.routes.admin import require_admin
 from gateway.routing.cascade import CascadeTarget
 from gateway.routing.learning import Learning
-from gateway.settings import CascadeConfig
 from policies.pricing import format_usd
 from policies.scorers.refit import traffic_auc
 
@@ -27,7 +26,7 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
     e = controller.estimate()
     c = cascade.config
     auc, auc_on = traffic_auc(controller.samples), "samples"
-    if learning is not None and learning.last is not None:
+    if learning is not None and learning.model is not None and learning.last is not None:
         v = learning.last.verdict
         held_back = v.candidate_auc if v.replace else v.current_auc
         if held_back is not None:
@@ -70,12 +69,8 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
         "always_last_tier_usd": format_usd(t.always_last),
         "shadow_usd": format_usd(t.shadow),
         "saved_usd": format_usd(t.saved),
-        "refit": learning.view() if learning is not None else {"enabled": False, "why": _no_refit(c)},
+        "refit": learning.view() if learning is not None else {"enabled": False, "why": "not built"},
     }
-
-
-def _no_refit(c: CascadeConfig) -> str:
-    return "refit: false in the config" if not c.refit else "only a learned scorer is refitted"
 
 
 @router.get("/breakers")

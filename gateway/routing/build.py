@@ -70,9 +70,7 @@ class RoutingPolicies:
         self.learning: dict[str, Learning] = {}
         feedback = FeedbackStore(db)
         for name, cascade in self.cascades.items():
-            learning = learning_for(cascade, feedback, Path(settings.data_dir))
-            if learning is not None:
-                cascade.learner = self.learning[name] = learning
+            cascade.learner = self.learning[name] = learning_for(cascade, feedback, Path(settings.data_dir))
         targets.update(self.cascades)
         self.router: CostRouterTarget | None = None
         if settings.cost_router is not None:

@@ -15,7 +15,8 @@ the config names another scorer since). Every attempt is logged with its reason.
 
 The verdicts also set the last tier's quality A (policies/quality_controller.py
 `last_tier_feedback`): the share of the cascade's last-tier answers judged right, once there are
-enough of them.
+enough of them. That is read at start and every `refit_every` samples for every cascade,
+whatever its scorer; only a learned scorer is refitted.
 """
 
 from __future__ import annotations
@@ -56,13 +57,14 @@ class Attempt:
 
 
 class Learning:
-    """Refits one cascade's learned scorer (`Learner` in cascade.py)."""
+    """Refits one cascade's learned scorer, and reads the teams' verdicts on its last tier
+    (`Learner` in cascade.py)."""
 
     def __init__(
-        self, cascade: CascadeTarget, model: LearnedModel, feedback: FeedbackStore | None, data_dir: Path
+        self, cascade: CascadeTarget, model: LearnedModel | None, feedback: FeedbackStore | None, data_dir: Path
     ) -> None:
         self.cascade = cascade
-        self.model = model
+        self.model = model  # None: the scorer is not refitted (not a learned one, or refit: false)
         self.feedback = feedback
         self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", cascade.name) + ".learned.json")
         self.every = cascade.config.refit_every
@@ -73,7 +75,7 @@ class Learning:
         self.last_replaced: Attempt | None = None
         self.refitted = False  # the scorer in use is a refitted one (this run's, or loaded from `path`)
         self._fresh: list[tuple[Sample, Vectors]] | None = None  # samples taken while a refit runs
-        self._task: asyncio.Task[Attempt] | None = None
+        self._task: asyncio.Task[Attempt | None] | None = None
 
     # Learner
     def sampled(self, sample: Sample, vectors: Vectors) -> None:
@@ -85,11 +87,15 @@ class Learning:
     def _maybe_start(self) -> None:
         if self.since >= self.every and self._task is None:
             self.since = 0
-            self._task = asyncio.get_running_loop().create_task(self.run())
+            self._task = asyncio.get_running_loop().create_task(self.update())
             self._task.add_done_callback(self._done)
 
     async def load(self) -> None:
         c = self.cascade
+        if self.model is None:
+            c.controller.add(*await c.services.store.recent(c.name, c.config.max_samples))
+            await self._last_tier_quality(c.controller)
+            return
         saved = await asyncio.to_thread(self._read_saved)
         if saved is not None:
             self.model, self.refitted = saved, True
@@ -98,24 +104,29 @@ class Learning:
             log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
         stored = await c.services.store.stored(c.name, c.config.max_samples)
         # The stored confidences may be another scorer's: rescore what can be, keep the rest.
-        c.controller.add(*(rescored(s.sample, s.features, self.model) if s.features else s.sample for s in stored))
+        model = self.model
+        c.controller.add(*(rescored(s.sample, s.features, model) if s.features else s.sample for s in stored))
         await self._last_tier_quality(c.controller)
 
     async def drain(self) -> None:
         if self._task is not None:
             await asyncio.wait({self._task}, timeout=30)
 
-    def _done(self, task: asyncio.Task[Attempt]) -> None:
+    def _done(self, task: asyncio.Task[Attempt | None]) -> None:
         self._task = None
         if not task.cancelled() and task.exception() is not None:
             log.error("cascade %s: refit failed", self.cascade.name, exc_info=task.exception())
         self._maybe_start()  # the samples taken while it ran may be due another
 
-    async def run(self) -> Attempt:
+    async def update(self) -> Attempt | None:
+        """The verdicts on the last tier read again; then, for a learned scorer, one refit."""
+        await self._last_tier_quality(self.cascade.controller)
+        return None if self.model is None else await self.refit(self.model)
+
+    async def refit(self, current: LearnedModel) -> Attempt:
         """One refit: fit, compare, and swap when the candidate wins."""
         c = self.cascade
         try:
-            await self._last_tier_quality(c.controller)
             stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
             self._fresh = []  # from here on, new samples are added to the new controller, if any
             verdicts = await self._verdicts()
@@ -125,7 +136,7 @@ class Learning:
                 for s in stored
                 for row in rows_of(s.sample, s.features or (), *_judged(verdicts.get(s.request_id or ""), tiers))
             ]
-            current, rejected = self.model, c.controller.rejected
+            rejected = c.controller.rejected
             new, verdict = await asyncio.to_thread(refit, rows, current, rejected)
             attempt = Attempt(time.time(), len(rows), sum(r.acceptable is not None for r in rows), verdict)
             self.tried += 1
@@ -213,6 +224,12 @@ class Learning:
 
     def view(self) -> dict:
         """What /admin/cascades shows of the refits."""
+        if self.model is None:
+            c = self.cascade.config
+            return {
+                "enabled": False,
+                "why": "refit: false in the config" if not c.refit else "only a learned scorer is refitted",
+            }
 
         def attempt(a: Attempt | None) -> dict | None:
             if a is None:
@@ -248,11 +265,9 @@ def _judged(found: tuple[str | None, Verdict] | None, tiers: Sequence[str]) -> t
     return tiers.index(found[0]), found[1] is Verdict.RIGHT
 
 
-def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_dir: Path) -> Learning | None:
-    """The cascade's learning, when it refits (`refit: true`, the default) a learned scorer."""
-    scorer = cascade.scorer
-    if not cascade.config.refit or not isinstance(scorer, PureConfidence):
-        return None
-    if not isinstance(scorer.scorer, LearnedScorer):
-        return None
-    return Learning(cascade, scorer.scorer.model, feedback, data_dir)
+def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_dir: Path) -> Learning:
+    """The cascade's learning: its learned scorer refitted unless `refit: false`; verdicts read."""
+    scorer, model = cascade.scorer, None
+    if cascade.config.refit and isinstance(scorer, PureConfidence) and isinstance(scorer.scorer, LearnedScorer):
+        model = scorer.scorer.model
+    return Learning(cascade, model, feedback, data_dir)

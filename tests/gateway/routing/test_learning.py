@@ -83,7 +83,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory, fake: RecordedFake) -> Iterator
         "cascades": [
             cascade("relearn", scorer_file(workdir / "backwards.json", inverted=True)),
             cascade("steady", scorer_file(workdir / "right.json", inverted=False)),
-            {"name": "plain", "tiers": ["weak", "strong"], "scorer": "rules"},
+            # learning throughout (every request escalated, each a sample); verdicts read every 10
+            {"name": "plain", "tiers": ["weak", "strong"], "scorer": "rules", "min_samples": 1000, "refit_every": 10},
         ],
         "cache": {"exact": {"enabled": False}},
     }
@@ -182,3 +183,29 @@ def test_a_refit_replaces_a_worse_scorer_and_keeps_a_good_one(gw: GatewayProcess
 def test_only_a_learned_scorer_is_refitted(gw: GatewayProcess) -> None:
     refit = view(gw, "plain")["refit"]
     assert refit == {"enabled": False, "why": "only a learned scorer is refitted"}
+
+
+def test_teams_verdicts_on_the_last_tier_set_its_quality(gw: GatewayProcess) -> None:
+    key = gw.new_key("team-verdicts")
+    client = httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {key}"}, timeout=30)
+    ids = []
+    for i in range(30):
+        body = {"model": "plain", "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]}
+        r = client.post("/v1/chat/completions", json=body)
+        assert r.headers["x-costgate-model"] == "strong"
+        ids.append(r.headers["x-costgate-request-id"])
+    before = view(gw, "plain")
+    assert before["last_tier_quality_source"] == "default" and before["last_tier_quality"] == 0.5
+    for n, request_id in enumerate(ids):  # 24 judged right, 6 wrong
+        verdict = "wrong" if n % 5 == 0 else "right"
+        assert client.post("/v1/feedback", json={"request_id": request_id, "verdict": verdict}).status_code == 200
+    for i in range(10):  # ten more samples: the verdicts are read again
+        body = {"model": "plain", "messages": [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}]}
+        client.post("/v1/chat/completions", json=body)
+
+    def from_feedback() -> dict | None:
+        v = view(gw, "plain")
+        return v if v["last_tier_quality_source"] == "feedback" else None
+
+    after = wait_until(from_feedback, timeout=30, interval=0.05, what="A from the verdicts")
+    assert after["last_tier_quality"] == 24 / 30
