@@ -26,6 +26,8 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
     e = controller.estimate()
     c = cascade.config
     auc, auc_on = traffic_auc(controller.samples), "samples"
+    if learning is not None and learning.refitted:
+        auc_on = "samples, most of which the refitted scorer was fitted on (optimistic)"
     if learning is not None and learning.model is not None and learning.last is not None:
         v = learning.last.verdict
         held_back = v.candidate_auc if v.replace else v.current_auc
