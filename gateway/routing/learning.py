@@ -228,7 +228,13 @@ class Learning:
             c = self.cascade.config
             return {
                 "enabled": False,
-                "why": "refit: false in the config" if not c.refit else "only a learned scorer is refitted",
+                "why": (
+                    "refit: false in the config"
+                    if not c.refit
+                    else "adaptive: false keeps the configured thresholds, set for the scorer as it is"
+                    if not c.adaptive
+                    else "only a learned scorer is refitted"
+                ),
             }
 
         def attempt(a: Attempt | None) -> dict | None:
@@ -268,6 +274,7 @@ def _judged(found: tuple[str | None, Verdict] | None, tiers: Sequence[str]) -> t
 def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_dir: Path) -> Learning:
     """The cascade's learning: its learned scorer refitted unless `refit: false`; verdicts read."""
     scorer, model = cascade.scorer, None
-    if cascade.config.refit and isinstance(scorer, PureConfidence) and isinstance(scorer.scorer, LearnedScorer):
+    refits = cascade.config.refit and cascade.config.adaptive  # fixed thresholds were set for the scorer as it is
+    if refits and isinstance(scorer, PureConfidence) and isinstance(scorer.scorer, LearnedScorer):
         model = scorer.scorer.model
     return Learning(cascade, model, feedback, data_dir)
