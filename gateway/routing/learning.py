@@ -141,6 +141,8 @@ class Learning:
             attempt = Attempt(time.time(), len(rows), sum(r.acceptable is not None for r in rows), verdict)
             self.tried += 1
             self.last = attempt
+            outcome = "kept" if new is None else "replaced"
+            c.services.policy_metrics.cascade_refits.labels(c.name, outcome).inc()
             if new is None:
                 log.info(
                     "cascade %s: refit on %d samples kept the current scorer: %s", c.name, len(rows), verdict.reason

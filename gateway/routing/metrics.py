@@ -24,6 +24,12 @@ class PolicyMetrics:
         self.cascade_shadow_calls = Counter(
             "costgate_cascade_shadow_calls", "Shadow calls to a cascade's last tier", ["cascade", "status"], registry=r
         )
+        self.cascade_refits = Counter(
+            "costgate_cascade_refits",
+            "Refits of a cascade's learned scorer, by outcome (replaced: the candidate won; kept: it did not)",
+            ["cascade", "outcome"],
+            registry=r,
+        )
         self.router_choices = Counter(
             "costgate_router_choices", "Models the cost router picked", ["router", "model"], registry=r
         )
@@ -64,11 +70,22 @@ class _LiveState(Collector):
             "lower": GaugeMetricFamily(
                 "costgate_cascade_agreement_lower_bound", "Lower confidence bound of the agreement", labels=["cascade"]
             ),
+            "quality": GaugeMetricFamily(
+                "costgate_cascade_quality", "Estimated share of the last tier's quality kept", labels=["cascade"]
+            ),
+            "quality_lower": GaugeMetricFamily(
+                "costgate_cascade_quality_lower_bound",
+                "One-sided lower bound of the share of the last tier's quality kept",
+                labels=["cascade"],
+            ),
         }
         for name, e in self.estimates().items():
             families["samples"].add_metric([name], e.samples)
             if e.threshold is not None:
                 families["threshold"].add_metric([name], e.threshold)
+            if e.quality is not None and e.quality_lower_bound is not None:
+                families["quality"].add_metric([name], e.quality)
+                families["quality_lower"].add_metric([name], e.quality_lower_bound)
             if e.agreement is not None and e.lower_bound is not None:
                 families["agreement"].add_metric([name], e.agreement)
                 families["lower"].add_metric([name], e.lower_bound)

@@ -145,6 +145,10 @@ def test_a_refit_replaces_a_worse_scorer_and_keeps_a_good_one(gw: GatewayProcess
     assert last["current_auc"] == last["candidate_auc"] == 1.0
     assert steady["refit"]["scorer_in_use"] == "as configured" and steady["scorer_auc"] == 1.0
     assert relearn["samples"] == steady["samples"] == SAMPLES  # the rebuilt controller has every sample
+    metrics = httpx.get(gw.url + "/metrics").text
+    assert 'costgate_cascade_refits_total{cascade="relearn",outcome="replaced"} 1.0' in metrics
+    assert 'costgate_cascade_refits_total{cascade="steady",outcome="kept"} 1.0' in metrics
+    assert 'costgate_cascade_quality_lower_bound{cascade="relearn"}' in metrics
 
     # The refitted scorer comes with a calibration from its cross-validation: it certifies a
     # threshold at once. The other cascade's scorer has none: it learns until min_samples. Then
