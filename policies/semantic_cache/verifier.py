@@ -23,6 +23,7 @@ from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.features import NAMES, pair_features, same_words, vetoed
 
 SHIPPED = Path(__file__).with_name("verifier.npz")
+MAX_COSINE = 1.001  # of two unit float32 vectors, with room for rounding
 
 
 @dataclass(frozen=True)
@@ -53,11 +54,15 @@ class Verifier:
 
     def could_accept(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> bool:
         """False only when `accepts` refuses the pair at every cosine (the same words aside:
-        no bound, a veto), so the cache need not compute their MiniLM cosine to refuse it."""
+        no bound, a veto, or a probability under the threshold even at cosine 1), so the cache
+        need not compute their MiniLM cosine to refuse it."""
         if same_words(query, candidate):
             return True
         threshold = self.threshold_for(max_false_hit_rate)
-        return threshold is not None and not (self.vetoes and vetoed(query, candidate))
+        if threshold is None or (self.vetoes and vetoed(query, candidate)):
+            return False
+        cosine_weight = float(self.weights[NAMES.index("cosine")])
+        return cosine_weight < 0 or self.probability(query, candidate, MAX_COSINE) >= threshold
 
     def save(self, path: Path) -> None:
         np.savez(

@@ -315,8 +315,12 @@ def test_could_accept_is_false_only_where_accepts_is_false_at_every_cosine() -> 
             for asked in ASKED:
                 query, candidate = Parsed.of(asked), Parsed.of(stored)
                 if not verifier.could_accept(query, candidate, rate):
-                    assert not any(verifier.accepts(query, candidate, c, rate) for c in np.linspace(-1, 1.01, 41))
+                    assert not any(verifier.accepts(query, candidate, c, rate) for c in np.linspace(-1, 1, 41))
     refused = Parsed.of("How do I lose 50 kg in a month?"), Parsed.of("How do I lose 5 kg in a month?")
     assert not verifier.could_accept(*refused, 0.25)
+    unlikely = Parsed.of("Is it safe to eat raw eggs?"), Parsed.of("Why is it safe to eat raw eggs and how much?")
+    assert not verifier.could_accept(*unlikely, 0.05)  # no veto, but under the default's threshold even at cosine 1
+    assert not any(verifier.accepts(*unlikely, c, 0.05) for c in np.linspace(-1, 1, 41))
+    assert verifier.could_accept(*unlikely, 0.25)
     same = Parsed.of("why is the sky blue"), Parsed.of("Why is the sky blue?")
     assert verifier.could_accept(*same, 0.0)  # the same words are served even with no calibrated bound
