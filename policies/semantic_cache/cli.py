@@ -7,13 +7,15 @@ The shipped verifier is this command's output on the hand-adjudicated QQP candid
 
 With `--team NAME [--config FILE]` it adds the pairs the team judged through POST /v1/feedback
 (read from the gateway's database by the reader the gateway passes in) to the FILEs' labels —
-by default those same two files, run from the repository — and guards each threshold with the
-team's own pairs (team_calibration.py).
+by default those same two files' pairs, shipped in the package as base_labels.jsonl.gz (each
+pair once) so an installed gateway has them — and guards each threshold with the team's own
+pairs (team_calibration.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from collections.abc import Callable
@@ -24,8 +26,8 @@ from policies.semantic_cache.calibration import Labelled
 from policies.semantic_cache.crossval import Calibration, calibrate, summarise
 from policies.semantic_cache.team_calibration import FEW, TeamCalibration, calibrate_for_team
 
-# The labels the shipped verifier was fitted on, from the repository's root: `--team`'s default FILEs.
-SHIPPED_LABELS = ("../shared/data/qqp_dev_adjudicated.jsonl", "bench/data/qqp_dev_adjudicated_extra.jsonl")
+# The labels the shipped verifier was fitted on (the two files above, each pair once): `--team`'s default.
+SHIPPED_LABELS = Path(__file__).with_name("base_labels.jsonl.gz")
 # (config file or None, team name) -> the team's labelled pairs; raises ValueError or OSError
 TeamReader = Callable[[str | None, str], list[Labelled]]
 FORMATS = (
@@ -37,7 +39,7 @@ FORMATS = (
 def read_file(path: Path) -> list[Labelled]:
     """Labelled candidates from JSON lines in either of FORMATS."""
     out = []
-    with open(path) as f:
+    with gzip.open(path, "rt") if path.suffix == ".gz" else open(path) as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -71,13 +73,7 @@ def _base_files(args: argparse.Namespace) -> list[Path]:
         return [Path(f) for f in args.files]
     if not args.team:
         raise ValueError("give the labelled pairs as FILE (or --team NAME to fit on a team's feedback)")
-    missing = [f for f in SHIPPED_LABELS if not Path(f).is_file()]
-    if missing:
-        raise ValueError(
-            f"{', '.join(missing)}: not found; run from the repository or give the base labels "
-            f"(the shipped verifier's: {' '.join(SHIPPED_LABELS)}) as FILE"
-        )
-    return [Path(f) for f in SHIPPED_LABELS]
+    return [SHIPPED_LABELS]
 
 
 def _print_figures(result: Calibration) -> None:
@@ -160,7 +156,7 @@ def add_cache_commands(commands: argparse._SubParsersAction, team_reader: TeamRe
     if team_reader is not None:
         cal.add_argument(
             "--team",
-            help="add the pairs this team judged through feedback (default FILEs: " + " ".join(SHIPPED_LABELS) + ")",
+            help="add the pairs this team judged through feedback to FILEs' (default: the shipped verifier's labels)",
         )
         cal.add_argument("--config", help="the gateway's config file, for its database (default: embedded defaults)")
     cal.set_defaults(run=partial(run_calibrate, team_reader=team_reader))

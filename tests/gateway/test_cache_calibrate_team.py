@@ -4,6 +4,7 @@ the file it wrote, no longer serves those pairs while it still serves the pair r
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from policies.semantic_cache import cli as cache_cli_module
 from policies.semantic_cache.calibration import Labelled
+from policies.semantic_cache.cli import _base_files, read_labelled
 from policies.semantic_cache.team_calibration import merge, team_threshold
 from policies.semantic_cache.verifier import Verifier
 from tests.conftest import standard_models
@@ -112,3 +115,16 @@ def test_the_teams_verdict_replaces_the_base_label_of_the_same_pair() -> None:
 )
 def test_team_threshold(scores, wrong, rate, at_least, expected) -> None:
     assert team_threshold(np.array(scores), np.array(wrong), rate, at_least) == expected
+
+
+def test_an_installed_gateway_has_the_base_labels_of_the_shipped_verifier() -> None:
+    """`--team` without FILEs reads the labels shipped in the package, not the repository's data."""
+    args = argparse.Namespace(files=[], team="red")
+    (path,) = _base_files(args)
+    assert path.is_relative_to(Path(cache_cli_module.__file__).parent)
+    labels = read_labelled([path])
+    assert len(labels) == 2870
+    same = sum(c.same for c in labels)
+    assert 0 < same < len(labels)
+    extra = read_labelled([ROOT / "bench/data/qqp_dev_adjudicated_extra.jsonl"])
+    assert {(c.query, c.stored, c.same) for c in extra} <= {(c.query, c.stored, c.same) for c in labels}
