@@ -13,7 +13,14 @@ Measured per product: added latency p50/p99 at 1 connection (proxy path minus th
 path to the fake, measured right before it) and requests/s at 32 connections. Each round is
 repeated `--runs` times and the median reported. Needs wrk: `apt-get install -y wrk`.
 
+The streaming row (issue 14 item 6): the fake streams a token every 20 ms; a raw HTTP/1.1
+client on the load core (this process, keep-alive, one request at a time) times each
+request's first token — from the request's first byte sent to the first byte of the first
+token's chunk — direct, through costgate and through LiteLLM, `--stream-requests` each, the
+direct ones right before each product's. Added first-token latency = proxied minus direct.
+
     .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm] [--profile DIR]
+    .venv/bin/python bench/overhead.py --stream-only --runs 3 --stream-requests 60
 
 `--profile DIR` adds one py-spy-sampled 32-connection run per product (py-spy from PyPI, in
 any venv on PATH or `--py-spy`), written as speedscope files: where the proxy's CPU goes.
@@ -25,6 +32,7 @@ LiteLLM's venv, once (its `[proxy]` extra names `litellm-proxy`, which the regis
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import shutil
@@ -53,6 +61,15 @@ BODY = json.dumps(
         ],
     }
 )
+STREAM_BODY = json.dumps(
+    {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "Stream hello to the benchmark."}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+).encode()
+FIRST_TOKEN = b"tok0"  # the first streamed token's text (bench/fast_upstream.py)
 ADMIN_KEY = "sk-cg-admin-bench-0123456789abcdef"
 LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
 
@@ -321,6 +338,83 @@ def start_profiler(name: str, pid: int, args: argparse.Namespace) -> subprocess.
     )
 
 
+@dataclass(frozen=True)
+class StreamRound:
+    direct_ms: list[float]  # first-token latency of each direct request
+    proxied_ms: list[float]
+    cpu_us_per_request: float  # the proxy's CPU per streamed request (all of it, not only the first token's)
+
+    @property
+    def added_p50_ms(self) -> float:
+        return statistics.median(self.proxied_ms) - statistics.median(self.direct_ms)
+
+    @property
+    def added_p90_ms(self) -> float:
+        return _p90(self.proxied_ms) - _p90(self.direct_ms)
+
+
+def _p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+async def _first_tokens(url: str, key: str, requests: int) -> list[float]:
+    """Each request's first-token latency, in ms, one request at a time on one keep-alive
+    connection: from its first byte sent to the arrival of the bytes holding the first token."""
+    parsed = httpx.URL(url)
+    reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
+    auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
+    request = (
+        f"POST {parsed.raw_path.decode()} HTTP/1.1\r\nhost: {parsed.host}:{parsed.port}\r\n".encode()
+        + auth
+        + f"content-type: application/json\r\ncontent-length: {len(STREAM_BODY)}\r\n\r\n".encode()
+        + STREAM_BODY
+    )
+    times = []
+    try:
+        for _ in range(requests):
+            seen, first = bytearray(), None
+            start = time.perf_counter()
+            writer.write(request)
+            while not (b"[DONE]" in seen and seen.endswith(b"0\r\n\r\n")):
+                data = await reader.read(65536)
+                if not data:
+                    raise RuntimeError(f"{url} closed the connection mid-answer: {bytes(seen[-300:])!r}")
+                seen += data
+                if first is None and FIRST_TOKEN in seen:
+                    first = (time.perf_counter() - start) * 1000
+            if first is None or not seen.startswith(b"HTTP/1.1 200"):
+                raise RuntimeError(f"{url} streamed no token: {bytes(seen[:300])!r}")
+            times.append(first)
+    finally:
+        writer.close()
+    return times
+
+
+def first_tokens(url: str, key: str, requests: int) -> list[float]:
+    return asyncio.run(_first_tokens(url, key, requests))
+
+
+def measure_stream(
+    name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace
+) -> list[StreamRound]:
+    first_tokens(url, key, 5)  # warm the connections
+    rounds = []
+    for i in range(args.runs):
+        direct = first_tokens(direct_url, "", args.stream_requests)
+        cpu_before = cpu_ms(pid)
+        proxied = first_tokens(url, key, args.stream_requests)
+        cpu = (cpu_ms(pid) - cpu_before) * 1000 / args.stream_requests
+        rounds.append(StreamRound(direct, proxied, cpu))
+        print(
+            f"  {name} stream run {i + 1}: first token direct p50 {statistics.median(direct):.3f} ms | "
+            f"proxied p50 {statistics.median(proxied):.3f} ms p90 {_p90(proxied):.3f} ms | "
+            f"added p50 {rounds[-1].added_p50_ms:.3f} ms p90 {rounds[-1].added_p90_ms:.3f} ms | "
+            f"CPU/request {cpu:.0f} us",
+            flush=True,
+        )
+    return rounds
+
+
 def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace) -> list[Round]:
     check_answers(url, key)
     run_wrk(url, key, 8, args.warmup, args.load_cpu)  # warm the pools and caches
@@ -397,6 +491,18 @@ def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
         )
 
 
+def report_stream(rows: dict[str, list[StreamRound]]) -> None:
+    print("\nstreaming, first token (upstream: a token every 20 ms), median of the runs")
+    print(f"{'':10} {'direct p50':>12} {'proxied p50':>12} {'added p50':>12} {'added p90':>12} {'CPU/stream':>12}")
+    for name, rounds in rows.items():
+        direct = statistics.median(statistics.median(r.direct_ms) for r in rounds)
+        proxied = statistics.median(statistics.median(r.proxied_ms) for r in rounds)
+        added = statistics.median(r.added_p50_ms for r in rounds)
+        added90 = statistics.median(r.added_p90_ms for r in rounds)
+        cpu = statistics.median(r.cpu_us_per_request for r in rounds)
+        print(f"{name:10} {direct:>9.3f} ms {proxied:>9.3f} ms {added:>9.3f} ms {added90:>9.3f} ms {cpu:>9.0f} us")
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="costgate vs LiteLLM proxy overhead (issue 2)")
     parser.add_argument("--runs", type=int, default=3, help="rounds per product; the median is reported")
@@ -406,6 +512,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--load-cpu", type=int, default=1)
     parser.add_argument("--litellm-venv", type=Path, default=Path(os.environ.get("LITELLM_VENV", "/tmp/litellm-venv")))
     parser.add_argument("--no-litellm", action="store_true", help="measure costgate only")
+    parser.add_argument("--stream-only", action="store_true", help="only the streaming first-token row")
+    parser.add_argument("--no-stream", action="store_true", help="skip the streaming first-token row")
+    parser.add_argument("--stream-requests", type=int, default=60, help="streamed requests per product per run")
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument(
         "--profile",
@@ -419,14 +528,17 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    if shutil.which("wrk") is None:
+    if shutil.which("wrk") is None and not args.stream_only:
         sys.exit("wrk is missing: apt-get install -y wrk")
     if not args.no_litellm and not (args.litellm_venv / "bin" / "litellm").exists():
         sys.exit(
             f"no LiteLLM venv at {args.litellm_venv}: python3.11 -m venv {args.litellm_venv} && "
             f"bash bench/install_litellm.sh {args.litellm_venv}   (or pass --no-litellm)"
         )
+    os.sched_setaffinity(0, {args.load_cpu})  # the streaming row's client shares the load core
     load_before = os.getloadavg()
+    costgate = litellm = None
+    streams: dict[str, list[StreamRound]] = {}
     with tempfile.TemporaryDirectory(prefix="costgate-bench-") as tmp:
         procs = Processes(Path(tmp))
         try:
@@ -447,22 +559,34 @@ def main() -> int:
                 f"{args.runs} x {args.duration:g} s",
                 flush=True,
             )
-            costgate = Summary.of(measure("costgate", cg_url, cg_key, cg_pid, direct_url, args))
-            litellm = None
+            if not args.stream_only:
+                costgate = Summary.of(measure("costgate", cg_url, cg_key, cg_pid, direct_url, args))
+            if not args.no_stream:
+                streams["costgate"] = measure_stream("costgate", cg_url, cg_key, cg_pid, direct_url, args)
             if not args.no_litellm:
                 ll_url, ll_pid = start_litellm(procs, args.gateway_cpu, upstream, args.litellm_venv)
-                litellm = Summary.of(measure("litellm", ll_url, LITELLM_MASTER_KEY, ll_pid, direct_url, args))
+                if not args.stream_only:
+                    litellm = Summary.of(measure("litellm", ll_url, LITELLM_MASTER_KEY, ll_pid, direct_url, args))
+                if not args.no_stream:
+                    streams["litellm"] = measure_stream("litellm", ll_url, LITELLM_MASTER_KEY, ll_pid, direct_url, args)
         finally:
             procs.stop_all()
     load_after = os.getloadavg()
     load = f"load average {load_before[0]:.2f} before, {load_after[0]:.2f} after, {os.cpu_count()} cores"
-    report(costgate, litellm, load)
+    if costgate is not None:
+        report(costgate, litellm, load)
+    if streams:
+        report_stream(streams)
+        print(load)
     if args.json:
         args.json.write_text(
             json.dumps(
                 {
-                    "costgate": costgate.__dict__,
+                    "costgate": None if costgate is None else costgate.__dict__,
                     "litellm": None if litellm is None else litellm.__dict__,
+                    "stream_added_p50_ms": {
+                        n: statistics.median(r.added_p50_ms for r in rs) for n, rs in streams.items()
+                    },
                     "load": load,
                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 },

@@ -101,7 +101,8 @@ class StreamWatch:
         self.counted_parts = 0  # how many of ctx.completion_text are counted
 
     def relayed(self) -> None:
-        """A chunk is about to reach the client."""
+        """A chunk was handed to the client (journaled right after the send, before the next
+        upstream chunk is awaited: the first token never waits for a journal write)."""
         self.chunks += 1
         if (
             self.chunks - 1

@@ -149,9 +149,9 @@ class Pipeline:
                 if isinstance(chunk, StreamEnd):
                     done = chunk  # held back: the stream ends only once its ledger row is journaled
                     continue
-                if watch is not None:
-                    watch.relayed()
                 yield chunk
+                if watch is not None:  # once the chunk is sent: journaling never delays a chunk
+                    watch.relayed()
         finally:
             # Shielded: when the client disconnects, the stream is cancelled, and settling
             # (releasing the reservation, writing the ledger row) must still run to the end.

@@ -1,11 +1,12 @@
-"""The whole-answer upstream POST on aiohttp: the hottest I/O in the gateway.
+"""The upstream POST on aiohttp: the hottest I/O in the gateway.
 
 httpx's client spends about three times aiohttp's CPU on one small POST (URL and header
 merging, auth and redirect layers, cookie extraction, httpcore's per-request socket poll);
 on a gateway pinned to one core that is most of the proxy's own cost (bench/overhead.py).
-`OpenAIProvider` uses this for non-streamed calls when it owns the network: no transport
-injected (tests inject httpx.MockTransport) and no proxy configured in the environment (which
-httpx would honour). Streams keep httpx.
+`OpenAIProvider` uses this when it owns the network: no transport injected (tests inject
+httpx.MockTransport) and no proxy configured in the environment (which httpx would honour).
+Whole answers are `post`; streams are `open`, then `lines` — the request goes out before the
+first token, so its cost is added to every stream's first token (issue 14 item 6).
 
 Failures come out as the httpx exceptions httpx would have raised for the same fault, so the
 provider maps both clients' errors through one set of `except` clauses.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 
 import aiohttp
 import httpx
@@ -101,7 +102,54 @@ class FastPost:
         except aiohttp.ClientError as err:
             raise as_httpx_error(err) from err
 
+    async def open(self, path: str, content: bytes, extra: Mapping[str, str] | None = None) -> aiohttp.ClientResponse:
+        """POST `content` as JSON for a stream: the answer with its status and headers read and
+        its body not (read it with `lines`, then `finish` it)."""
+        headers = self._headers if not extra else {**self._headers, **extra}
+        try:
+            return await self._session_here().post(
+                self._url(path), data=content, headers=headers, allow_redirects=False
+            )
+        except aiohttp.ClientError as err:
+            raise as_httpx_error(err) from err
+
     async def aclose(self) -> None:
         if self._session is not None and self._loop is asyncio.get_running_loop():
             await self._session.close()
         self._session = None
+
+
+async def lines(response: aiohttp.ClientResponse) -> AsyncIterator[str]:
+    """An answer's body as lines, each as soon as its end arrives (`\\n` or `\\r\\n` ends one;
+    a line may be any length: a Responses stream's last event holds the whole response)."""
+    pending = bytearray()
+    try:
+        async for data in response.content.iter_any():
+            pending += data
+            if b"\n" not in data:
+                continue
+            *complete, rest = pending.split(b"\n")
+            pending = bytearray(rest)
+            for line in complete:
+                yield line.removesuffix(b"\r").decode("utf-8", "replace")
+    except aiohttp.ClientError as err:
+        raise as_httpx_error(err) from err
+    if pending:
+        yield pending.removesuffix(b"\r").decode("utf-8", "replace")
+
+
+async def read(response: aiohttp.ClientResponse) -> bytes:
+    """An answer's whole body (an error's), aiohttp's errors as httpx's."""
+    try:
+        return await response.read()
+    except aiohttp.ClientError as err:
+        raise as_httpx_error(err) from err
+
+
+async def finish(response: aiohttp.ClientResponse) -> None:
+    """Done with an answer: its connection goes back to the pool when its body was read to the
+    end, and is closed otherwise (an upstream still sending must not reach the next request)."""
+    if response.content.at_eof():
+        response.release()
+    else:
+        response.close()

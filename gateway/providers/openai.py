@@ -1,10 +1,11 @@
-"""Any OpenAI-compatible upstream, through one pooled httpx client per deployment."""
+"""Any OpenAI-compatible upstream, through one pooled client per deployment (aiohttp when the
+provider owns the network, gateway/providers/fast_post.py; httpx with an injected transport)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ import orjson
 
 from gateway.context import Endpoint
 from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.providers import fast_post
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.fast_post import FastPost, environment_proxies
 from gateway.providers.retry import RETRYABLE_STATUS, Retryable, parse_retry_after, with_retries
@@ -38,6 +40,13 @@ def last_event(endpoint: Endpoint) -> Callable[[dict[str, Any]], bool] | None:
         return lambda data: data.get("type") == "message_stop"
     return None
 
+
+def not_a_stream() -> UpstreamError:
+    return UpstreamError("upstream answered a stream request without server-sent events", code="bad_upstream_body")
+
+
+# How long the rest of a stream's body may take once its last event is read (see OpenAIStream._drain).
+DRAIN_S = 1.0
 
 # Upstream statuses that mean the request itself is wrong: the client sees them as 400.
 CLIENT_FAULT = frozenset({400, 404, 409, 413, 422})
@@ -81,30 +90,35 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
 
 
 class OpenAIStream:
-    """Server-sent events from an open httpx response; closes it when done or abandoned."""
+    """Server-sent events from an open response's lines (httpx's or aiohttp's, their faults as
+    httpx's exceptions); `close` ends the response when the stream is done or abandoned."""
 
     def __init__(
         self,
-        response: httpx.Response,
+        lines: AsyncIterator[str],
+        close: Callable[[], Awaitable[None]],
         redact: Callable[[bytes], bytes] = bytes,
         deadline_s: float | None = None,
         last: Callable[[dict[str, Any]], bool] | None = None,
     ) -> None:
-        self._response = response
+        self._lines = lines
+        self._close = close
         self._redact = redact
         self._last = last  # the event after which the stream is over (an API without [DONE])
         # httpx times each read; an upstream dripping lines just in time must still end.
         self._deadline = None if deadline_s is None else time.monotonic() + deadline_s
 
     async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        lines = self._lines
         try:
-            async for line in self._response.aiter_lines():
+            async for line in lines:
                 if self._deadline is not None and time.monotonic() > self._deadline:
                     raise UpstreamTimeout("upstream stream outlasted the model's timeout_s")
                 if not line.startswith("data:"):
                     continue  # comments, event names, blank separators
                 payload = line[5:].strip()
                 if payload == "[DONE]":
+                    await self._drain(lines)
                     return
                 raw = self._redact(payload.encode())
                 try:
@@ -121,6 +135,7 @@ class OpenAIStream:
                     raise UpstreamError(f"upstream stream failed: {_upstream_message(raw)}")
                 yield StreamEvent(raw, data)
                 if self._last is not None and self._last(data):
+                    await self._drain(lines)
                     return
             raise UpstreamError("upstream stream ended without [DONE]", code="truncated_stream")
         except httpx.TimeoutException:
@@ -128,10 +143,23 @@ class OpenAIStream:
         except httpx.TransportError as err:
             raise UpstreamError(f"upstream stream broke: {type(err).__name__}", code="truncated_stream") from None
         finally:
-            await self._response.aclose()
+            await self._close()
+
+    async def _drain(self, lines: AsyncIterator[str]) -> None:
+        """Read the body to its end (the chunked encoding's last chunk, which comes with the
+        last event or right after it), so that the connection goes back to the pool. Closed
+        unread, it is dropped, and the next stream pays a new connection on its way to the
+        first token: a TCP connect and anyio's happy-eyeballs task group, whose cancellation
+        alone took ~1 ms of CPU a stream on the bench machine (issue 14 item 6)."""
+        try:
+            async with asyncio.timeout(DRAIN_S):
+                async for _ in lines:
+                    pass
+        except (TimeoutError, httpx.HTTPError):
+            pass  # the answer is whole: a body that does not end only costs its connection
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        await self._close()
 
 
 class OpenAIProvider:
@@ -201,6 +229,8 @@ class OpenAIProvider:
         return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
 
     async def _open_stream_once(self, call: UpstreamCall) -> OpenAIStream:
+        if self._fast is not None:
+            return await self._open_fast_stream(call)
         request = self._client.build_request(
             "POST",
             PATHS[call.endpoint],
@@ -221,10 +251,38 @@ class OpenAIProvider:
             check_status(response.status_code, response.headers, raw)
         if "text/event-stream" not in response.headers.get("content-type", ""):
             await response.aclose()
-            raise UpstreamError(
-                "upstream answered a stream request without server-sent events", code="bad_upstream_body"
+            raise not_a_stream()
+        return OpenAIStream(
+            response.aiter_lines(), response.aclose, self.redact, self.timeout_s, last_event(call.endpoint)
+        )
+
+    async def _open_fast_stream(self, call: UpstreamCall) -> OpenAIStream:
+        """`_open_stream_once` on aiohttp (gateway/providers/fast_post.py): the same errors."""
+        assert self._fast is not None
+        try:
+            response = await self._fast.open(
+                PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call.endpoint)
             )
-        return OpenAIStream(response, self.redact, self.timeout_s, last_event(call.endpoint))
+            if response.status >= 300:
+                try:
+                    raw = self.redact(await fast_post.read(response))
+                finally:
+                    response.close()
+                check_status(response.status, response.headers, raw)
+        except httpx.ConnectError as err:
+            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.TimeoutException:
+            raise UpstreamTimeout("upstream timed out") from None
+        except httpx.TransportError as err:
+            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            response.close()
+            raise not_a_stream()
+
+        async def close() -> None:
+            await fast_post.finish(response)
+
+        return OpenAIStream(fast_post.lines(response), close, self.redact, self.timeout_s, last_event(call.endpoint))
 
     def _headers(self, endpoint: Endpoint) -> dict[str, str]:
         return self._anthropic if endpoint is Endpoint.MESSAGES else {}

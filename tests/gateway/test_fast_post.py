@@ -4,6 +4,7 @@ real fake upstream, a refused port and an upstream slower than the timeout."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -116,3 +117,94 @@ def test_a_proxy_in_the_environment_sends_whole_answers_through_httpx(
     assert environment_proxies() is expected
     provider = OpenAIProvider("m", "http://upstream/v1", None)
     assert (provider._fast is None) is expected
+
+
+# Streams take the same two paths (issue 14 item 6: the request's cost is on the first token's way).
+
+
+async def stream_outcome(provider: OpenAIProvider, model: str) -> tuple:
+    call = UpstreamCall(Endpoint.CHAT, {"model": model, "messages": HI, "stream": True}, True)
+    try:
+        stream = await provider.open_stream(call)
+        return "events", [event.data["choices"] async for event in stream]
+    except GatewayError as err:
+        return outcome_of(err)
+
+
+@pytest.mark.parametrize(
+    "model, expected",
+    [
+        ("gpt-fake", "events"),
+        ("truncate", "UpstreamError"),  # cut before [DONE]
+        ("fail-503", "UpstreamError"),
+        ("reject", "InvalidRequest"),
+        ("html", "UpstreamError"),  # not server-sent events
+        ("json-stream", "UpstreamError"),
+    ],
+)
+async def test_streams_agree_on_both_paths(fake_upstream: FakeUpstream, model: str, expected: str) -> None:
+    outcomes = []
+    for transport in (None, httpx.AsyncHTTPTransport()):
+        provider = OpenAIProvider("m", fake_upstream.url, "sk-up", max_retries=0, transport=transport)
+        try:
+            outcomes.append(await stream_outcome(provider, model))
+        finally:
+            await provider.aclose()
+    assert outcomes[0][0] == expected
+    assert outcomes[0] == outcomes[1]
+
+
+async def test_a_stream_slower_than_the_timeout_times_out_on_both_paths(fake_upstream: FakeUpstream) -> None:
+    for transport in (None, httpx.AsyncHTTPTransport()):
+        provider = OpenAIProvider("m", fake_upstream.url, "sk-up", max_retries=0, timeout_s=0.3, transport=transport)
+        try:
+            assert (await stream_outcome(provider, "slow"))[:3] == ("UpstreamTimeout", 504, "upstream_timeout")
+        finally:
+            await provider.aclose()
+
+
+class CountingUpstream:
+    """An upstream that streams every request the same SSE answer (chunked, keep-alive) and
+    counts the connections it accepts."""
+
+    EVENTS = b'data: {"choices": [{"index": 0, "delta": {"content": "hi"}}]}\n\ndata: [DONE]\n\n'
+
+    def __init__(self) -> None:
+        self.connections = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    int(line.split(b":")[1])
+                    for line in head.lower().split(b"\r\n")
+                    if line.startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                chunk = f"{len(self.EVENTS):x}\r\n".encode() + self.EVENTS + b"\r\n0\r\n\r\n"
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+                )
+                writer.write(chunk)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.mark.parametrize("httpx_path", [False, True])
+async def test_streams_reuse_the_pooled_connection(httpx_path: bool) -> None:
+    """Read to its end after [DONE], a stream's connection goes back to the pool: the next stream
+    pays no connect (and no anyio happy-eyeballs task group) before its first token."""
+    upstream = CountingUpstream()
+    server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = httpx.AsyncHTTPTransport() if httpx_path else None
+    provider = OpenAIProvider("m", f"http://127.0.0.1:{port}/v1", "sk-up", max_retries=0, transport=transport)
+    try:
+        for _ in range(3):
+            assert (await stream_outcome(provider, "any")) == ("events", [[{"index": 0, "delta": {"content": "hi"}}]])
+    finally:
+        await provider.aclose()
+        server.close()
+    assert upstream.connections == 1
