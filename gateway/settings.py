@@ -117,7 +117,8 @@ class CascadeConfig(_Strict):
     prior_weight: float = Field(default=200.0, ge=0.0)  # the scorer's calibration counts as this many samples
     last_tier_quality: float | None = Field(default=None, gt=0.0, le=1.0)  # the last tier's accuracy, if known
     # A learned scorer is refitted from the samples every `refit_every` new ones, and replaced
-    # only by a candidate that ranks held-back samples better (gateway/routing/learning.py).
+    # only by a candidate that ranks held-back samples better (gateway/routing/learning.py); a
+    # rules or logprob scorer is upgraded the same way to a learned one that also certifies.
     refit: bool = True
     refit_every: int = Field(default=200, ge=10)
 

@@ -28,7 +28,8 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
     auc, auc_on = traffic_auc(controller.samples), "samples"
     if learning is not None and learning.refitted:
         auc_on = "samples, most of which the refitted scorer was fitted on (optimistic)"
-    if learning is not None and learning.model is not None and learning.last is not None:
+    # the last refit's held-back rows (an upgrade's: the current scorer's stored confidences on them)
+    if learning is not None and learning.last is not None:
         v = learning.last.verdict
         held_back = v.candidate_auc if v.replace else v.current_auc
         if held_back is not None:
@@ -37,7 +38,9 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
     return {
         "name": cascade.name,
         "tiers": c.tiers,
-        "scorer": c.scorer,
+        # in use: "learned (refit from traffic)" once a rules or logprob cascade upgraded
+        "scorer": c.scorer if learning is None else learning.scorer_in_use,
+        "scorer_configured": c.scorer,
         "quality_target": c.quality_target,
         "shadow_rate": c.shadow_rate,
         "adaptive": c.adaptive,

@@ -24,7 +24,9 @@ cascade to escalate everything, or to skip the cheap tiers its scorer cannot jud
 
 Learning: a cascade on a learned scorer refits it from its samples as they accumulate
 (gateway/routing/learning.py) and swaps in the new scorer, with a controller rebuilt on it, only
-when it ranks held-back samples better. `Tally` counts what the cascade did since start.
+when it ranks held-back samples better; one on `rules` or `logprob` is upgraded to a learned
+scorer trained on its samples the same way, when that also certifies a threshold. `Tally`
+counts what the cascade did since start.
 
 Circuit breakers: a tier whose breaker is open is skipped; a failing tier falls through to
 the next; when the last tier fails, the best answer a cheaper tier gave is returned instead.
@@ -209,7 +211,7 @@ class CascadeTarget:
     controller: QualityController
     services: Services
     rng: random.Random = field(default_factory=random.Random)
-    learner: Learner | None = None  # refits a learned scorer from the samples (None: the scorer is fixed)
+    learner: Learner | None = None  # refits (or upgrades to) a learned scorer from the samples
     tally: Tally = field(default_factory=Tally)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -458,9 +460,10 @@ class ShadowSample:
         await c._record(self.request_id, tried, answer_text(completion.body), self.weight)
 
 
-def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityController:
+def policy_of(config: CascadeConfig) -> Policy:
+    """The cascade's quality settings, as its controller reads them."""
     fixed = config.thresholds[0] if config.thresholds else DEFAULT_THRESHOLD
-    policy = Policy(
+    return Policy(
         config.quality_target,
         config.confidence,
         config.adaptive,
@@ -471,7 +474,10 @@ def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityContro
         prior_weight=config.prior_weight,
         last_tier_quality=config.last_tier_quality,
     )
-    return QualityController(policy, scorer.calibration)
+
+
+def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityController:
+    return QualityController(policy_of(config), scorer.calibration)
 
 
 def build_cascade(

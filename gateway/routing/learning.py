@@ -13,10 +13,17 @@ samples taken while the fit ran are added, so no request ever sees a scorer with
 threshold. A kept scorer is written to the data directory and loaded at the next start (unless
 the config names another scorer since). Every attempt is logged with its reason.
 
+A cascade on `rules` or `logprob` is upgraded instead (policies/scorers/refit.py `upgrade`): every
+`refit_every` samples a learned candidate is fitted on its samples and compared with the
+confidences its scorer gave the held-back ones, by the same rule; a winner is swapped in (with
+its controller, the same way) only when that controller certifies a threshold from the
+candidate's cross-validated calibration. From then on it is refitted like any learned scorer,
+and kept across restarts the same way (`refit_of` names the configured scorer).
+
 The verdicts also set the last tier's quality A (policies/quality_controller.py
 `last_tier_feedback`): the share of the cascade's last-tier answers judged right, once there are
 enough of them. That is read at start and every `refit_every` samples for every cascade,
-whatever its scorer; only a learned scorer is refitted.
+whatever its scorer; a judge's is neither refitted nor upgraded.
 """
 
 from __future__ import annotations
@@ -32,18 +39,21 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.routing.cascade import CascadeTarget, PureConfidence, build_controller
+from gateway.routing.cascade import CascadeTarget, PureConfidence, build_controller, policy_of
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict
 from policies.quality import Sample
 from policies.quality_controller import QualityController
 from policies.scorers.learned import LearnedModel, LearnedScorer
+from policies.scorers.logprob import LogprobScorer
+from policies.scorers.refit import TrainingRow, refit, rescored, rows_of, upgrade
 from policies.scorers.refit import Verdict as RefitVerdict
-from policies.scorers.refit import refit, rescored, rows_of
+from policies.scorers.rules import RuleScorer
 
 log = logging.getLogger("costgate.cascade")
 Vectors = tuple[tuple[float, ...], ...]
+UPGRADED = "learned (refit from traffic)"  # the scorer in use, once a rules or logprob cascade upgraded
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +67,21 @@ class Attempt:
 
 
 class Learning:
-    """Refits one cascade's learned scorer, and reads the teams' verdicts on its last tier
-    (`Learner` in cascade.py)."""
+    """Refits one cascade's learned scorer (or upgrades a rules or logprob one to a learned
+    scorer), and reads the teams' verdicts on its last tier (`Learner` in cascade.py)."""
 
     def __init__(
-        self, cascade: CascadeTarget, model: LearnedModel | None, feedback: FeedbackStore | None, data_dir: Path
+        self,
+        cascade: CascadeTarget,
+        model: LearnedModel | None,
+        feedback: FeedbackStore | None,
+        data_dir: Path,
+        upgrades: bool = False,
     ) -> None:
         self.cascade = cascade
-        self.model = model  # None: the scorer is not refitted (not a learned one, or refit: false)
+        self.model = model  # the learned scorer in use, refitted; None: none (yet)
+        self.upgrades = upgrades  # a rules or logprob scorer: a learned one may replace it
+        self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `path`)
         self.feedback = feedback
         self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", cascade.name) + ".learned.json")
         self.every = cascade.config.refit_every
@@ -92,16 +109,16 @@ class Learning:
 
     async def load(self) -> None:
         c = self.cascade
+        saved = await asyncio.to_thread(self._read_saved) if self.model is not None or self.upgrades else None
+        if saved is not None:
+            self.model, self.refitted, self.upgraded = saved, True, self.upgrades
+            c.scorer = PureConfidence(LearnedScorer(saved))
+            c.controller = build_controller(c.config, c.scorer)
+            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
         if self.model is None:
             c.controller.add(*await c.services.store.recent(c.name, c.config.max_samples))
             await self._last_tier_quality(c.controller)
             return
-        saved = await asyncio.to_thread(self._read_saved)
-        if saved is not None:
-            self.model, self.refitted = saved, True
-            c.scorer = PureConfidence(LearnedScorer(saved))
-            c.controller = build_controller(c.config, c.scorer)
-            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
         stored = await c.services.store.stored(c.name, c.config.max_samples)
         # The stored confidences may be another scorer's: rescore what can be, keep the rest.
         model = self.model
@@ -119,30 +136,88 @@ class Learning:
         self._maybe_start()  # the samples taken while it ran may be due another
 
     async def update(self) -> Attempt | None:
-        """The verdicts on the last tier read again; then, for a learned scorer, one refit."""
+        """The verdicts on the last tier read again; then, for a learned scorer, one refit, and
+        for a rules or logprob one, one try at upgrading it."""
         await self._last_tier_quality(self.cascade.controller)
-        return None if self.model is None else await self.refit(self.model)
+        if self.model is not None:
+            return await self.refit(self.model)
+        return await self.upgrade() if self.upgrades else None
+
+    async def _rows(self) -> tuple[list[StoredSample], list[TrainingRow]]:
+        """The stored samples with feature vectors, and their training rows (teams' verdicts as
+        labels). Samples taken from here on are kept aside (`_fresh`) for the new controller."""
+        c = self.cascade
+        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
+        self._fresh = []
+        verdicts = await self._verdicts()
+        tiers = [t.name for t in c.tiers]
+        rows = [
+            row
+            for s in stored
+            for row in rows_of(s.sample, s.features or (), *_judged(verdicts.get(s.request_id or ""), tiers))
+        ]
+        return stored, rows
+
+    def _tried(self, rows: Sequence[TrainingRow], verdict: RefitVerdict, replaced: bool) -> Attempt:
+        attempt = Attempt(time.time(), len(rows), sum(r.acceptable is not None for r in rows), verdict)
+        self.tried += 1
+        self.last = attempt
+        c = self.cascade
+        c.services.policy_metrics.cascade_refits.labels(c.name, "replaced" if replaced else "kept").inc()
+        return attempt
+
+    def _swap(self, model: LearnedModel, controller: QualityController, attempt: Attempt) -> None:
+        """Scorer and controller in one step on the event loop, after the samples taken meanwhile."""
+        c = self.cascade
+        fresh, self._fresh = self._fresh or [], None
+        if fresh:
+            controller.add(*(rescored(sample, vectors, model) for sample, vectors in fresh))
+        c.scorer, c.controller, self.model = PureConfidence(LearnedScorer(model)), controller, model
+        self.replaced += 1
+        self.refitted = True
+        self.last_replaced = attempt
+
+    async def upgrade(self) -> Attempt:
+        """One try at a learned scorer in place of a rules or logprob one: fit, compare, certify,
+        and swap when the candidate passes all three."""
+        c = self.cascade
+        try:
+            stored, rows = await self._rows()
+            feedback = await self._last_tier_counts()
+            samples = [(s.sample, s.features or ()) for s in stored]
+            result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c.config), feedback)
+            attempt = self._tried(rows, result.verdict, result.model is not None)
+            if result.model is None or result.controller is None:
+                log.info(
+                    "cascade %s: a learned scorer trained on %d samples does not replace %s: %s",
+                    c.name,
+                    len(rows),
+                    c.config.scorer,
+                    result.verdict.reason,
+                )
+                return attempt
+            self._swap(result.model, result.controller, attempt)
+            self.upgraded = True
+            log.info(
+                "cascade %s: a learned scorer trained on %d samples replaced %s (%s)",
+                c.name,
+                len(rows),
+                c.config.scorer,
+                result.verdict.reason,
+            )
+            await asyncio.to_thread(self._write, result.model)
+            return attempt
+        finally:
+            self._fresh = None
 
     async def refit(self, current: LearnedModel) -> Attempt:
         """One refit: fit, compare, and swap when the candidate wins."""
         c = self.cascade
         try:
-            stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
-            self._fresh = []  # from here on, new samples are added to the new controller, if any
-            verdicts = await self._verdicts()
-            tiers = [t.name for t in c.tiers]
-            rows = [
-                row
-                for s in stored
-                for row in rows_of(s.sample, s.features or (), *_judged(verdicts.get(s.request_id or ""), tiers))
-            ]
+            stored, rows = await self._rows()
             rejected = c.controller.rejected
             new, verdict = await asyncio.to_thread(refit, rows, current, rejected)
-            attempt = Attempt(time.time(), len(rows), sum(r.acceptable is not None for r in rows), verdict)
-            self.tried += 1
-            self.last = attempt
-            outcome = "kept" if new is None else "replaced"
-            c.services.policy_metrics.cascade_refits.labels(c.name, outcome).inc()
+            attempt = self._tried(rows, verdict, new is not None)
             if new is None:
                 log.info(
                     "cascade %s: refit on %d samples kept the current scorer: %s", c.name, len(rows), verdict.reason
@@ -150,14 +225,7 @@ class Learning:
                 return attempt
             controller = await asyncio.to_thread(self._controller_for, new, stored)
             await self._last_tier_quality(controller)
-            # One step on the event loop: the samples taken meanwhile, then scorer and controller.
-            fresh, self._fresh = self._fresh or [], None
-            if fresh:
-                controller.add(*(rescored(sample, vectors, new) for sample, vectors in fresh))
-            c.scorer, c.controller, self.model = PureConfidence(LearnedScorer(new)), controller, new
-            self.replaced += 1
-            self.refitted = True
-            self.last_replaced = attempt
+            self._swap(new, controller, attempt)
             threshold = controller.threshold
             log.info(
                 "cascade %s: refit on %d samples replaced the scorer (%s); threshold now %s",
@@ -189,20 +257,25 @@ class Learning:
         return {r.request.request_id: (r.request.served_model, r.verdict) for r in rows}
 
     async def _last_tier_quality(self, controller: QualityController) -> None:
+        counts = await self._last_tier_counts()
+        if counts is not None:
+            controller.last_tier_feedback(*counts)
+
+    async def _last_tier_counts(self) -> tuple[int, int] | None:
+        """(judged right, judged) of the teams' verdicts on the last tier's answers; None: not read."""
         if self.feedback is None:
-            return
+            return None
         c = self.cascade
         try:
             counts = await self.feedback.counts()
         except SQLAlchemyError as err:
             log.warning("cascade %s: verdicts not read (%s)", c.name, err)
-            return
+            return None
         last = c.tiers[-1].name
         mine = [
             n for n in counts if n.requested_model == c.name and n.served_model == last and n.cache_status == "miss"
         ]
-        right = sum(n.count for n in mine if n.verdict is Verdict.RIGHT)
-        controller.last_tier_feedback(right, sum(n.count for n in mine))
+        return sum(n.count for n in mine if n.verdict is Verdict.RIGHT), sum(n.count for n in mine)
 
     def _read_saved(self) -> LearnedModel | None:
         if not self.path.is_file():
@@ -224,9 +297,18 @@ class Learning:
         except OSError as err:
             log.warning("cascade %s: the refitted scorer is not kept across restarts: %s", self.cascade.name, err)
 
+    @property
+    def scorer_in_use(self) -> str:
+        """The scorer answering now, in words: the configured one, or the learned one that
+        replaced it (`UPGRADED` for a rules or logprob cascade)."""
+        configured = self.cascade.config.scorer
+        if self.upgraded:
+            return UPGRADED
+        return f"{configured} (refitted)" if self.refitted else configured
+
     def view(self) -> dict:
         """What /admin/cascades shows of the refits."""
-        if self.model is None:
+        if self.model is None and not self.upgrades:
             c = self.cascade.config
             return {
                 "enabled": False,
@@ -235,7 +317,7 @@ class Learning:
                     if not c.refit
                     else "adaptive: false keeps the configured thresholds, set for the scorer as it is"
                     if not c.adaptive
-                    else "only a learned scorer is refitted"
+                    else "a judge's grades are neither refitted nor replaced by a learned scorer"
                 ),
             }
 
@@ -260,7 +342,9 @@ class Learning:
             "tried": self.tried,
             "replaced": self.replaced,
             "running": self._task is not None,
-            "scorer_in_use": "refitted" if self.refitted else "as configured",
+            "scorer_in_use": UPGRADED if self.upgraded else "refitted" if self.refitted else "as configured",
+            # a rules or logprob scorer: a learned one trained on the samples replaces it when it wins
+            "upgrades": self.upgrades,
             "last_replaced_at": None if self.last_replaced is None else self.last_replaced.at,
             "last": attempt(self.last),
         }
@@ -274,9 +358,12 @@ def _judged(found: tuple[str | None, Verdict] | None, tiers: Sequence[str]) -> t
 
 
 def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_dir: Path) -> Learning:
-    """The cascade's learning: its learned scorer refitted unless `refit: false`; verdicts read."""
-    scorer, model = cascade.scorer, None
+    """The cascade's learning: its learned scorer refitted, or its rules or logprob scorer upgraded
+    to a learned one, unless `refit: false` or `adaptive: false`; verdicts read."""
+    scorer, model, upgrades = cascade.scorer, None, False
     refits = cascade.config.refit and cascade.config.adaptive  # fixed thresholds were set for the scorer as it is
-    if refits and isinstance(scorer, PureConfidence) and isinstance(scorer.scorer, LearnedScorer):
-        model = scorer.scorer.model
-    return Learning(cascade, model, feedback, data_dir)
+    if refits and isinstance(scorer, PureConfidence):
+        if isinstance(scorer.scorer, LearnedScorer):
+            model = scorer.scorer.model
+        upgrades = isinstance(scorer.scorer, RuleScorer | LogprobScorer)
+    return Learning(cascade, model, feedback, data_dir, upgrades)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.quality import Sample
+from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers.learned import LearnedModel
 from policies.scorers.training import Matrix, train_matrix
 
@@ -35,6 +36,7 @@ class TrainingRow:
     agrees: bool  # with the last tier's answer
     weight: float  # 1 / the probability its request was sampled
     acceptable: bool | None = None  # a team's verdict on this very answer (POST /v1/feedback), if any
+    confidence: float | None = None  # what the scorer in use said of it when it was sampled
 
     @property
     def label(self) -> bool:
@@ -136,6 +138,72 @@ def refit(
     return train_matrix(m, folds=folds, l2=l2).model, verdict
 
 
+@dataclass(frozen=True)
+class Upgrade:
+    """What `upgrade` decided: a learned scorer with the controller rebuilt on it, or neither."""
+
+    model: LearnedModel | None  # fitted on every row, with its cross-validated calibration
+    controller: QualityController | None  # on `model`'s calibration and the samples it rescored
+    verdict: Verdict
+
+
+def upgrade(
+    rows: Sequence[TrainingRow],
+    samples: Sequence[tuple[Sample, Sequence[Sequence[float]]]],
+    policy: Policy,
+    last_tier_feedback: tuple[int, int] | None = None,
+    held_back: float = 0.3,
+    folds: int = 10,
+    l2: float = 1.0,
+) -> Upgrade:
+    """A learned scorer in place of one that is not (`rules`, `logprob`), from the cascade's own
+    samples: `rows` (`rows_of`, oldest first, each with the confidence the scorer in use gave
+    it) to fit and compare on, `samples` (each with its cheap answers' feature vectors) to
+    rebuild the controller on, `policy` the cascade's, `last_tier_feedback` (right, labelled)
+    the teams' verdicts on its last tier. The candidate must rank the newest `held_back` share
+    better than the stored confidences did (`decide`, as a refit); then, fitted on every row with
+    a `folds`-fold calibration, its controller must certify a threshold at the target."""
+    cut = int(len(rows) * (1 - held_back))
+    test = rows[cut:]
+    label = np.array([r.label for r in rows], dtype=bool)
+    if cut < 2 or label[:cut].all() or not label[:cut].any():
+        return Upgrade(None, None, decide(None, None, len(test), False, False))
+    agrees = np.array([r.agrees for r in rows], dtype=bool)
+    m = Matrix(np.array([r.features for r in rows], float), label, agrees, None)
+    candidate = train_matrix(m.rows(np.arange(cut)), folds=1, l2=l2).model
+    labels, weights = [r.label for r in test], [r.weight for r in test]
+    verdict = decide(
+        weighted_auc([1.0 if r.confidence is None else r.confidence for r in test], labels, weights),
+        weighted_auc([candidate.confidence_of(r.features) for r in test], labels, weights),
+        len(test),
+        False,
+        False,
+    )
+    if not verdict.replace:
+        return Upgrade(None, None, verdict)
+    model = train_matrix(m, folds=folds, l2=l2).model
+    controller = QualityController(policy, model.calibration)
+    if last_tier_feedback is not None:
+        controller.last_tier_feedback(*last_tier_feedback)
+    controller.add(*(rescored(sample, vectors, model) for sample, vectors in samples))
+    if model.calibration is None or controller.mode is not Mode.CERTIFIED or controller.threshold is None:
+        why = controller.estimate().reason
+        return Upgrade(
+            None,
+            None,
+            Verdict(
+                False,
+                verdict.current_auc,
+                verdict.candidate_auc,
+                verdict.held_back,
+                f"the candidate ranks held-back samples better ({verdict.reason}) but certifies no threshold "
+                f"at the target ({why}): escalating as before",
+            ),
+        )
+    reason = f"{verdict.reason}; its calibration certifies threshold {controller.threshold:.2f}"
+    return Upgrade(model, controller, Verdict(True, verdict.current_auc, verdict.candidate_auc, len(test), reason))
+
+
 def rows_of(
     sample: Sample, vectors: Sequence[Sequence[float]], answered_by: int | None, right: bool | None
 ) -> list[TrainingRow]:
@@ -151,7 +219,7 @@ def rows_of(
             acceptable = right
         elif right is not None and answered_by == last:
             acceptable = right if agrees else (False if right else None)
-        rows.append(TrainingRow(tuple(vector), agrees, sample.weight, acceptable))
+        rows.append(TrainingRow(tuple(vector), agrees, sample.weight, acceptable, sample.confidences[tier]))
     return rows
 
 

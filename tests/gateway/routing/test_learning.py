@@ -184,9 +184,12 @@ def test_a_refit_replaces_a_worse_scorer_and_keeps_a_good_one(gw: GatewayProcess
     assert relearn["samples"] == SAMPLES + 16  # stored: every escalated request and no accepted one
 
 
-def test_only_a_learned_scorer_is_refitted(gw: GatewayProcess) -> None:
-    refit = view(gw, "plain")["refit"]
-    assert refit == {"enabled": False, "why": "only a learned scorer is refitted"}
+def test_a_rules_scorer_is_not_refitted_but_may_be_upgraded(gw: GatewayProcess) -> None:
+    # tests/gateway/routing/test_refit_upgrade_gateway.py: once it has enough samples
+    plain = view(gw, "plain")
+    assert plain["refit"]["upgrades"] and plain["refit"]["scorer_in_use"] == "as configured"
+    assert plain["scorer"] == plain["scorer_configured"] == "rules"
+    assert not view(gw, "steady")["refit"]["upgrades"]  # a learned scorer is refitted instead
 
 
 def test_teams_verdicts_on_the_last_tier_set_its_quality(gw: GatewayProcess) -> None:

@@ -1,0 +1,143 @@
+"""A cascade on the default `rules` scorer learns a learned scorer from its own traffic, through
+a running gateway: fed answers where the cheap tier agrees with the last one on questions of one
+shape and never on another, it switches to a learned scorer trained on its samples, then accepts
+the cheap answer for the agreeing shape and escalates the other; one whose agreeing and
+disagreeing answers look alike keeps `rules` (and keeps escalating)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import FakeUpstream, GatewayProcess, model, wait_until
+
+WEAK, STRONG = "upgrade-weak", "upgrade-strong"
+# Worked answers the last tier agrees with; hedged guesses it never agrees with.
+WORKED = [(f"A crate holds {a} rows of {b} jars. How many jars?", a * b) for a, b in [(3, 4), (6, 7), (12, 5)]]
+WORKED += [(f"A crate holds {a} rows of {b} jars. How many jars?", a * b) for a, b in [(8, 9), (11, 3), (4, 15)]]
+GUESSED = [(f"A shelf has {a} boxes of {b} pins. How many pins?", a * b) for a, b in [(7, 8), (9, 6), (13, 4)]]
+GUESSED += [(f"A shelf has {a} boxes of {b} pins. How many pins?", a * b) for a, b in [(5, 14), (16, 3), (2, 21)]]
+# Two answers that look exactly alike (the same features), one agreeing and one not.
+ALIKE = [("What is 2 + 5?", "2 + 5 = 7\n#### 7", "#### 7"), ("What is 5 + 2?", "5 + 2 = 7\n#### 7", "#### 8")]
+
+RECORDS = [
+    {"prompt": q, "answers": {WEAK: f"{q.split()[3]} * {q.split()[6]} = {r}\n#### {r}", STRONG: f"#### {r}"}}
+    for q, r in WORKED
+]
+RECORDS += [{"prompt": q, "answers": {WEAK: f"Maybe about {r + 3}?", STRONG: f"#### {r}"}} for q, r in GUESSED]
+RECORDS += [{"prompt": q, "answers": {WEAK: weak, STRONG: strong}} for q, weak, strong in ALIKE]
+SHAPED = [q for pair in zip(WORKED, GUESSED) for q, _ in pair]  # alternating
+SAMPLES = 180  # refit_every: the held-back 30% is then above the 50 rows a comparison needs
+
+
+def cascade(name: str) -> dict:
+    # The default cascade (scorer rules, quality_target 0.95, A unknown), except that it stays
+    # learning (every request escalated, each a sample) rather than skipping the cheap tier after
+    # 30 samples and probing it on 5% of requests: the same samples, twenty times sooner.
+    return {"name": name, "tiers": ["weak", "strong"], "min_samples": 1000, "refit_every": SAMPLES}
+
+
+class RecordedFake(FakeUpstream):
+    def __init__(self, workdir: Path) -> None:
+        path = workdir / "answers.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
+        super().__init__(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
+    fake = RecordedFake(tmp_path_factory.mktemp("upgrade-fake"))
+    workdir = tmp_path_factory.mktemp("gw-upgrade")
+    config = {
+        "models": [
+            model("weak", WEAK, fake.url, "0.6", "0.6", max_retries=0),
+            model("strong", STRONG, fake.url, "10", "30", max_retries=0),
+        ],
+        "cascades": [
+            cascade("shaped"),
+            cascade("alike"),
+            {**cascade("fixed"), "adaptive": False, "thresholds": [1.0]},  # the opt-out
+        ],
+        "cache": {"exact": {"enabled": False}},
+    }
+    g = GatewayProcess(config, workdir)
+    yield g
+    g.stop()
+    fake.stop()
+
+
+def view(gw: GatewayProcess, name: str) -> dict:
+    return next(c for c in gw.admin("GET", "/admin/cascades").json()["data"] if c["name"] == name)
+
+
+def ask(client: httpx.Client, name: str, question: str) -> str:
+    r = client.post("/v1/chat/completions", json={"model": name, "messages": [{"role": "user", "content": question}]})
+    assert r.status_code == 200, r.text
+    return r.headers["x-costgate-model"]
+
+
+def tried(gw: GatewayProcess, name: str) -> dict | None:
+    v = view(gw, name)
+    return v if v["refit"]["tried"] >= 1 and not v["refit"]["running"] else None
+
+
+def test_a_rules_cascade_upgrades_to_a_learned_scorer_from_its_traffic(gw: GatewayProcess) -> None:
+    client = httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {gw.new_key('team-up')}"}, timeout=30)
+    before = view(gw, "shaped")
+    assert before["scorer"] == before["scorer_configured"] == "rules" and before["mode"] == "learning"
+    assert before["refit"]["enabled"] and before["refit"]["upgrades"] and before["refit"]["tried"] == 0
+    for i in range(SAMPLES):
+        assert ask(client, "shaped", SHAPED[i % len(SHAPED)]) == "strong"  # learning: escalated
+
+    after = wait_until(lambda: tried(gw, "shaped"), timeout=60, interval=0.05, what="shaped's upgrade")
+    last = after["refit"]["last"]
+    assert last["replaced"] and last["held_back"] >= 50, last
+    assert last["current_auc"] == 0.5 and last["candidate_auc"] == 1.0  # rules ranks nothing
+    assert "certifies threshold" in last["reason"]
+    assert after["scorer"] == "learned (refit from traffic)" and after["scorer_configured"] == "rules"
+    assert after["refit"]["scorer_in_use"] == "learned (refit from traffic)" and after["refit"]["replaced"] == 1
+    assert after["mode"] == "certified" and after["calibration"] == "in use" and after["meets_target"]
+    assert after["threshold"] is not None and after["quality_lower_bound"] >= 0.95
+    assert after["scorer_auc"] == 1.0 and after["scorer_auc_on"] == "held-back samples of the last refit"
+    assert after["samples"] == SAMPLES
+
+    for question, _ in WORKED:  # the agreeing shape: the cheap answer
+        assert ask(client, "shaped", question) == "weak", question
+    for question, _ in GUESSED:  # the other: escalated
+        assert ask(client, "shaped", question) == "strong", question
+    metrics = httpx.get(gw.url + "/metrics").text
+    assert 'costgate_cascade_refits_total{cascade="shaped",outcome="replaced"} 1.0' in metrics
+
+    # The upgrade outlives a restart: loaded from the data directory, with its threshold.
+    threshold = view(gw, "shaped")["threshold"]
+    gw.stop()
+    gw.start()
+    again = view(gw, "shaped")
+    assert again["scorer"] == "learned (refit from traffic)" and again["threshold"] == threshold
+    client = httpx.Client(base_url=gw.url, headers=client.headers, timeout=30)
+    assert ask(client, "shaped", WORKED[0][0]) == "weak" and ask(client, "shaped", GUESSED[0][0]) == "strong"
+
+
+def test_answers_that_look_alike_keep_the_rules_scorer(gw: GatewayProcess) -> None:
+    client = httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {gw.new_key('team-up')}"}, timeout=30)
+    for i in range(SAMPLES):
+        assert ask(client, "alike", ALIKE[i % 2][0]) == "strong"
+    after = wait_until(lambda: tried(gw, "alike"), timeout=60, interval=0.05, what="alike's try")
+    last = after["refit"]["last"]
+    assert not last["replaced"] and "does not beat" in last["reason"], last
+    assert last["current_auc"] == last["candidate_auc"] == 0.5
+    assert after["scorer"] == "rules" and after["refit"]["scorer_in_use"] == "as configured"
+    assert after["refit"]["replaced"] == 0 and after["threshold"] is None  # still escalating everything
+    assert ask(client, "alike", ALIKE[0][0]) == "strong"
+
+
+def test_adaptive_false_opts_out(gw: GatewayProcess) -> None:
+    refit = view(gw, "fixed")["refit"]
+    assert refit == {
+        "enabled": False,
+        "why": "adaptive: false keeps the configured thresholds, set for the scorer as it is",
+    }
