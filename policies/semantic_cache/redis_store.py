@@ -152,7 +152,7 @@ class RedisStore:
     async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
         await self._set_full(keys=[self._k("e", entry.key)], args=[np.asarray(full, dtype=np.float32).tobytes()])
 
-    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> int:
         fields: dict[str, str | bytes] = {
             "entry": json.dumps(entry.to_json()),
             "ns": entry.namespace,
@@ -182,6 +182,8 @@ class RedisStore:
             size -= await self._drop_expired(time.time())
         if size > self.max_entries:
             await self._evict(max(size - self.max_entries, int(self.max_entries * EVICT_FRACTION), 1))
+            size = await self.count()
+        return int(size)
 
     async def record_hit(self, entry: Entry, now: float, served: ServedHit | None = None) -> None:
         entry.hits += 1

@@ -85,7 +85,9 @@ class CacheStore(Protocol):
         """Up to k live entries of the namespace nearest by static cosine, best first."""
         ...
 
-    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None: ...
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> int:
+        """Store (or replace) an entry; the entry count after it, as `count` would say."""
+        ...
 
     async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
         """Keep a stored question's MiniLM vector, computed when it first became a candidate."""
@@ -146,7 +148,7 @@ class EmbeddedStore:
                 found.append(Candidate(entry, score, self.full.get(key)))
         return found
 
-    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> int:
         self._remove(entry.key)
         self.entries[entry.key] = entry
         if vectors is not None:
@@ -158,6 +160,7 @@ class EmbeddedStore:
                 self.full[entry.key] = vectors.full
         if len(self.entries) > self.max_entries:
             self._evict(max(1, len(self.entries) - self.max_entries, int(self.max_entries * EVICT_FRACTION)))
+        return len(self.entries)
 
     async def remember_full(self, entry: Entry, full: np.ndarray) -> None:
         if entry.key in self.entries:

@@ -95,7 +95,7 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
         hot = await store.get("a", now)
         for _ in range(15):  # "a" is the oldest but hit often: worth keeping
             await store.record_hit(hot, now - 1000)
-        await store.put(entry("d"), QuestionVectors(unit(20)))
+        assert await store.put(entry("d"), QuestionVectors(unit(20))) == 3  # the count after evicting
         assert await store.count() == 3
         assert await store.get("b", now) is None  # least recently used, never hit: evicted
         assert await store.get("a", now) is not None and (await store.get("a", now)).hits == 15

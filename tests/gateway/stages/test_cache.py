@@ -49,7 +49,7 @@ class TableEmbedded(ResponseCache):
 
 
 class BrokenStore(EmbeddedStore):
-    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> None:
+    async def put(self, entry: Entry, vectors: QuestionVectors | None) -> int:
         raise OSError("disk full")
 
 
@@ -118,6 +118,7 @@ async def test_a_miss_is_stored_and_the_same_request_is_then_served_at_zero_cost
     first = ask()
     await miss_then_store(exact, first)
     assert first.cache_status is CacheStatus.MISS and await c.store.count() == 1
+    assert c.registry.get_sample_value("costgate_cache_entries") == 1  # the count the put returned
     again = ask()
     response = await exact(again)
     assert isinstance(response, Response) and not isinstance(response, StreamingResponse)
