@@ -6,12 +6,14 @@ requests (POST /v1/feedback), and hands them to the pure decision (policies/scor
 a candidate fitted on the older part, ranked against the current scorer on the newest part it
 never saw. The fit runs in a worker thread (`asyncio.to_thread`), off the event loop.
 
-Only a candidate that wins replaces the scorer. The new scorer comes with its own calibration
-and a quality controller rebuilt on it from the same samples, rescored by the new scorer (each
-sample keeps its feature vectors); both are swapped in one step on the event loop, after the
-samples taken while the fit ran are added, so no request ever sees a scorer with another's
-threshold. A kept scorer is written to the data directory and loaded at the next start (unless
-the config names another scorer since). Every attempt is logged with its reason.
+Only a candidate that wins replaces the scorer (against a calibration with correctness labels
+that holds, it must also certify the target for less: `Incumbent`, the cascade as it is). The
+new scorer comes with its own calibration and a quality controller rebuilt on it from the same
+samples, rescored by the new scorer (each sample keeps its feature vectors); both are swapped in
+one step on the event loop, after the samples taken while the fit ran are added, so no request
+ever sees a scorer with another's threshold. A kept scorer is written to the data directory and
+loaded at the next start (unless the config names another scorer since). Every attempt is logged
+with its reason.
 
 A cascade on `rules` or `logprob` is upgraded instead (policies/scorers/refit.py `upgrade`): every
 `refit_every` samples a learned candidate is fitted on its samples and compared with the
@@ -47,7 +49,7 @@ from policies.quality import Sample
 from policies.quality_controller import QualityController
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
-from policies.scorers.refit import TrainingRow, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
 
@@ -216,7 +218,14 @@ class Learning:
         try:
             stored, rows = await self._rows()
             rejected = c.controller.rejected
-            new, verdict = await asyncio.to_thread(refit, rows, current, rejected)
+            escalation = c.controller.estimate().escalation
+            incumbent = Incumbent(
+                policy_of(c.config),
+                [(s.sample, s.features or ()) for s in stored],
+                1.0 if escalation is None else escalation,
+                await self._last_tier_counts(),
+            )
+            new, verdict = await asyncio.to_thread(refit, rows, current, rejected, incumbent=incumbent)
             attempt = self._tried(rows, verdict, new is not None)
             if new is None:
                 log.info(

@@ -7,9 +7,15 @@ agreed with the last tier and its weight (1 / the probability it was sampled). T
 the answer where POST /v1/feedback gave one, else agreement, the only label traffic gives), and
 both scorers are ranked on the held-back samples by weighted AUC, so the comparison is on the
 traffic as it is now. A candidate trained on agreement alone
-carries a calibration without correctness labels (every disagreement counted as a loss), so it
-does not replace a scorer whose calibration has them unless the traffic has set that
-calibration aside: a better ranking would not pay for the far more conservative bound.
+carries a calibration without correctness labels (every disagreement counted as a loss, the
+last tier's quality from feedback, the config or the default 0.5), so against a scorer whose
+calibration has them and holds on the traffic a better ranking is not enough: the candidate must
+also certify the target, bound without labels, at a lower estimated escalation than the cascade
+has now (`Incumbent`). That bound is the more conservative one (a disagreement never costs more
+than a whole answer), so the swap keeps the target and costs less; in the usual case (the
+bundled scorer on traffic like its labels) the wider bound escalates more and the labelled
+scorer is kept. Without an `Incumbent` such a scorer is always kept. A calibration the traffic
+set aside is replaced by the ranking alone.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from policies.scorers.training import Matrix, train_matrix
 
 MIN_GAIN = 0.01  # AUC points a candidate must gain: refits on noise should not churn the scorer
 MIN_HELD_BACK = 50  # held-back samples, of each class together, before a comparison counts
+MIN_SAVING = 0.02  # the share of requests a candidate must escalate less to replace a labelled calibration
+
+Vectors = Sequence[Sequence[float]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +116,33 @@ def decide(
     )
 
 
+@dataclass(frozen=True)
+class Incumbent:
+    """The cascade as it is, for a candidate to beat at the target: its quality settings, its
+    samples (each with its cheap answers' feature vectors, to rescore), the share of requests its
+    controller is estimated to escalate now (1: all), and the teams' verdicts on its last tier."""
+
+    policy: Policy
+    samples: Sequence[tuple[Sample, Vectors]]
+    escalation: float
+    last_tier_feedback: tuple[int, int] | None = None
+
+
+def controller_for(
+    model: LearnedModel,
+    policy: Policy,
+    samples: Sequence[tuple[Sample, Vectors]],
+    last_tier_feedback: tuple[int, int] | None = None,
+) -> QualityController:
+    """The quality controller a cascade would have on `model`: its calibration, the samples
+    rescored by it, the teams' verdicts on the last tier."""
+    controller = QualityController(policy, model.calibration)
+    if last_tier_feedback is not None:
+        controller.last_tier_feedback(*last_tier_feedback)
+    controller.add(*(rescored(sample, vectors, model) for sample, vectors in samples))
+    return controller
+
+
 def refit(
     rows: Sequence[TrainingRow],
     current: LearnedModel,
@@ -114,6 +150,7 @@ def refit(
     held_back: float = 0.3,
     folds: int = 10,
     l2: float = 1.0,
+    incumbent: Incumbent | None = None,
 ) -> tuple[LearnedModel | None, Verdict]:
     """A new scorer fitted on every row (with its calibration) when it wins, else None."""
     cut = int(len(rows) * (1 - held_back))
@@ -122,6 +159,7 @@ def refit(
     label = np.array([r.label for r in rows], dtype=bool)
     if cut < 2 or label[:cut].all() or not label[:cut].any():
         return None, decide(None, None, len(test), labelled, current_rejected)
+    weigh_cost = labelled and not current_rejected and incumbent is not None
     agrees = np.array([r.agrees for r in rows], dtype=bool)
     m = Matrix(np.array([r.features for r in rows], float), label, agrees, None)
     candidate = train_matrix(m.rows(np.arange(cut)), folds=1, l2=l2).model
@@ -130,12 +168,36 @@ def refit(
         weighted_auc([current.confidence_of(r.features) for r in test], labels, weights),
         weighted_auc([candidate.confidence_of(r.features) for r in test], labels, weights),
         len(test),
-        labelled,
+        labelled and not weigh_cost,
         current_rejected,
     )
     if not verdict.replace:
         return None, verdict
-    return train_matrix(m, folds=folds, l2=l2).model, verdict
+    model = train_matrix(m, folds=folds, l2=l2).model
+    if not weigh_cost or incumbent is None:
+        return model, verdict
+    controller = controller_for(model, incumbent.policy, incumbent.samples, incumbent.last_tier_feedback)
+    escalation = controller.estimate().escalation
+    certified = controller.mode is Mode.CERTIFIED and controller.threshold is not None and escalation is not None
+    if not certified or escalation is None or escalation > incumbent.escalation - MIN_SAVING:
+        said = f"escalates {escalation:.1%}" if certified and escalation is not None else "certifies no threshold"
+        return None, Verdict(
+            False,
+            verdict.current_auc,
+            verdict.candidate_auc,
+            verdict.held_back,
+            f"the current scorer's calibration has correctness labels and holds on this traffic; the candidate "
+            f"ranks better ({verdict.reason}) but, bound without labels, {said} at the target against "
+            f"{incumbent.escalation:.1%} now",
+        )
+    return model, Verdict(
+        True,
+        verdict.current_auc,
+        verdict.candidate_auc,
+        verdict.held_back,
+        f"{verdict.reason}; bound without labels it escalates {escalation:.1%} at the target against "
+        f"{incumbent.escalation:.1%} with the labelled calibration",
+    )
 
 
 @dataclass(frozen=True)
@@ -149,7 +211,7 @@ class Upgrade:
 
 def upgrade(
     rows: Sequence[TrainingRow],
-    samples: Sequence[tuple[Sample, Sequence[Sequence[float]]]],
+    samples: Sequence[tuple[Sample, Vectors]],
     policy: Policy,
     last_tier_feedback: tuple[int, int] | None = None,
     held_back: float = 0.3,
@@ -182,10 +244,7 @@ def upgrade(
     if not verdict.replace:
         return Upgrade(None, None, verdict)
     model = train_matrix(m, folds=folds, l2=l2).model
-    controller = QualityController(policy, model.calibration)
-    if last_tier_feedback is not None:
-        controller.last_tier_feedback(*last_tier_feedback)
-    controller.add(*(rescored(sample, vectors, model) for sample, vectors in samples))
+    controller = controller_for(model, policy, samples, last_tier_feedback)
     if model.calibration is None or controller.mode is not Mode.CERTIFIED or controller.threshold is None:
         why = controller.estimate().reason
         return Upgrade(

@@ -7,11 +7,24 @@ import random
 import pytest
 
 from policies.quality import Sample
+from policies.quality_controller import Policy
 from policies.scorers.features import features
 from policies.scorers.learned import LearnedModel, auc
-from policies.scorers.refit import TrainingRow, decide, refit, rescored, rows_of, traffic_auc, weighted_auc
+from policies.scorers.refit import (
+    Incumbent,
+    TrainingRow,
+    controller_for,
+    decide,
+    refit,
+    rescored,
+    rows_of,
+    traffic_auc,
+    weighted_auc,
+)
 from policies.scorers.training import Matrix, TrainingExample, train_matrix
 from tests.policies.test_scorers import synthetic
+
+POLICY = Policy(0.95)  # the default cascade's target; the last tier's quality from labels or 0.5
 
 
 @pytest.mark.parametrize(
@@ -144,3 +157,73 @@ def test_rescored_keeps_the_rule_checks_zero() -> None:
     vectors = [data[0].features, data[1].features]
     out = rescored(Sample((0.0, 0.7), (False, True), 4.0), vectors, model)
     assert out.confidences == (0.0, model.confidence_of(vectors[1])) and out.weight == 4.0
+
+
+def shaped(rng: random.Random, n: int, worked_agree: float) -> tuple[list[TrainingRow], list]:
+    """Three shapes of answer, as (is W1, is W2, noise) vectors: a quarter W1, a quarter W2, the
+    other half G; W1 and W2 agree with the last tier with probability `worked_agree`, G never."""
+    rows, samples = [], []
+    for i in range(n):
+        kind = ("w1", "w2", "g", "g")[i % 4]
+        vectors = ((float(kind == "w1"), float(kind == "w2"), rng.random()),)
+        sample = Sample((0.5,), (kind != "g" and rng.random() < worked_agree,), 1.0)
+        rows += rows_of(sample, vectors, None, None)
+        samples.append((sample, vectors))
+    return rows, samples
+
+
+def w1_only() -> LearnedModel:
+    """A labelled scorer that only recognizes W1 (0.88; W2 and G both 0.12), its calibration
+    from examples with both tiers' correctness: at 0.88, 90 agreeing answers, and 10 that
+    disagree where the cheap tier was right and the last one wrong."""
+    import numpy as np
+
+    from policies.scorers.calibration import calibrate, labelled
+    from policies.scorers.learned import LogisticModel
+
+    accept = LogisticModel(("w1", "w2", "noise"), np.zeros(3), np.ones(3), np.array([4.0, 0.0, 0.0]), -2.0)
+    examples = [labelled(0.88, True, True, True)] * 90 + [labelled(0.88, False, True, False)] * 10
+    examples += [labelled(0.12, False, False, True)] * 200 + [labelled(0.12, True, True, True)] * 100
+    return LearnedModel(accept, None, calibrate(examples))
+
+
+def incumbent_of(current: LearnedModel, samples: list) -> Incumbent:
+    controller = controller_for(current, POLICY, samples)
+    assert not controller.rejected  # the labelled calibration holds on this traffic
+    return Incumbent(POLICY, samples, controller.estimate().escalation)
+
+
+def test_a_labelled_calibration_gives_way_to_a_candidate_that_certifies_the_target_for_less() -> None:
+    # The current scorer holds (its threshold accepts W1, which agrees), but knows only W1: it
+    # escalates three requests in four. The candidate accepts W1 and W2, bound as if every
+    # disagreement were a loss and the last tier right only half the time, and still certifies
+    # the target: the same promise on more conservative terms, at half the escalation. Refusing it
+    # outright (the rule without an incumbent) keeps paying for the labels' tighter bound.
+    rng = random.Random(7)
+    rows, samples = shaped(rng, 400, 1.0)
+    current = w1_only()
+    incumbent = incumbent_of(current, samples)
+    assert incumbent.escalation == pytest.approx(0.75, abs=0.01)
+    assert refit(rows, current)[0] is None  # without an incumbent: the labels always win
+    new, verdict = refit(rows, current, incumbent=incumbent)
+    assert verdict.replace and new is not None, verdict.reason
+    assert "bound without labels it escalates 50.0% at the target against 75.0%" in verdict.reason
+    assert new.calibration is not None and new.calibration.last_right is None
+    after = controller_for(new, POLICY, samples)
+    assert after.estimate().quality_lower_bound >= POLICY.target
+
+
+def test_a_labelled_calibration_is_kept_where_the_bound_without_labels_certifies_nothing() -> None:
+    # The usual case (the bundled scorer on traffic like its labels): one worked answer in ten
+    # disagrees with the last tier, but the labels say the cheap tier was the one that was right.
+    # The candidate ranks far better and its ranking is worth nothing at the target: counting
+    # those disagreements as losses, no threshold holds 95%. The labelled scorer stays.
+    rng = random.Random(8)
+    rows, samples = shaped(rng, 400, 0.9)
+    current = w1_only()
+    incumbent = incumbent_of(current, samples)
+    assert incumbent.escalation < 0.8  # the labelled scorer certifies W1
+    new, verdict = refit(rows, current, incumbent=incumbent)
+    assert new is None and not verdict.replace
+    assert verdict.candidate_auc > verdict.current_auc + 0.1  # a better ranking...
+    assert "holds on this traffic" in verdict.reason and "certifies no threshold" in verdict.reason
