@@ -2,7 +2,9 @@
 a running gateway: fed answers where the cheap tier agrees with the last one on questions of one
 shape and never on another, it switches to a learned scorer trained on its samples, then accepts
 the cheap answer for the agreeing shape and escalates the other; one whose agreeing and
-disagreeing answers look alike keeps `rules` (and keeps escalating)."""
+disagreeing answers look alike keeps `rules` (and keeps escalating). And a learned scorer whose
+calibration has correctness labels gives way to a candidate that certifies the target, bound
+without labels, for fewer escalations."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
+from policies.scorers import Scored
+from policies.scorers.features import features
+from policies.scorers.training import Matrix, train_matrix
 from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
 WEAK, STRONG = "upgrade-weak", "upgrade-strong"
@@ -31,6 +37,23 @@ RECORDS = [
 RECORDS += [{"prompt": q, "answers": {WEAK: f"Maybe about {r + 3}?", STRONG: f"#### {r}"}} for q, r in GUESSED]
 RECORDS += [{"prompt": q, "answers": {WEAK: weak, STRONG: strong}} for q, weak, strong in ALIKE]
 SHAPED = [q for pair in zip(WORKED, GUESSED) for q, _ in pair]  # alternating
+# For a labelled scorer that knows only one kind of the answers the last tier agrees with: KNOWN
+# (worked, agreeing), PLAIN (a bare answer, agreeing), SLIPPED (worked, with an arithmetic slip:
+# the last tier disagrees). Question, cheap answer, the last tier's number.
+KNOWN = [
+    (f"A tray has {a} cups of {b} beads. How many beads?", f"{a} * {b} = {a * b}\n#### {a * b}", a * b)
+    for a, b in [(3, 4), (6, 7), (11, 3)]
+]
+PLAIN = [
+    (f"A van has {a} bags of {b} nuts. How many nuts?", f"The answer is {a * b}.", a * b)
+    for a, b in [(12, 5), (8, 9), (4, 15)]
+]
+SLIPPED = [
+    (f"A bin has {a} packs of {b} tags. How many tags?", f"{a} * {b} = {a * b + 3}\n#### {a * b + 3}", a * b)
+    for a, b in [(7, 8), (9, 6), (13, 4), (5, 14), (16, 3), (2, 21)]
+]
+RECORDS += [{"prompt": q, "answers": {WEAK: weak, STRONG: f"#### {r}"}} for q, weak, r in KNOWN + PLAIN + SLIPPED]
+MIXED = [t[0] for k, p in zip(KNOWN + PLAIN, SLIPPED) for t in (k, p)]  # KNOWN, SLIPPED, ..., PLAIN, SLIPPED
 SAMPLES = 180  # refit_every: the held-back 30% is then above the 50 rows a comparison needs
 
 
@@ -39,6 +62,18 @@ def cascade(name: str) -> dict:
     # learning (every request escalated, each a sample) rather than skipping the cheap tier after
     # 30 samples and probing it on 5% of requests: the same samples, twenty times sooner.
     return {"name": name, "tiers": ["weak", "strong"], "min_samples": 1000, "refit_every": SAMPLES}
+
+
+def labelled_scorer(path: Path) -> str:
+    """A learned scorer whose calibration has correctness labels (the last tier right on every
+    example), trained to accept KNOWN answers only: PLAIN ones were labelled wrong."""
+    items = [(Scored(q, a), True) for q, a, _ in KNOWN] + [(Scored(q, a), False) for q, a, _ in PLAIN + SLIPPED]
+    x = np.array([features(item) for item, _ in items] * 20, dtype=float)
+    y = np.array([ok for _, ok in items] * 20)
+    trained = train_matrix(Matrix(x, y, y, np.ones(len(y), dtype=bool)), folds=10).model
+    assert trained.calibration is not None and trained.calibration.last_right is not None
+    trained.save(path)
+    return str(path)
 
 
 class RecordedFake(FakeUpstream):
@@ -61,6 +96,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
             cascade("shaped"),
             cascade("alike"),
             {**cascade("fixed"), "adaptive": False, "thresholds": [1.0]},  # the opt-out
+            {**cascade("labelled"), "min_samples": 30, "scorer": "learned:" + labelled_scorer(workdir / "l.json")},
         ],
         "cache": {"exact": {"enabled": False}},
     }
@@ -141,3 +177,29 @@ def test_adaptive_false_opts_out(gw: GatewayProcess) -> None:
         "enabled": False,
         "why": "adaptive: false keeps the configured thresholds, set for the scorer as it is",
     }
+
+
+def test_a_labelled_calibration_gives_way_to_a_candidate_that_certifies_for_less(gw: GatewayProcess) -> None:
+    # policies/scorers/refit.py `Incumbent`: the labelled scorer certifies at once and holds
+    # (the KNOWN answers it accepts agree), but it escalates the PLAIN ones too. A candidate
+    # trained on agreement accepts both, certified without labels, and replaces it.
+    client = httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {gw.new_key('team-up')}"}, timeout=30)
+    before = view(gw, "labelled")
+    assert before["mode"] == "certified" and before["calibration"] == "in use"
+    assert before["estimated_escalation"] == pytest.approx(0.75, abs=0.02)
+    known = {q for q, _, _ in KNOWN}
+    for question, _, _ in KNOWN + PLAIN + SLIPPED:
+        assert ask(client, "labelled", question) == ("weak" if question in known else "strong"), question
+    for i in range(SAMPLES * 4 // 3):  # three in four escalated: SAMPLES samples, and a few shadow ones
+        ask(client, "labelled", MIXED[i % len(MIXED)])
+
+    after = wait_until(lambda: tried(gw, "labelled"), timeout=60, interval=0.05, what="labelled's refit")
+    last = after["refit"]["last"]
+    assert last["replaced"], last
+    assert "bound without labels it escalates" in last["reason"] and "with the labelled calibration" in last["reason"]
+    assert after["scorer"].endswith("(refitted)") and after["mode"] == "certified" and after["meets_target"]
+    assert after["estimated_escalation"] < before["estimated_escalation"] - 0.1
+    for question, _, _ in KNOWN + PLAIN:
+        assert ask(client, "labelled", question) == "weak", question
+    for question, _, _ in SLIPPED:
+        assert ask(client, "labelled", question) == "strong", question
