@@ -491,8 +491,8 @@ def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
         )
 
 
-def report_stream(rows: dict[str, list[StreamRound]]) -> None:
-    print("\nstreaming, first token (upstream: a token every 20 ms), median of the runs")
+def report_stream(rows: dict[str, list[StreamRound]], interval_ms: float) -> None:
+    print(f"\nstreaming, first token (upstream: a token every {interval_ms:g} ms), median of the runs")
     print(f"{'':10} {'direct p50':>12} {'proxied p50':>12} {'added p50':>12} {'added p90':>12} {'CPU/stream':>12}")
     for name, rounds in rows.items():
         direct = statistics.median(statistics.median(r.direct_ms) for r in rounds)
@@ -515,6 +515,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stream-only", action="store_true", help="only the streaming first-token row")
     parser.add_argument("--no-stream", action="store_true", help="skip the streaming first-token row")
     parser.add_argument("--stream-requests", type=int, default=60, help="streamed requests per product per run")
+    parser.add_argument("--token-interval-ms", type=float, default=20.0, help="the fake's time between tokens")
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument(
         "--profile",
@@ -546,7 +547,14 @@ def main() -> int:
             fake = procs.start(
                 "upstream",
                 args.load_cpu,
-                [sys.executable, str(BENCH / "fast_upstream.py"), "--port", str(port)],
+                [
+                    sys.executable,
+                    str(BENCH / "fast_upstream.py"),
+                    "--port",
+                    str(port),
+                    "--token-interval-ms",
+                    str(args.token_interval_ms),
+                ],
                 base_env(),
                 ROOT,
             )
@@ -576,7 +584,7 @@ def main() -> int:
     if costgate is not None:
         report(costgate, litellm, load)
     if streams:
-        report_stream(streams)
+        report_stream(streams, args.token_interval_ms)
         print(load)
     if args.json:
         args.json.write_text(
