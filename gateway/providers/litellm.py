@@ -28,8 +28,10 @@ def _litellm() -> Any:
 
 
 # Media types of a whole answer or an error page: an upstream that sends one to a stream request
-# did not stream (litellm would turn it into an empty stream that ends "stop").
-WHOLE_ANSWER_TYPES = ("application/json", "text/html", "text/plain")
+# did not stream (litellm would turn it into an empty stream that ends "stop"). Streams come as
+# server-sent events or in a provider's own type (Bedrock's `application/vnd.amazon.eventstream`,
+# Ollama's `application/x-ndjson`), which pass.
+WHOLE_ANSWER_TYPES = ("application/json", "text/html")
 UNSUPPORTED = re.compile(r"does not support parameters: \[?([^\]\n]*?)\]?, for model")
 
 
@@ -82,11 +84,11 @@ def _redacted(data: dict[str, Any], secret: bytes) -> tuple[bytes, dict[str, Any
 
 
 def _media_type(chunks: Any) -> str:
-    """The content type the upstream answered a stream request with ("" when litellm kept none)."""
+    """The media type the upstream answered a stream request with ("" when litellm kept none)."""
     hidden = getattr(chunks, "_hidden_params", None) or {}
     headers = hidden.get("additional_headers") or {} if isinstance(hidden, dict) else {}
     value = headers.get("llm_provider-content-type") if isinstance(headers, dict) else None
-    return value.strip().lower() if isinstance(value, str) else ""
+    return value.split(";", 1)[0].strip().lower() if isinstance(value, str) else ""
 
 
 class LiteLLMStream:
@@ -163,7 +165,7 @@ class LiteLLMProvider:
         except Exception as err:
             raise _translate(err, self._secret, self.name) from err
         stream = LiteLLMStream(chunks, self._secret)
-        if _media_type(chunks).startswith(WHOLE_ANSWER_TYPES):
+        if _media_type(chunks) in WHOLE_ANSWER_TYPES:
             await stream.aclose()
             raise UpstreamError(
                 "upstream answered a stream request without server-sent events", code="bad_upstream_body"

@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.providers.litellm import WHOLE_ANSWER_TYPES, _media_type
 from tests.fakes.fake_openai import REASONING
 from tests.support import FakeUpstream, GatewayProcess, model
 
@@ -218,3 +219,23 @@ def test_a_stream_answered_with_json_is_a_bad_gateway(gw: GatewayProcess, key: s
     assert err.value.status_code == 502
     assert err.value.body["code"] == "bad_upstream_body"
     assert "without server-sent events" in err.value.body["message"]
+
+
+@pytest.mark.parametrize(
+    "content_type, whole",
+    [
+        ("application/json", True),
+        ("application/json; charset=utf-8", True),
+        ("text/html; charset=utf-8", True),
+        ("text/event-stream; charset=utf-8", False),
+        ("application/vnd.amazon.eventstream", False),  # Bedrock streams in its own type
+        ("application/x-ndjson", False),
+        ("application/jsonl", False),
+        (None, False),  # litellm kept no content type: nothing to judge by
+    ],
+)
+def test_which_answers_to_a_stream_request_are_whole(content_type: str | None, whole: bool) -> None:
+    class Wrapper:  # litellm's CustomStreamWrapper keeps the upstream's headers here
+        _hidden_params = {"additional_headers": {"llm_provider-content-type": content_type}}
+
+    assert (_media_type(Wrapper()) in WHOLE_ANSWER_TYPES) is whole
