@@ -1,7 +1,9 @@
 """Issue 12 item 4: what the semantic cache costs on the miss path, against exact-only, in one run.
 
     python bench/semantic_cache_speed.py [qqp_dev.jsonl] [--fill 10000,100000] [--backend embedded,redis]
+                                         [--vectors N]
     python bench/semantic_cache_speed.py --recall-only
+    python bench/semantic_cache_speed.py --texts-only [--texts 1000]
 
 Speed (needs wrk: `apt-get install -y wrk`). One gateway (`costgate serve`, SQLite ledger) pinned
 alone to `--gateway-cpu`; the fast fake upstream (bench/fast_upstream.py) and wrk share
@@ -13,7 +15,8 @@ semantic teams whose namespace holds `--fill`
 stored entries before the run. Fillers are new texts spliced from two random questions of the
 other half (the head of one, the tail of the other): like real traffic in vocabulary, rarely a
 paraphrase of anything asked, with no MiniLM vectors yet (the worst case for the lazy MiniLM
-vectors). Spliced from the asked questions themselves, each question would meet a dozen
+vectors; `--vectors N`: those the first N questions meet over the static gate come with theirs,
+as once earlier lookups have met them). Spliced from the asked questions themselves, each question would meet a dozen
 fillers sharing half its words at 100k, all over the gate. Reported: p50
 at 1 connection (exact-only, semantic, the difference), requests/s at 32 connections and the
 ratio, the gateway's CPU per request, and the semantic hits the runs got.
@@ -47,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.overhead import Processes, WrkResult, base_env, cpu_ms, free_port, wait_http  # noqa: E402
+from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
@@ -189,22 +193,43 @@ class Gateway:
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def fill_namespaces(gw: Gateway, backend: str, plan: list[tuple[str, list[str]]]) -> None:
-    """Store the fillers (namespace, texts) where the gateway will find them after a restart."""
+def fill_namespaces(
+    gw: Gateway, backend: str, plan: list[tuple[str, list[str]]], asked: list[str], with_vectors: int
+) -> None:
+    """Store the fillers (namespace, texts) where the gateway will find them after a restart;
+    with `with_vectors`, those that the first `with_vectors` questions asked meet over the
+    static gate come with their MiniLM vectors (as a namespace's entries have them once earlier
+    lookups met them: the steady state, where the lazy vectors are made)."""
     import asyncio
 
+    from policies.semantic_cache.embedder import Embedder
+    from policies.semantic_cache.index import VectorIndex
     from policies.semantic_cache.static_embedder import StaticEmbedder
 
     static = StaticEmbedder.load()
+    full = Embedder() if with_vectors else None
+    asked_static = static.embed_many(asked[:with_vectors])
     now = time.time()
     answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
 
     def entries(namespace: str, texts: list[str]):  # type: ignore[no-untyped-def]
+        vectors = static.embed_many(texts)
+        made: dict[int, np.ndarray] = {}
+        if full is not None:
+            index = VectorIndex(static.dim)
+            index.add_many([str(k) for k in range(len(texts))], vectors)
+            met = sorted(
+                {int(k) for q in asked_static for k, c in index.search(q, static.candidates) if c >= static.gate}
+            )
+            made = dict(zip(met, full.embed_many([texts[k] for k in met]))) if met else {}
+            print(
+                f"  {len(met):,} fillers met by the first {with_vectors:,} questions: MiniLM vectors made", flush=True
+            )
         for k, text in enumerate(texts):
             key = f"fill-{namespace[:8]}-{k}"
             yield (
                 Entry(key, "bench", namespace, text, answer, now, now + 86400, last_used=now),
-                QuestionVectors(static.embed(text)),
+                QuestionVectors(vectors[k], made.get(k)),
             )
 
     async def fill() -> None:
@@ -306,7 +331,7 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
                 if t.fill and t.semantic
             ]
             started = time.monotonic()
-            fill_namespaces(gw, backend, plan)
+            fill_namespaces(gw, backend, plan, texts, args.vectors)
             gw.start()
             print(
                 f"\n{backend}: filled {sum(len(p[1]) for p in plan):,} entries and restarted in "
@@ -405,6 +430,73 @@ def recall(qqp: Path, fill: int) -> None:
         )
 
 
+def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None:
+    """MiniLM texts per question, counted in process (no timing, so the load does not move it):
+    the speed runs' first `n` questions against their fillers, through the gateway's two-stage
+    search, with the verifier judging the candidates first (as the gateway runs it) and without
+    (every candidate over the gate embedded, then the nearest judged). The hits must agree."""
+    import asyncio
+
+    from policies.semantic_cache.differences import Parsed
+    from policies.semantic_cache.embedder import Embedder
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+    from policies.semantic_cache.verifier import Verifier
+
+    texts = questions(qqp)
+    asked, sources = texts[0::2][:n], texts[1::2]
+    static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
+    answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
+
+    class Judge:
+        def __init__(self, question: str, rate: float) -> None:
+            self.query, self.rate = Parsed.of(question), rate
+
+        def possible(self, entry: Entry) -> bool:
+            return verifier.could_accept(self.query, Parsed.of(entry.question), self.rate)
+
+        def accepts(self, entry: Entry, cosine: float) -> bool:
+            return verifier.accepts(self.query, Parsed.of(entry.question), cosine, self.rate)
+
+    async def count(size: int, rate: float, judged: bool) -> tuple[float, float, int]:
+        made = [0]
+
+        async def full(batch: list[str]) -> np.ndarray:
+            made[0] += len(batch)
+            return embedder.embed_many(batch)
+
+        search, store = TwoStageSearch(static, full), EmbeddedStore(10**7)
+        filler = fillers(sources, size, seed=0)
+        for k, (text, vector) in enumerate(zip(filler, static.embed_many(filler))):
+            await store.put(Entry(str(k), "bench", "ns", text, answer, 0, 1e12), QuestionVectors(vector))
+        hits = ran = 0
+        for question in asked:
+            before, judge = made[0], Judge(question, rate)
+            found = await search.nearest(
+                store, "ns", question, search.vectors(question), 1.0, judge if judged else None
+            )
+            if found is not None and not judged and not judge.accepts(found.entry, found.cosine):
+                found = None
+            hits, ran = hits + (found is not None), ran + (made[0] > before)
+        return ran / len(asked), made[0] / len(asked), hits
+
+    print(
+        f"\nMiniLM texts per question ({len(asked):,} new questions, in process; stored fillers without MiniLM "
+        "vectors: each candidate's is made once, then kept):\n\n| stored | max_false_hit_rate | questions that ran "
+        "MiniLM, every candidate / verify first | texts per question | hits |\n|---|---|---|---|---|"
+    )
+    for size in fill:
+        for rate in rates:
+            every = asyncio.run(count(size, rate, judged=False))
+            first = asyncio.run(count(size, rate, judged=True))
+            same = "same" if every[2] == first[2] else "DIFFER"
+            print(
+                f"| {size:,} | {rate} | {every[0]:.1%} / {first[0]:.1%} | {every[1]:.2f} / {first[1]:.2f} "
+                f"| {every[2]} / {first[2]} ({same}) |",
+                flush=True,
+            )
+
+
 def label_of(asked: list[Pair]) -> str:
     return f"held-out b ({len(asked):,})"
 
@@ -420,18 +512,29 @@ def main() -> None:
         default=3,
         help="seconds per wrk run (8,000 questions: ~2,400 req/s exact-only would wrap past 3 s)",
     )
+    parser.add_argument(
+        "--vectors",
+        type=int,
+        default=0,
+        help="fillers met by the first N questions come with MiniLM vectors (steady state; 0: none, the worst case)",
+    )
     parser.add_argument("--gateway-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
     parser.add_argument("--recall-only", action="store_true")
+    parser.add_argument("--texts-only", action="store_true", help="only the MiniLM texts per question, in process")
+    parser.add_argument("--texts", type=int, default=1000, help="questions for the MiniLM count (0: skip it)")
     parser.add_argument("--recall-fill", type=int, default=10_000, help="fillers added to the recall run's store")
     args = parser.parse_args()
-    if not args.recall_only:
+    fill = [int(n) for n in args.fill.split(",") if n]
+    if not (args.recall_only or args.texts_only):
         texts = questions(args.data)
-        fill = [int(n) for n in args.fill.split(",") if n]
         print(f"{len(texts):,} distinct questions; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
         for backend in args.backend.split(","):
             speed(backend, texts[0::2], texts[1::2], fill, args)
-    recall(args.data, args.recall_fill)
+    if args.texts and not args.recall_only:
+        minilm_texts(args.data, fill, args.texts, [0.25, SemanticCacheConfig().max_false_hit_rate])
+    if not args.texts_only:
+        recall(args.data, args.recall_fill)
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
 
 
