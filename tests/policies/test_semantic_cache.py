@@ -324,3 +324,43 @@ def test_could_accept_is_false_only_where_accepts_is_false_at_every_cosine() -> 
     assert verifier.could_accept(*unlikely, 0.25)
     same = Parsed.of("why is the sky blue"), Parsed.of("Why is the sky blue?")
     assert verifier.could_accept(*same, 0.0)  # the same words are served even with no calibrated bound
+
+
+async def test_concurrent_lookups_through_the_worker_answer_as_one_at_a_time(embedder) -> None:
+    """Misses that arrive together share MiniLM passes on the worker (and may make the same
+    stored question's vector at once): each still gets the answer it gets alone."""
+    import asyncio
+
+    from policies.semantic_cache.embedder import EmbedWorker
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    async def stored(search: TwoStageSearch) -> EmbeddedStore:
+        store = EmbeddedStore(max_entries=100)
+        for i, question in enumerate(STORED):
+            await store.put(_entry(str(i), question=question), search.vectors(question))
+        return store
+
+    async def alone(batch: list[str]) -> np.ndarray:
+        return embedder.embed_many(batch)
+
+    def key(found: object) -> str | None:
+        return None if found is None else found.entry.key  # type: ignore[attr-defined]
+
+    one_by_one = TwoStageSearch(StaticEmbedder.load(), alone)
+    store = await stored(one_by_one)
+    asked = ASKED * 2
+    expected = [
+        key(await one_by_one.nearest(store, "ns", q, one_by_one.vectors(q), 0, _VerifierJudge(q, 0.25))) for q in asked
+    ]
+    worker = EmbedWorker(embedder)
+    together = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
+    store = await stored(together)
+    found = await asyncio.gather(
+        *(together.nearest(store, "ns", q, together.vectors(q), 0, _VerifierJudge(q, 0.25)) for q in asked)
+    )
+    worker.close()
+    assert [key(f) for f in found] == expected and any(expected)
+    for question, hit in zip(asked, found):
+        if hit is not None:
+            assert hit.cosine == pytest.approx(float(embedder.embed(question) @ embedder.embed(hit.entry.question)))
