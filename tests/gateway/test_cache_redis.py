@@ -7,6 +7,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 
+import openai
 import pytest
 import redis
 
@@ -78,11 +79,18 @@ def test_a_hit_reported_wrong_on_one_replica_is_purged_for_both(replicas) -> Non
         model="small", temperature=0, messages=[{"role": "user", "content": "What's the fastest way to learn Go?"}]
     )
     assert raw.headers["x-costgate-cache"] == "semantic"
-    reply = one.client(key).post(
-        "/feedback",
-        cast_to=object,  # reported to the replica that did not serve it
-        body={"request_id": raw.headers["x-costgate-request-id"], "verdict": "wrong"},
-    )
+
+    def report() -> dict | None:
+        try:
+            return one.client(key).post(
+                "/feedback",
+                cast_to=object,  # reported to the replica that did not serve it
+                body={"request_id": raw.headers["x-costgate-request-id"], "verdict": "wrong"},
+            )
+        except openai.NotFoundError:  # the serving replica's ledger row is still queued (<= 50 ms)
+            return None
+
+    reply = wait_until(report, timeout=10, what="the request in the shared ledger")
     assert (reply["cache"], reply["purged"], reply["labelled"]) == ("semantic", True, True)
     # the replica that served it has no such entry left (asked again, its answer would be stored anew)
     assert ask(two, key, "What is the fastest way to learn Go?")[0] == "miss"
