@@ -18,6 +18,9 @@ client on the load core (this process, keep-alive, one request at a time) times 
 request's first token — from the request's first byte sent to the first byte of the first
 token's chunk — direct, through costgate and through LiteLLM, `--stream-requests` each, the
 direct ones right before each product's. Added first-token latency = proxied minus direct.
+Its control (`--idle-gap-ms`, 0 skips it): whole answers one at a time, as far apart as the
+streams, direct and proxied; on a shared machine the first ~1 ms of work after an idle gap
+runs several times slower than back to back, so wrk's whole-answer row is not its comparison.
 
     .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm] [--profile DIR]
     .venv/bin/python bench/overhead.py --stream-only --runs 3 --stream-requests 60
