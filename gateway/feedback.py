@@ -12,6 +12,7 @@ second purge could remove a good answer stored since under the same key).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -81,6 +82,11 @@ class Feedback:
         request = await self.store.answered(request_id)
         if request is None:  # its ledger row may still be queued here: write it, and look again
             await self.ledger.flush()
+            request = await self.store.answered(request_id)
+        if request is None:
+            # Or queued on the replica that answered it, which writes it within its flush
+            # interval (the same setting on every replica): wait that long once, then look again.
+            await asyncio.sleep(2 * self.ledger.flush_interval_s)
             request = await self.store.answered(request_id)
         if request is None or (reporter.team_id is not None and request.team_id != reporter.team_id):
             whose = "" if reporter.team_id is None else " of this key's team"

@@ -108,6 +108,11 @@ class LedgerWriter:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
 
+    @property
+    def flush_interval_s(self) -> float:
+        """How long a row may wait in this replica's queue before it is written."""
+        return self._interval
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ledger-writer")
 
