@@ -58,7 +58,8 @@ def write_jsonl(path: Path, examples: list[Example]) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     if not 0.0 <= args.holdout < 1.0:
-        raise SystemExit("--holdout must be at least 0 and below 1")
+        print(f"costgate distill: --holdout {args.holdout}: must be at least 0 and below 1", file=sys.stderr)
+        return 2
     try:
         settings = load_settings(args.config)
     except (OSError, yaml.YAMLError, ValueError) as err:
@@ -94,7 +95,11 @@ def run_export(args: argparse.Namespace) -> int:
         )
         return 1
     out = Path(args.out)
-    write_jsonl(out, export.train)
+    try:
+        write_jsonl(out, export.train)
+    except OSError as err:
+        print(f"costgate distill: cannot write {out}: {err.strerror or err}", file=sys.stderr)
+        return 2
     shadows = sum(r.source == "shadow" for r in rows)
     print(
         f"read {export.rows} kept requests of cascade {args.cascade!r} ({export.rows - shadows} escalations, "
@@ -104,7 +109,11 @@ def run_export(args: argparse.Namespace) -> int:
     print(f"wrote {len(export.train)} training examples to {out}")
     if args.holdout > 0:
         held = holdout_path(out)
-        write_jsonl(held, export.held_back)
+        try:
+            write_jsonl(held, export.held_back)
+        except OSError as err:
+            print(f"costgate distill: cannot write {held}: {err.strerror or err}", file=sys.stderr)
+            return 2
         print(f"wrote {len(export.held_back)} held-back examples to {held}")
     if len(export.train) < OPENAI_MIN_EXAMPLES:
         print(

@@ -188,3 +188,15 @@ def test_an_empty_selection_says_why_and_writes_nothing(
     assert export(served, out, "--cascade", "escalating", "--team", "other") == 1
     assert "no team of other keeps its text" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_unwritable_out_or_a_bad_holdout_is_one_line_not_a_traceback(
+    served: GatewayProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "no-such-dir" / "auto.jsonl"
+    assert export(served, out, "--cascade", "escalating") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"costgate distill: cannot write {out}: ") and err.count("\n") == 1
+    assert export(served, tmp_path / "a.jsonl", "--cascade", "escalating", "--holdout", "1.5") == 2
+    assert capsys.readouterr().err == "costgate distill: --holdout 1.5: must be at least 0 and below 1\n"
+    assert not (tmp_path / "a.jsonl").exists()
