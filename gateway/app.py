@@ -107,8 +107,15 @@ def _add_error_handlers(app: FastAPI) -> None:
         return error_response(err)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_request: Request, err: HTTPException) -> Response:
-        mapped = GatewayError(str(err.detail), code="not_found" if err.status_code == 404 else "http_error")
+    async def http_error(request: Request, err: HTTPException) -> Response:
+        message = str(err.detail)
+        if err.status_code in (404, 405) and message in ("Not Found", "Method Not Allowed"):
+            # the router's bare phrase: say which URL, as OpenAI does ("Invalid URL (GET /v1/x)")
+            message = f"Invalid URL ({request.method} {request.url.path})"
+            allow = {k.lower(): v for k, v in (err.headers or {}).items()}.get("allow")
+            if err.status_code == 405 and allow:
+                message += f": the method is not allowed there (allowed: {allow})"
+        mapped = GatewayError(message, code="not_found" if err.status_code == 404 else "http_error")
         mapped.status, mapped.type = err.status_code, "invalid_request_error"
         return error_response(mapped, dict(err.headers or {}))
 

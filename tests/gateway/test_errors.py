@@ -127,8 +127,10 @@ def test_upstream_without_usage_is_charged_by_token_count(gateway: GatewayProces
 
 
 def test_unknown_route_and_method_are_openai_errors(gateway: GatewayProcess) -> None:
-    assert_openai_error(httpx.get(gateway.url + "/v1/nope"), 404, request_id=False)
-    assert_openai_error(httpx.get(gateway.url + "/v1/chat/completions"), 405, request_id=False)
+    error = assert_openai_error(httpx.get(gateway.url + "/v1/nope"), 404, request_id=False)
+    assert error["message"] == "Invalid URL (GET /v1/nope)"  # OpenAI's words: which URL, not just "Not Found"
+    error = assert_openai_error(httpx.get(gateway.url + "/v1/chat/completions"), 405, request_id=False)
+    assert error["message"] == "Invalid URL (GET /v1/chat/completions): the method is not allowed there (allowed: POST)"
 
 
 def test_failures_are_in_the_ledger_and_the_gateway_keeps_serving(gateway: GatewayProcess, key: str) -> None:
