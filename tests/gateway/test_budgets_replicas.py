@@ -59,11 +59,17 @@ def replicas(
             b.stop()
 
 
-def put_budget(gw: GatewayProcess, **fields: object) -> dict:
-    response = gw.admin("PUT", "/admin/budgets", json=fields)
-    assert response.status_code == 200, response.text
-    time.sleep(0.25)  # the other replica sees a change within budgets.refresh_s (0.2 s here)
-    return response.json()
+def put_budget(replicas: tuple[GatewayProcess, ...], **fields: object) -> dict:
+    """PUT one budget through every replica: each PUT replaces the same row and takes effect at
+    once on the replica that made it, so no test waits out budgets.refresh_s (that the others
+    see a change within refresh_s is tests/gateway/storage/test_budgets_table.py's, on a clock)."""
+    stored = []
+    for gw in replicas:
+        response = gw.admin("PUT", "/admin/budgets", json=fields)
+        assert response.status_code == 200, response.text
+        stored.append(response.json())
+    assert len({b["id"] for b in stored}) == 1, stored  # one budget, not one per replica
+    return stored[0]
 
 
 def budget_of(gw: GatewayProcess, budget_id: str) -> dict:
@@ -109,7 +115,7 @@ def test_200_concurrent_requests_never_overrun_a_shared_team_budget(replicas):
     tid = team_id(a, "crowd")
     # One request costs $1.8e-5 (40 prompt + 20 output tokens upstream) and reserves $3.12e-5
     # (112 prompt tokens: the body as text; 24 output: max_tokens and the stream meter's slack).
-    budget = put_budget(a, scope="team", id="crowd", amount_usd="0.00115", period="monthly")
+    budget = put_budget(replicas, scope="team", id="crowd", amount_usd="0.00115", period="monthly")
 
     async def run() -> list[tuple[int, Decimal, Decimal, dict | None]]:
         clients = [a.async_client(key_a), b.async_client(key_a)]
@@ -158,7 +164,7 @@ def test_spend_rate_alerts_fire_once_per_hour_per_team_and_overall(replicas, hoo
 def test_a_request_failing_upstream_releases_its_reservation(replicas, fake_upstream):
     a, b = replicas
     key = a.new_key("fails")
-    budget = put_budget(a, scope="key", id=_key_id(a, "fails"), amount_usd="5", period="daily")
+    budget = put_budget(replicas, scope="key", id=_key_id(a, "fails"), amount_usd="5", period="daily")
     with pytest.raises(openai.APIStatusError) as err:
         b.client(key).chat.completions.create(model="always-500", messages=[{"role": "user", "content": "hi"}])
     assert err.value.status_code == 502
@@ -181,7 +187,7 @@ def _key_id(gw: GatewayProcess, team: str) -> str:
 def test_a_streamed_request_is_charged_to_its_budget(replicas):
     a, b = replicas
     key = a.new_key("streams")
-    budget = put_budget(a, scope="team", id="streams", amount_usd="1", period="weekly")
+    budget = put_budget(replicas, scope="team", id="streams", amount_usd="1", period="weekly")
     stream = b.client(key).chat.completions.create(
         model="small",
         messages=[{"role": "user", "content": "stream these words please"}],
@@ -201,13 +207,13 @@ def test_a_streamed_request_is_charged_to_its_budget(replicas):
 def test_user_and_tag_budgets_apply_too(replicas):
     a, b = replicas
     key = a.new_key("tagged")
-    put_budget(a, scope="tag", id="project=zeta", amount_usd="0.0000001", period="daily")
+    put_budget(replicas, scope="tag", id="project=zeta", amount_usd="0.0000001", period="daily")
     with pytest.raises(openai.APIStatusError) as err:
         b.client(key).chat.completions.create(
             model="small", messages=[{"role": "user", "content": "hi"}], metadata={"project": "zeta"}
         )
     assert err.value.status_code == 402 and err.value.body["code"] == "budget_exceeded"
-    put_budget(a, scope="user", id="end-user-9", amount_usd="0.0000001", period="total")
+    put_budget(replicas, scope="user", id="end-user-9", amount_usd="0.0000001", period="total")
     with pytest.raises(openai.APIStatusError) as err:
         b.client(key).chat.completions.create(
             model="small", messages=[{"role": "user", "content": "hi"}], user="end-user-9"
@@ -261,7 +267,7 @@ def test_chargeback_csv_has_one_line_per_team_model_and_tags(replicas):
 def test_threshold_alerts_are_sent_once_with_retries(replicas, hook):
     a, b = replicas
     key = a.new_key("alerted")
-    budget = put_budget(a, scope="team", id="alerted", amount_usd="0.00004", period="daily", alert_at=[0.5, 1.0])
+    budget = put_budget(replicas, scope="team", id="alerted", amount_usd="0.00004", period="daily", alert_at=[0.5, 1.0])
     client = b.client(key)
     for _ in range(3):  # each costs ~$1.2e-5 and reserves ~$2.5e-5: the 2nd passes 50%
         try:
@@ -323,7 +329,7 @@ def test_budget_admin_validation(replicas):
         ).status_code
         == 400
     )
-    created = put_budget(a, scope="tag", id="temp", amount_usd="2", period="total")
+    created = put_budget(replicas, scope="tag", id="temp", amount_usd="2", period="total")
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 200
     assert a.admin("DELETE", f"/admin/budgets/{created['id']}").status_code == 404
 

@@ -89,17 +89,21 @@ def test_a_share_outside_0_to_1_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    "line",
+    "line, why",
     [
-        [],
-        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "extra": 1},
-        {"messages": [{"role": "user", "content": "q"}]},
-        {"messages": [{"role": "user", "content": "q"}, {"role": "user", "content": "a"}]},
-        {"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]},
-        {"messages": [{"role": "user", "content": ["q"]}, {"role": "assistant", "content": "a"}]},
-        {"messages": [{"role": "tool", "content": "q"}, {"role": "assistant", "content": "a"}]},
-        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " "}]},
+        ([], "exactly the key `messages`"),
+        (
+            {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], "extra": 1},
+            "exactly the key `messages`",
+        ),
+        ({"messages": [{"role": "user", "content": "q"}]}, "at least two messages"),
+        ({"messages": [{"role": "user", "content": "q"}, {"role": "user", "content": "a"}]}, "assistant answer"),
+        ({"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "a"}]}, "no user message"),
+        ({"messages": [{"role": "user", "content": ["q"]}, {"role": "assistant", "content": "a"}]}, "not a string"),
+        ({"messages": [{"role": "tool", "content": "q"}, {"role": "assistant", "content": "a"}]}, "role 'tool'"),
+        ({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": " "}]}, "assistant answer"),
     ],
 )
-def test_the_validator_refuses_what_fine_tuning_refuses(line: object) -> None:
-    assert fine_tuning_problem(line) is not None
+def test_the_validator_refuses_what_fine_tuning_refuses(line: object, why: str) -> None:
+    problem = fine_tuning_problem(line)
+    assert problem is not None and why in problem  # refused, and for the reason the line has

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import sqlite3
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -106,9 +105,9 @@ def test_a_failing_upstream_gives_an_openai_error_quickly(
 ) -> None:
     upstream = next(m["model"] for m in gw.config["models"] if m["name"] == name)
     before = faulty.stats().get(upstream, 0)
-    started = time.monotonic()
+    # The client's 20 s timeout is shorter than the fakes' stalls (30 s, 60 s): a gateway that
+    # waited them out fails here with httpx.ReadTimeout; the status says the gateway gave up itself.
     response = ask(gw, key, name, stream=name.endswith("-stream"))
-    assert time.monotonic() - started < 10
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert error["message"] and error["type"] in ("upstream_error", "rate_limit_error")
@@ -156,18 +155,16 @@ def test_a_retried_call_is_charged_once(gw: GatewayProcess, faulty: FaultyUpstre
 def test_a_stream_cut_midway_ends_with_an_error_event_and_charges_what_was_sent(
     gw: GatewayProcess, key: str, name: str, code: str
 ) -> None:
-    started = time.monotonic()
     with httpx.stream(
         "POST",
         gw.url + "/v1/chat/completions",
         headers={"authorization": f"Bearer {key}"},
         json={"model": name, "messages": HI, "stream": True},
-        timeout=20,
+        timeout=20,  # shorter than the stall's 60 s: a gateway that waited it out fails with ReadTimeout
     ) as response:
         assert response.status_code == 200  # the headers left before the fault
         lines = [line for line in response.iter_lines() if line.startswith("data: ")]
         request_id = response.headers["x-costgate-request-id"]
-    assert time.monotonic() - started < 10
     assert "data: [DONE]" not in lines
     last = httpx.Response(200, content=lines[-1][6:]).json()
     assert last["error"]["code"] == code and last["error"]["message"]
