@@ -222,7 +222,7 @@ def test_user_and_tag_budgets_apply_too(replicas):
     ok = b.client(key).chat.completions.create(
         model="small", messages=[{"role": "user", "content": "hi"}], user="end-user-10"
     )
-    assert ok.choices[0].message.content
+    assert ok.choices[0].message.content == "echo: hi"  # another user's budget does not apply
 
 
 def test_a_trace_sums_its_calls_into_one_transaction(replicas):

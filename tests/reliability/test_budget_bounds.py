@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import FakeUpstream, GatewayProcess, model
+from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
 BUDGET = Decimal("0.05")
 IN, OUT = Decimal("2.5") / 10**6, Decimal("10") / 10**6  # gpt-4o's prices, per token
@@ -179,10 +178,7 @@ def closed_streams(fake: FakeUpstream) -> int:
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    wait_until(condition, timeout=timeout, interval=0.05)
 
 
 def test_a_stream_past_max_tokens_is_cut_at_its_hold(gw: GatewayProcess, fake_upstream: FakeUpstream) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from tests.gateway.budget_support import fresh_postgres, redis_prefix
-from tests.support import FakeUpstream, GatewayProcess, model
+from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
 PRICE = "10"  # dollars per million tokens, in and out: a 400-token worst case holds $0.004
 LEASE_S = 2
@@ -80,11 +79,7 @@ class Stream(threading.Thread):
 
 
 def wait_for(what: str, check: Callable[[], bool], deadline_s: float = 30) -> None:
-    give_up = time.monotonic() + deadline_s
-    while not check():
-        if time.monotonic() > give_up:
-            raise AssertionError(f"not within {deadline_s} s: {what}")
-        time.sleep(0.1)
+    wait_until(check, timeout=deadline_s, interval=0.1, what=what)
 
 
 def budget(gw: GatewayProcess) -> dict[str, Any]:
