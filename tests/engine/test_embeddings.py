@@ -16,7 +16,7 @@ import pytest
 
 from engine.embeddings import EmbedderSettings, LocalEmbedder
 from policies.semantic_cache.embedder import Embedder
-from tests.support import GatewayProcess
+from tests.support import GatewayProcess, wait_until
 
 TEXTS = ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly revenue grew by four percent."]
 
@@ -91,10 +91,12 @@ def test_every_call_is_in_the_ledger(gw: GatewayProcess, client: openai.OpenAI) 
 
     before = row()
     raw = client.embeddings.with_raw_response.create(model="minilm-l6", input=["ledger " + str(time.time())])
-    deadline = time.monotonic() + 30
-    while (after := row()) is None or after["requests"] == (before or {"requests": 0})["requests"]:
-        assert time.monotonic() < deadline, "the call never reached the ledger"
-        time.sleep(0.05)  # a poll interval: the ledger is written in batches
+
+    def counted() -> dict | None:  # the row once it counts the call: the ledger is written in batches
+        after = row()
+        return after if after is not None and after["requests"] != (before or {"requests": 0})["requests"] else None
+
+    after = wait_until(counted, timeout=30, interval=0.05, what="the call reaches the ledger")
     spent = Decimal(after["cost_usd"]) - Decimal((before or {"cost_usd": "0"})["cost_usd"])
     assert spent == Decimal(raw.headers["x-costgate-cost-usd"]) and after["prompt_tokens"] > 0
 

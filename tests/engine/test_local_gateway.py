@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 from tests.engine.test_launcher import STAND_IN
 from tests.engine.test_model_facts import HERMES_TEMPLATE, SMOLLM2_TEMPLATE
-from tests.support import FakeUpstream, GatewayProcess, _env, model
+from tests.support import FakeUpstream, GatewayProcess, _env, model, wait_until
 
 TOOLS = [
     {
@@ -92,11 +91,11 @@ def engine(gw: GatewayProcess, name: str) -> dict:
 
 
 def wait_engine(gw: GatewayProcess, name: str, state: str) -> dict:
-    deadline = time.monotonic() + 60
-    while (status := engine(gw, name))["state"] != state:
-        assert time.monotonic() < deadline, status
-        time.sleep(0.05)  # a poll interval
-    return status
+    def reached() -> dict | None:
+        status = engine(gw, name)
+        return status if status["state"] == state else None
+
+    return wait_until(reached, timeout=60, interval=0.05, what=f"engine {name} {state}")
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from policies.pricing import format_usd
-from tests.support import ADMIN_KEY, GatewayProcess, model
+from tests.support import ADMIN_KEY, GatewayProcess, model, wait_until
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
@@ -198,11 +197,12 @@ def test_the_sign_in_page_of_a_configured_key_names_where_it_was_set(page, gatew
 
 def _spend_after(gw: GatewayProcess, before: Decimal) -> Decimal:
     """The total spend once the ledger has the new row (it is written in batches, every 50 ms)."""
-    deadline = time.monotonic() + 30
-    while (total := Decimal(gw.spend("team")["total_usd"])) == before:
-        assert time.monotonic() < deadline, "the request never reached the ledger"
-        time.sleep(0.05)  # a poll interval, not a wait for the row
-    return total
+
+    def total() -> Decimal | None:
+        now = Decimal(gw.spend("team")["total_usd"])
+        return now if now != before else None
+
+    return wait_until(total, timeout=30, interval=0.05, what="the request reaches the ledger")
 
 
 def _overflows(page, selector: str) -> bool:
