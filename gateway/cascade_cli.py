@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+import yaml
+
 from policies.agreement import answers_agree
 from policies.quality import TrafficCurve, bounds, last_tier_quality
 from policies.quality_controller import Policy, QualityController
@@ -30,13 +32,20 @@ from policies.scorers import Scored
 from policies.scorers.learned import LearnedModel
 from policies.scorers.training import Matrix, TrainingExample, train_matrix
 
+PREFIX = "costgate cascade train: "  # every refusal is this one line, then exit 1
+
 
 def read_examples(path: Path, args: argparse.Namespace) -> Matrix:
     examples = []
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
-        obj = json.loads(line)
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SystemExit(f"{PREFIX}{path}:{n}: not JSON ({err.msg})") from None
+        if not isinstance(obj, dict):
+            raise SystemExit(f"{PREFIX}{path}:{n}: not a JSON object")
         try:
             answer = str(obj[args.answer_field])
             agrees = None if not args.last_answer_field else answers_agree(answer, str(obj[args.last_answer_field]))
@@ -45,7 +54,7 @@ def read_examples(path: Path, args: argparse.Namespace) -> Matrix:
                 TrainingExample(Scored(str(obj[args.query_field]), answer), bool(obj[args.label_field]), last, agrees)
             )
         except KeyError as err:
-            raise SystemExit(f"{path}:{n}: missing field {err}") from None
+            raise SystemExit(f"{PREFIX}{path}:{n}: missing field {err}") from None
     return Matrix.of(examples)
 
 
@@ -54,13 +63,23 @@ async def read_samples(config: str, cascade: str | None) -> Matrix:
     from gateway.storage.cascade_samples import SampleStore
     from gateway.storage.db import create_engine
 
-    engine = create_engine(load_settings(config).database_url)
+    try:
+        settings = load_settings(config)
+    except (OSError, yaml.YAMLError, ValueError) as err:
+        raise SystemExit(f"{PREFIX}config {config}: {' '.join(str(err).split())}") from None
+    engine = create_engine(settings.database_url)
     try:
         store = SampleStore(engine)
         await store.create()
         rows = await store.training_rows(cascade)
     finally:
         await engine.dispose()
+    if not rows:
+        which = f"cascade {cascade!r}" if cascade else "any cascade"
+        raise SystemExit(
+            f"{PREFIX}no stored samples of {which} in {config}'s database: a cascade stores them as it "
+            "escalates and shadow-samples (docs/cascades.md)"
+        )
     agrees = np.array([r.agrees for r in rows], dtype=bool)
     return Matrix(np.array([r.features for r in rows], dtype=float).reshape(len(rows), -1), agrees, agrees, None)
 
@@ -101,15 +120,21 @@ def run_train(args: argparse.Namespace) -> int:
         m = asyncio.run(read_samples(args.from_db, args.cascade))
     else:
         if not args.file:
-            raise SystemExit("give a FILE of labelled examples, or --from-db CONFIG")
-        m = read_examples(Path(args.file), args)
+            raise SystemExit(f"{PREFIX}give a FILE of labelled examples, or --from-db CONFIG")
+        try:
+            m = read_examples(Path(args.file), args)
+        except (OSError, UnicodeDecodeError) as err:
+            raise SystemExit(f"{PREFIX}{args.file}: {getattr(err, 'strerror', None) or err}") from None
     try:
         trained = train_matrix(m, folds=args.folds, l2=args.l2)
     except ValueError as err:
-        raise SystemExit(str(err)) from None
+        raise SystemExit(f"{PREFIX}{err}") from None
     if trained.auc is not None:
         print(f"cross-validated AUC ({args.folds} folds): {trained.auc:.3f}")
-    trained.model.save(args.out)
+    try:
+        trained.model.save(args.out)
+    except OSError as err:
+        raise SystemExit(f"{PREFIX}cannot write {args.out}: {err.strerror or err}") from None
     print_curve(trained.model, args.target, args.confidence)
     print(f"trained on {len(m)} examples ({int(m.acceptable.sum())} acceptable); wrote {args.out}")
     return 0

@@ -131,3 +131,36 @@ def test_a_version_1_file_still_loads(tmp_path: Path) -> None:
     item = synthetic(random.Random(2), 1)[0].item
     assert old.last is None and old.calibration is None
     assert old.confidence(item) == model.accept.probability(features(item))
+
+
+def test_a_user_mistake_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A missing FILE, a line that is not JSON, a config whose database has no samples of the
+    cascade, an --out that cannot be written: each one `costgate cascade train: ...` line, exit 1."""
+    (tmp_path / "bad.jsonl").write_text('{"query": "q"\n')
+    (tmp_path / "ok.jsonl").write_text(
+        "".join(json.dumps({"query": f"q{i}", "answer": "a", "label": i % 2 == 0}) + "\n" for i in range(20))
+    )
+    (tmp_path / "config.yaml").write_text(f"database_url: sqlite:///{tmp_path}/empty.db\n")
+    cases = {
+        ("nofile.jsonl",): "costgate cascade train: nofile.jsonl: No such file or directory",
+        ("bad.jsonl",): "costgate cascade train: bad.jsonl:1: not JSON (",
+        (
+            "--from-db",
+            "config.yaml",
+            "--cascade",
+            "auto",
+        ): "costgate cascade train: no stored samples of cascade 'auto'",
+        ("--from-db", "nope.yaml"): "costgate cascade train: config nope.yaml: ",
+        ("ok.jsonl", "--folds", "2", "--out", "no-dir/s.json"): "costgate cascade train: cannot write no-dir/s.json: ",
+    }
+    for args, start in cases.items():
+        result = subprocess.run(
+            [sys.executable, "-m", "gateway.cli", "cascade", "train", *args],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert result.returncode == 1, (args, result.stderr)
+        assert result.stderr.startswith(start) and result.stderr.count("\n") == 1, (args, result.stderr)
