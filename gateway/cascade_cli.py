@@ -22,7 +22,6 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 import yaml
 
 from policies.agreement import answers_agree
