@@ -43,7 +43,10 @@ def read_file(path: Path) -> list[Labelled]:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not JSON ({err.msg}); each line needs {FORMATS}") from None
             if not isinstance(row, dict):
                 raise ValueError(f"{path}:{n}: each line needs {FORMATS}")
             query, stored, same = (
@@ -131,8 +134,12 @@ def run_calibrate(args: argparse.Namespace, team_reader: TeamReader | None = Non
         print(f"costgate cache calibrate: {err}", file=sys.stderr)
         return 2
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    verifier.save(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        verifier.save(out)
+    except OSError as err:
+        print(f"costgate cache calibrate: cannot write {out}: {err.strerror or err}", file=sys.stderr)
+        return 2
     _print_figures(result)
     if args.team:
         _print_team(args.team, fitted)

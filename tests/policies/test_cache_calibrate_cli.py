@@ -108,4 +108,19 @@ def test_calibrate_refuses_bad_input(tmp_path: Path) -> None:
     both.write_text('{"a": "x", "b": "y", "duplicate": true}\n{"a": "x", "b": "y", "duplicate": false}\n')
     result = calibrate(str(both), "--out", str(tmp_path / "v.npz"))
     assert result.returncode == 2 and "both ways" in result.stderr
+    not_json = tmp_path / "not-json.jsonl"
+    not_json.write_text('{"a": "x", "b": "y", "duplicate": true}\n{"a": "x",\n')
+    result = calibrate(str(not_json), "--out", str(tmp_path / "v.npz"))
+    assert result.returncode == 2 and result.stderr.startswith(f"costgate cache calibrate: {not_json}:2: not JSON (")
+    assert result.stderr.count("\n") == 1  # one line, naming the file and line, not json's bare "line 1 column 10"
     assert not (tmp_path / "v.npz").exists()
+
+
+def test_an_out_it_cannot_write_is_one_line(tmp_path: Path) -> None:
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in pairs()))
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "v.npz"  # its directory is a file
+    result = calibrate(str(data), "--out", str(out))
+    assert result.returncode == 2 and result.stderr.startswith(f"costgate cache calibrate: cannot write {out}: ")
+    assert result.stderr.count("\n") == 1
