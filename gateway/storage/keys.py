@@ -176,7 +176,10 @@ class KeyStore:
 
     async def authenticate(self, secret: str | None) -> Principal:
         if not secret or not secret.startswith(KEY_PREFIX):
-            raise AuthenticationFailed("missing or malformed API key: send 'Authorization: Bearer sk-cg-…'")
+            raise AuthenticationFailed(
+                "missing or malformed API key: send a costgate key as 'Authorization: Bearer sk-cg-…' "
+                "(or 'x-api-key: sk-cg-…', as Anthropic's clients do)"
+            )
         digest = hash_key(secret)
         now = time.time()
         cached = self._cache.get(digest)
