@@ -13,6 +13,7 @@ second purge could remove a good answer stored since under the same key).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ class Feedback:
             )
             row = FeedbackRow(request, verdict, reporter.name, time.time(), comment, pair)
             recorded = await self.store.record(row)
+            if recorded is Recorded.SAME:  # nothing written: answer with the verdict as it is stored
+                stored = await self.store.stored(request_id)
+                if stored is not None:
+                    row = dataclasses.replace(row, comment=stored[0], updated_at=stored[1])
             purged = False
             if recorded is not Recorded.SAME and verdict is Verdict.WRONG and request.cache_status in HITS:
                 purged = hit is not None and await self.cache.remove(hit)

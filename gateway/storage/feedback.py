@@ -100,6 +100,16 @@ class FeedbackStore:
             )
         )
 
+    async def stored(self, request_id: str) -> tuple[str | None, float] | None:
+        """The comment and time of the verdict stored for `request_id` (what a repeat answers with)."""
+        async with self.engine.connect() as conn:
+            r = (
+                await conn.execute(
+                    select(feedback.c.comment, feedback.c.updated_at).where(feedback.c.request_id == request_id)
+                )
+            ).first()
+        return None if r is None else (r.comment, r.updated_at)
+
     async def record(self, row: FeedbackRow) -> Recorded:
         """Insert the verdict, or replace another one; a repeated verdict writes nothing."""
         values = _values(row)

@@ -107,10 +107,13 @@ def test_a_verdict_counts_once_and_never_purges_a_newer_answer(gw, keys, fake_up
     ask(gw, key, "idempotent: what is a monad")
     status, hit_id, _ = ask(gw, key, "idempotent: what is a monad")
     assert status == "exact"
-    assert report(gw, key, hit_id)["recorded"] == "new"
+    first = report(gw, key, hit_id, comment="not a burrito")
+    assert first["recorded"] == "new"
     assert ask(gw, key, "idempotent: what is a monad")[0] == "miss"  # purged: answered afresh, and stored
     again = report(gw, key, hit_id)
     assert (again["recorded"], again["purged"]) == ("same", False)
+    # nothing was written: the answer shows the verdict as stored, its comment kept
+    assert (again["comment"], again["updated_at"]) == ("not a burrito", first["updated_at"])
     assert ask(gw, key, "idempotent: what is a monad")[0] == "exact"  # the new answer survived
     changed = report(gw, key, hit_id, "right")
     assert (changed["recorded"], changed["verdict"], changed["labelled"]) == ("changed", "right", False)
