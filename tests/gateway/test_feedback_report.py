@@ -39,6 +39,7 @@ class FakeStore:
         self.after_flush = after_flush
         self.verdicts: dict[str, Verdict] = {}
         self.rows: list[FeedbackRow] = []
+        self.kept: dict[str, tuple[str | None, float]] = {}  # the stored verdict's comment and time
         self.fail = False
 
     async def answered(self, request_id: str) -> AnsweredRequest | None:
@@ -49,8 +50,14 @@ class FakeStore:
     async def record(self, row: FeedbackRow) -> Recorded:
         self.rows.append(row)
         before = self.verdicts.get(row.request.request_id)
+        if before is row.verdict:
+            return Recorded.SAME  # nothing written, as in the table
         self.verdicts[row.request.request_id] = row.verdict
-        return Recorded.NEW if before is None else Recorded.SAME if before is row.verdict else Recorded.CHANGED
+        self.kept[row.request.request_id] = (row.comment, row.updated_at)
+        return Recorded.NEW if before is None else Recorded.CHANGED
+
+    async def stored(self, request_id: str) -> tuple[str | None, float] | None:
+        return self.kept.get(request_id)
 
 
 class FakeLedger:
@@ -124,9 +131,10 @@ async def test_a_wrong_exact_hit_is_recorded_and_its_entry_purged() -> None:
 
 async def test_the_same_verdict_twice_purges_once() -> None:
     fb, cache, _ = feedback(FakeStore(answered("exact")), FakeCache(hit("exact")))
-    await fb.report(TEAM, "req_1", Verdict.WRONG, None)
+    first = await fb.report(TEAM, "req_1", Verdict.WRONG, "stale price")
     again = await fb.report(TEAM, "req_1", Verdict.WRONG, None)
     assert (again.recorded, again.purged) == (Recorded.SAME, False)
+    assert (again.row.comment, again.row.updated_at) == ("stale price", first.row.updated_at)  # as stored
     assert len(cache.removed) == 1 and cache.false_hits == {("team-a", "exact"): 1}
 
 
