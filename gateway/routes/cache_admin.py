@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from gateway.errors import InvalidRequest
 from gateway.routes.admin import require_admin
 from gateway.storage.cache_report import recent_hits, team_cache
+from policies.exact_cache import CachePolicy
 from policies.pricing import format_usd
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
@@ -17,13 +18,25 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
 @router.get("/cache")
 async def cache_stats(request: Request) -> dict:
+    """Its size and backend, the settings every team gets, and each team's own where it has some
+    (cache.teams: the settings its requests are served by, overrides merged in)."""
     cache = request.app.state.gateway.cache
     return {
         "entries": await cache.store.count(),
         "backend": cache.backend,
-        "exact": cache.base.exact,
-        "semantic": cache.base.semantic,
-        "max_false_hit_rate": cache.base.max_false_hit_rate,
+        **_policy(cache.base),
+        "teams": {name: _policy(policy) for name, policy in cache.teams.items()},
+    }
+
+
+def _policy(policy: CachePolicy) -> dict:
+    return {
+        "exact": policy.exact,
+        "semantic": policy.semantic,
+        "max_false_hit_rate": policy.max_false_hit_rate,
+        "max_temperature": policy.max_temperature,
+        "ttl_s": policy.ttl_s,
+        "verifier": policy.verifier or "shipped",
     }
 
 

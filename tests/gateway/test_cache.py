@@ -183,3 +183,16 @@ def test_admin_purge_by_team_and_metrics(gw, keys) -> None:
     assert 'costgate_cache_lookups_total{kind="exact",result="hit",team="beta"}' in metrics
     assert "costgate_cache_saved_usd_total" in metrics
     assert gw.admin("GET", "/admin/cache").json()["entries"] >= 1
+
+
+def test_admin_cache_shows_each_teams_own_settings(gw) -> None:
+    view = gw.admin("GET", "/admin/cache").json()
+    assert (view["exact"], view["semantic"], view["max_temperature"], view["verifier"]) == (True, False, 0.0, "shipped")
+    sem, hot = view["teams"]["sem"], view["teams"]["hot"]
+    assert (sem["semantic"], sem["max_false_hit_rate"], sem["max_temperature"]) == (True, 0.25, 0.0)
+    assert (hot["semantic"], hot["max_temperature"], hot["max_false_hit_rate"]) == (
+        False,
+        2.0,
+        view["max_false_hit_rate"],
+    )
+    assert "alpha" not in view["teams"]  # a team without overrides gets the global settings
