@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -41,6 +43,15 @@ def config_error(path: str | None, err: Exception) -> str:
     return f"{where}: {' '.join(str(err).split())}"
 
 
+def _listen_error(host: str, port: int) -> str | None:
+    """Why nothing could listen on host:port (say, the port is taken); None if it can."""
+    try:
+        with socket.create_server((host, port)):
+            return None
+    except OSError as err:
+        return f"cannot listen on {host}:{port}: {os.strerror(err.errno) if err.errno else err}"
+
+
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -50,11 +61,16 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
+        # A taken port is said before the app writes its admin key and database.
+        busy = _listen_error(args.host, args.port)
         # Building the app checks what the schema cannot (fallbacks that exist, engine blocks,
         # a local model's context length): those raise ValueError as config errors too.
-        app = create_app(settings)
+        app = None if busy else create_app(settings)
     except (OSError, yaml.YAMLError, ValueError) as err:
         print(f"costgate: {config_error(args.config, err)}", file=sys.stderr)
+        return CONFIG_ERROR_EXIT
+    if app is None:
+        print(f"costgate: {busy}", file=sys.stderr)
         return CONFIG_ERROR_EXIT
     if not settings.models:
         logging.getLogger("costgate").warning(

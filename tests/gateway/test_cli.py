@@ -3,6 +3,7 @@ and the sample config the guide tells newcomers to copy is valid."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +15,9 @@ from gateway.settings import load_settings
 from tests.support import ROOT, _env
 
 
-def _serve(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _serve(config: Path, cwd: Path, port: int = 0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "1"],
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)],
         cwd=cwd,
         env=_env(),
         capture_output=True,
@@ -54,6 +55,18 @@ def test_a_config_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str
     lines = [line for line in result.stderr.splitlines() if " WARNING " not in line]
     assert len(lines) == 1 and lines[0].startswith(f"costgate: config {config}: "), result.stderr
     assert says in lines[0] and "Traceback" not in result.stderr
+
+
+def test_a_taken_port_is_one_line_and_exit_2_before_anything_is_written(tmp_path: Path) -> None:
+    config = tmp_path / "costgate.yaml"
+    config.write_text(f"data_dir: {tmp_path / 'data'}\ndatabase_url: sqlite:///{tmp_path / 'data' / 'c.db'}\n")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = _serve(config, tmp_path, port)
+    assert result.returncode == CONFIG_ERROR_EXIT, result.stderr
+    lines = [line for line in result.stderr.splitlines() if " WARNING " not in line]
+    assert lines == [f"costgate: cannot listen on 127.0.0.1:{port}: Address already in use"], result.stderr
+    assert not (tmp_path / "data").exists()  # no admin key, no database
 
 
 def test_the_sample_config_is_valid() -> None:
