@@ -46,7 +46,8 @@ def config_error(path: str | None, err: Exception) -> str:
 def _listen_error(host: str, port: int) -> str | None:
     """Why nothing could listen on host:port (say, the port is taken); None if it can."""
     try:
-        with socket.create_server((host, port)):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET  # "::" and the like are IPv6
+        with socket.create_server((host, port), family=family):
             return None
     except OSError as err:
         return f"cannot listen on {host}:{port}: {os.strerror(err.errno) if err.errno else err}"
