@@ -35,12 +35,9 @@ LiteLLM's venv, once (its `[proxy]` extra names `litellm-proxy`, which the regis
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,42 +50,25 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT / "bench"
-MODEL = "bench-model"
-BODY = json.dumps(
-    {
-        "model": MODEL,
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "Say hello to the benchmark."},
-        ],
-    }
+sys.path.insert(0, str(ROOT))
+
+from bench.first_token import StreamRound, measure_stream, report_stream  # noqa: E402
+from bench.harness import (  # noqa: E402
+    ADMIN_KEY,
+    BENCH,
+    BODY,
+    MODEL,
+    Processes,
+    WrkResult,
+    base_env,
+    bench_model,
+    cpu_ms,
+    free_port,
+    run_wrk,
+    wait_http,
 )
-STREAM_BODY = json.dumps(
-    {
-        "model": MODEL,
-        "messages": [{"role": "user", "content": "Stream hello to the benchmark."}],
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-).encode()
-FIRST_TOKEN = b"tok0"  # the first streamed token's text (bench/fast_upstream.py)
-ADMIN_KEY = "sk-cg-admin-bench-0123456789abcdef"
+
 LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
-
-
-@dataclass(frozen=True)
-class WrkResult:
-    requests: int
-    duration_s: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-    non2xx: int
-
-    @property
-    def rps(self) -> float:
-        return self.requests / self.duration_s
 
 
 @dataclass(frozen=True)
@@ -118,104 +98,6 @@ class Round:
         return self.latency.p99_ms - self.direct.p99_ms
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, proc: subprocess.Popen, timeout: float, headers: dict[str, str] | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode} before serving {url}")
-        try:
-            if httpx.get(url, timeout=2, headers=headers).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} did not come up in {timeout} s")
-
-
-class Processes:
-    """Every server this run starts, stopped (by its own pid) when the run ends."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, name: str, cpu: int, argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
-        log = open(self.workdir / f"{name}.log", "wb")
-        proc = subprocess.Popen(
-            ["taskset", "-c", str(cpu), *argv],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        self.procs.append(proc)
-        return proc
-
-    def stop_all(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-
-
-def run_wrk(url: str, key: str, connections: int, duration_s: float, cpu: int) -> WrkResult:
-    argv = [
-        "taskset",
-        "-c",
-        str(cpu),
-        "wrk",
-        "-t1",
-        f"-c{connections}",
-        f"-d{max(1, round(duration_s))}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(BENCH / "wrk_post.lua"),
-        url,
-        "--",
-        key,
-        BODY,
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[:500]}")
-    out = done.stdout
-    line = next(line for line in out.splitlines() if line.startswith("BENCH "))
-    data = json.loads(line[6:])
-    return WrkResult(
-        data["requests"],
-        data["duration_us"] / 1e6,
-        data["p50_us"] / 1000,
-        data["p99_us"] / 1000,
-        data["errors"],
-        data["non2xx"],
-    )
-
-
-def cpu_ms(pid: int) -> float:
-    """User + system CPU time of a process and its children so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return ticks * 1000 / os.sysconf("SC_CLK_TCK")
-
-
-def base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update({"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONPATH": str(ROOT)})
-    return env
-
-
 def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str, int]:
     """costgate with the bench model; returns (its chat URL, a key made through the admin API, its pid)."""
     workdir = procs.workdir / "costgate"
@@ -224,16 +106,7 @@ def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str,
         "admin_key": ADMIN_KEY,
         "database_url": f"sqlite:///{workdir}/costgate.db",
         "data_dir": str(workdir),
-        "models": [
-            {
-                "name": MODEL,
-                "provider": "openai",
-                "model": MODEL,
-                "api_base": upstream,
-                "api_key": "fake",
-                "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"},
-            }
-        ],
+        "models": [bench_model(upstream)],
         "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
     }
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
@@ -341,154 +214,22 @@ def start_profiler(name: str, pid: int, args: argparse.Namespace) -> subprocess.
     )
 
 
-@dataclass(frozen=True)
-class StreamRound:
-    direct_ms: list[float]  # first-token latency of each direct request
-    proxied_ms: list[float]
-    cpu_us_per_request: float  # the proxy's CPU per streamed request (all of it, not only the first token's)
-    # The control: whole answers one at a time, as far apart as the streams (--idle-gap-ms).
-    idle_direct_ms: list[float]
-    idle_proxied_ms: list[float]
-
-    @property
-    def added_p50_ms(self) -> float:
-        return statistics.median(self.proxied_ms) - statistics.median(self.direct_ms)
-
-    @property
-    def idle_added_p50_ms(self) -> float:
-        if not self.idle_proxied_ms:
-            return float("nan")
-        return statistics.median(self.idle_proxied_ms) - statistics.median(self.idle_direct_ms)
-
-    @property
-    def added_p90_ms(self) -> float:
-        return _p90(self.proxied_ms) - _p90(self.direct_ms)
-
-
-def _p90(values: list[float]) -> float:
-    return statistics.quantiles(values, n=10)[-1]
-
-
-async def _first_tokens(url: str, key: str, requests: int) -> list[float]:
-    """Each request's first-token latency, in ms, one request at a time on one keep-alive
-    connection: from its first byte sent to the arrival of the bytes holding the first token."""
-    parsed = httpx.URL(url)
-    reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
-    auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
-    request = (
-        f"POST {parsed.raw_path.decode()} HTTP/1.1\r\nhost: {parsed.host}:{parsed.port}\r\n".encode()
-        + auth
-        + f"content-type: application/json\r\ncontent-length: {len(STREAM_BODY)}\r\n\r\n".encode()
-        + STREAM_BODY
-    )
-    times = []
-    try:
-        for _ in range(requests):
-            seen, first = bytearray(), None
-            start = time.perf_counter()
-            writer.write(request)
-            while not (b"[DONE]" in seen and seen.endswith(b"0\r\n\r\n")):
-                data = await reader.read(65536)
-                if not data:
-                    raise RuntimeError(f"{url} closed the connection mid-answer: {bytes(seen[-300:])!r}")
-                seen += data
-                if first is None and FIRST_TOKEN in seen:
-                    first = (time.perf_counter() - start) * 1000
-            if first is None or not seen.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(f"{url} streamed no token: {bytes(seen[:300])!r}")
-            times.append(first)
-    finally:
-        writer.close()
-    return times
-
-
-def first_tokens(url: str, key: str, requests: int) -> list[float]:
-    return asyncio.run(_first_tokens(url, key, requests))
-
-
-async def _whole_answers(url: str, key: str, requests: int, gap_s: float) -> list[float]:
-    """Each whole (unstreamed) answer's latency, in ms, one request at a time on one keep-alive
-    connection with `gap_s` idle between them: the streaming row's control. A stream leaves
-    the proxy idle between its tokens, and on the bench machine the first ~1 ms of work after
-    any idle runs several times slower than back to back (wrk's whole-answer row)."""
-    parsed = httpx.URL(url)
-    reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
-    auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
-    body = BODY.encode()
-    request = (
-        f"POST {parsed.raw_path.decode()} HTTP/1.1\r\nhost: {parsed.host}:{parsed.port}\r\n".encode()
-        + auth
-        + f"content-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n".encode()
-        + body
-    )
-    times = []
-    try:
-        for _ in range(requests):
-            await asyncio.sleep(gap_s)
-            start = time.perf_counter()
-            writer.write(request)
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            await reader.readexactly(length)
-            times.append((time.perf_counter() - start) * 1000)
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(f"{url} answered {head[:200]!r}")
-    finally:
-        writer.close()
-    return times
-
-
-def whole_answers(url: str, key: str, requests: int, gap_s: float) -> list[float]:
-    return asyncio.run(_whole_answers(url, key, requests, gap_s))
-
-
-def measure_stream(
-    name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace
-) -> list[StreamRound]:
-    first_tokens(url, key, 5)  # warm the connections
-    rounds = []
-    for i in range(args.runs):
-        direct = first_tokens(direct_url, "", args.stream_requests)
-        cpu_before = cpu_ms(pid)
-        proxied = first_tokens(url, key, args.stream_requests)
-        cpu = (cpu_ms(pid) - cpu_before) * 1000 / args.stream_requests
-        idle_direct: list[float] = []
-        idle_proxied: list[float] = []
-        if args.idle_gap_ms > 0:
-            idle_direct = whole_answers(direct_url, "", args.stream_requests, args.idle_gap_ms / 1000)
-            idle_proxied = whole_answers(url, key, args.stream_requests, args.idle_gap_ms / 1000)
-        rounds.append(StreamRound(direct, proxied, cpu, idle_direct, idle_proxied))
-        print(
-            f"  {name} stream run {i + 1}: first token direct p50 {statistics.median(direct):.3f} ms | "
-            f"proxied p50 {statistics.median(proxied):.3f} ms p90 {_p90(proxied):.3f} ms | "
-            f"added p50 {rounds[-1].added_p50_ms:.3f} ms p90 {rounds[-1].added_p90_ms:.3f} ms | "
-            f"CPU/request {cpu:.0f} us | whole answer every {args.idle_gap_ms:g} ms: "
-            f"added p50 {rounds[-1].idle_added_p50_ms:.3f} ms",
-            flush=True,
-        )
-    return rounds
-
-
 def measure(name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace) -> list[Round]:
     check_answers(url, key)
-    run_wrk(url, key, 8, args.warmup, args.load_cpu)  # warm the pools and caches
+    run_wrk(url, key, BODY, 8, args.warmup, args.load_cpu)  # warm the pools and caches
     profiler = start_profiler(name, pid, args)
     if profiler is not None:  # a profiled run of its own: py-spy's sampling costs the proxy CPU
-        run_wrk(url, key, 32, args.duration, args.load_cpu)
+        run_wrk(url, key, BODY, 32, args.duration, args.load_cpu)
         profiler.wait()
         print(f"  {name}: profile in {args.profile}/{name}.speedscope.json (open in https://speedscope.app)")
     rounds = []
     for i in range(args.runs):
-        direct = run_wrk(direct_url, "", 1, args.duration, args.load_cpu)
+        direct = run_wrk(direct_url, "", BODY, 1, args.duration, args.load_cpu)
         cpu_before = cpu_ms(pid)
-        latency = run_wrk(url, key, 1, args.duration, args.load_cpu)
+        latency = run_wrk(url, key, BODY, 1, args.duration, args.load_cpu)
         serial_cpu = cpu_ms(pid) - cpu_before
         cpu_before = cpu_ms(pid)
-        throughput = run_wrk(url, key, 32, args.duration, args.load_cpu)
+        throughput = run_wrk(url, key, BODY, 32, args.duration, args.load_cpu)
         cpu = cpu_ms(pid) - cpu_before
         for r in (latency, throughput):
             if r.errors or r.non2xx:
@@ -547,26 +288,6 @@ def report(costgate: Summary, litellm: Summary | None, load: str) -> None:
             f"CPU per request {litellm.cpu_us_per_request / costgate.cpu_us_per_request:.1f}x lower @32, "
             f"{litellm.serial_cpu_us_per_request / costgate.serial_cpu_us_per_request:.1f}x lower @1"
         )
-
-
-def report_stream(rows: dict[str, list[StreamRound]], interval_ms: float) -> None:
-    print(f"\nstreaming, first token (upstream: a token every {interval_ms:g} ms), median of the runs")
-    print(
-        f"{'':10} {'direct p50':>12} {'proxied p50':>12} {'added p50':>12} {'added p90':>12} {'CPU/stream':>12}"
-        f" {'whole, idle':>12}"
-    )
-    for name, rounds in rows.items():
-        direct = statistics.median(statistics.median(r.direct_ms) for r in rounds)
-        proxied = statistics.median(statistics.median(r.proxied_ms) for r in rounds)
-        added = statistics.median(r.added_p50_ms for r in rounds)
-        added90 = statistics.median(r.added_p90_ms for r in rounds)
-        cpu = statistics.median(r.cpu_us_per_request for r in rounds)
-        idle = statistics.median(r.idle_added_p50_ms for r in rounds)
-        print(
-            f"{name:10} {direct:>9.3f} ms {proxied:>9.3f} ms {added:>9.3f} ms {added90:>9.3f} ms {cpu:>9.0f} us"
-            f" {idle:>9.3f} ms"
-        )
-    print("whole, idle: a whole answer's added p50 when requests come as far apart as the streams (--idle-gap-ms)")
 
 
 def parse_args() -> argparse.Namespace:

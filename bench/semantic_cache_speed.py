@@ -35,7 +35,6 @@ import os
 import random
 import re
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,15 +48,24 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.overhead import Processes, WrkResult, base_env, cpu_ms, free_port, wait_http  # noqa: E402
+from bench.harness import (  # noqa: E402
+    ADMIN_KEY,
+    MODEL,
+    Processes,
+    WrkResult,
+    base_env,
+    bench_model,
+    cpu_ms,
+    free_port,
+    run_wrk,
+    wait_http,
+)
 from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
-MODEL = "bench-model"
-ADMIN_KEY = "sk-cg-admin-bench-0123456789abcdef"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 CONNECTIONS = (1, 32)
 
@@ -124,16 +132,7 @@ class Gateway:
             "database_url": f"sqlite:///{self.workdir}/costgate.db",
             "data_dir": str(self.workdir / "data"),
             "cache": cache,
-            "models": [
-                {
-                    "name": MODEL,
-                    "provider": "openai",
-                    "model": MODEL,
-                    "api_base": upstream,
-                    "api_key": "fake",
-                    "price": {"input_per_mtok": "1.5", "output_per_mtok": "6"},
-                }
-            ],
+            "models": [bench_model(upstream)],
         }
         if backend == "redis":
             self.prefix = f"costgate-bench-{secrets.token_hex(4)}:"
@@ -250,42 +249,6 @@ def fill_namespaces(
     asyncio.run(fill())
 
 
-def run_wrk(url: str, key: str, bodies: Path, connections: int, duration_s: int, cpu: int) -> WrkResult:
-    argv = [
-        "taskset",
-        "-c",
-        str(cpu),
-        "wrk",
-        "-t1",
-        f"-c{connections}",
-        f"-d{duration_s}s",
-        "--timeout",
-        "10s",
-        "-s",
-        str(ROOT / "bench" / "wrk_post.lua"),
-        url,
-        "--",
-        key,
-        "@" + str(bodies),
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    line = next((line for line in done.stdout.splitlines() if line.startswith("BENCH ")), None)
-    if done.returncode != 0 or line is None:
-        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr.strip()[:500]}")
-    data = json.loads(line[6:])
-    result = WrkResult(
-        data["requests"],
-        data["duration_us"] / 1e6,
-        data["p50_us"] / 1000,
-        data["p99_us"] / 1000,
-        data["errors"],
-        data["non2xx"],
-    )
-    if result.errors or result.non2xx:
-        raise RuntimeError(f"{result.errors} socket errors, {result.non2xx} non-2xx answers")
-    return result
-
-
 @dataclass(frozen=True)
 class Measured:
     wrk: WrkResult
@@ -298,11 +261,13 @@ def measure(gw: Gateway, team: Team, bodies: Path, args: argparse.Namespace, war
     result = run_wrk(
         gw.url + "/v1/chat/completions",
         gw.keys[team.name],
-        bodies,
+        "@" + str(bodies),
         team.connections,
         2 if warm_up else args.duration,
         args.load_cpu,
     )
+    if result.errors or result.non2xx:
+        raise RuntimeError(f"{result.errors} socket errors, {result.non2xx} non-2xx answers")
     cpu = cpu_ms(gw.proc.pid) - before_cpu
     after = gw.hits()
     return Measured(result, cpu * 1000 / max(result.requests, 1), {k: after[k] - before_hits[k] for k in after})
