@@ -10,7 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.deployments import Deployment
 from gateway.metrics import Metrics
-from gateway.routing.cascade import CascadeTarget, Confidence, PureConfidence, Services, SideLane, build_cascade
+from gateway.routing.cascade import CascadeTarget, Services, SideLane, build_cascade
+from gateway.routing.confidence import Confidence, PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.learning import Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics

@@ -46,12 +46,13 @@ from typing import Any, Protocol
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
+from gateway.bodies import answer_text
 from gateway.calls import call, complete, open_relay, upstream_body
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.metrics import Metrics
+from gateway.routing.confidence import Confidence, scored_answer
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import circuit_open
 from gateway.settings import CascadeConfig
@@ -63,67 +64,13 @@ from policies.breaker import Breakers
 from policies.pricing import Usage, cost_of, format_usd
 from policies.quality import Sample
 from policies.quality_controller import Mode, Policy, QualityController
-from policies.scorers import Scored, Scorer
-from policies.scorers.calibration import Calibration
+from policies.scorers import Scored
 from policies.scorers.features import features
 from policies.scorers.rules import rule_violation
 
 log = logging.getLogger("costgate.cascade")
 DEFAULT_THRESHOLD = 0.5
 SHADOW_TAG = "cascade-shadow"
-
-
-class Confidence(Protocol):
-    """How the cascade rates a tier's answer: a pure scorer (policies/scorers), or one that makes
-    a charged call of its own (the judge)."""
-
-    @property
-    def needs_logprobs(self) -> bool: ...
-
-    @property
-    def calibration(self) -> Calibration | None:
-        """What its thresholds did on labelled data (the learned scorer's file), if known."""
-        ...
-
-    async def score(self, ctx: RequestContext, item: Scored) -> float: ...
-
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PureConfidence:
-    """A pure scorer as a `Confidence`: no call, no cost."""
-
-    scorer: Scorer
-
-    @property
-    def needs_logprobs(self) -> bool:
-        return self.scorer.needs_logprobs
-
-    @property
-    def calibration(self) -> Calibration | None:
-        return self.scorer.calibration
-
-    async def score(self, ctx: RequestContext, item: Scored) -> float:
-        return self.scorer.score(item)
-
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        return Decimal(0)
-
-
-def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:
-    """One tier's answer as scorers read it."""
-    choice = first_choice(answer)
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else None
-    fmt = request.get("response_format")
-    return Scored(
-        query=query_text(request),
-        answer=answer_text(answer),
-        finish_reason=choice.get("finish_reason"),
-        logprobs=token_logprobs(choice.get("logprobs")),
-        wants_json=isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"),
-        has_tool_calls=bool(message.get("tool_calls")) if message else False,
-    )
 
 
 class SideLane(Protocol):

@@ -1,7 +1,7 @@
 """The judge scorer: a cheap model grades the answer (a real call, charged to the request).
 
 Unlike the pure scorers of policies/scorers, it calls a model, so it lives with the calls; the
-cascade treats every scorer through one `Confidence` interface (gateway/routing/cascade.py)."""
+cascade treats every scorer through one `Confidence` interface (gateway/routing/confidence.py)."""
 
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.routing.cascade import CascadeTarget, PureConfidence, build_controller, policy_of
+from gateway.routing.cascade import CascadeTarget, build_controller, policy_of
+from gateway.routing.confidence import PureConfidence
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict

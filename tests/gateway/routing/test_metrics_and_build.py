@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from gateway.routing.build import build_scorer
-from gateway.routing.cascade import PureConfidence
+from gateway.routing.confidence import PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.metrics import PolicyMetrics
 from policies.breaker import BreakerConfig, Breakers
