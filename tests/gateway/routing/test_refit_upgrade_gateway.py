@@ -53,7 +53,11 @@ SLIPPED = [
     for a, b in [(7, 8), (9, 6), (13, 4), (5, 14), (16, 3), (2, 21)]
 ]
 RECORDS += [{"prompt": q, "answers": {WEAK: weak, STRONG: f"#### {r}"}} for q, weak, r in KNOWN + PLAIN + SLIPPED]
-MIXED = [t[0] for k, p in zip(KNOWN + PLAIN, SLIPPED) for t in (k, p)]  # KNOWN, SLIPPED, ..., PLAIN, SLIPPED
+# Half KNOWN (accepted), half PLAIN or SLIPPED (escalated). The share accepted must stay well
+# above the controller's `min_accept` (20%): at a quarter, the weighted estimate from shadow
+# samples dipped under it now and then, the controller skipped the cheap tier for a while, and
+# the escalations that make the samples came too slowly for the refit (2 runs in 10).
+MIXED = [t[0] for k, p in zip(KNOWN * 3, PLAIN + SLIPPED) for t in (k, p)]  # KNOWN, PLAIN, ..., KNOWN, SLIPPED
 SAMPLES = 180  # refit_every: the held-back 30% is then above the 50 rows a comparison needs
 
 
@@ -190,7 +194,7 @@ def test_a_labelled_calibration_gives_way_to_a_candidate_that_certifies_for_less
     known = {q for q, _, _ in KNOWN}
     for question, _, _ in KNOWN + PLAIN + SLIPPED:
         assert ask(client, "labelled", question) == ("weak" if question in known else "strong"), question
-    for i in range(SAMPLES * 4 // 3):  # three in four escalated: SAMPLES samples, and a few shadow ones
+    for i in range(SAMPLES * 2):  # one in two escalated: SAMPLES samples, and a few shadow ones
         ask(client, "labelled", MIXED[i % len(MIXED)])
 
     after = wait_until(lambda: tried(gw, "labelled"), timeout=60, interval=0.05, what="labelled's refit")
