@@ -8,6 +8,7 @@ answers.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import time
@@ -184,7 +185,7 @@ class ResponseCache:
         now = time.time()
         judge = _Judge(
             self.verifier_for(policy),
-            Parsed.of(keys.question),
+            keys.question,
             policy.max_false_hit_rate,
             now,
             parse_duration(self.config.semantic.ttl),
@@ -274,22 +275,34 @@ class ResponseCache:
         return removed
 
 
-@dataclass(frozen=True)
 class _Judge:
     """The team's verifier for one query (`search.Judge`): an entry older than the semantic
-    TTL is never served; else the verifier decides."""
+    TTL is never served; else the verifier decides. The query is parsed only when a candidate
+    comes near enough to be judged (most misses have none)."""
 
-    verifier: Verifier
-    query: Parsed
-    max_false_hit_rate: float
-    now: float
-    ttl_s: float  # cache.semantic.ttl: the oldest entry the semantic cache may serve
-    parse: Callable[[str], Parsed]
+    def __init__(
+        self,
+        verifier: Verifier,
+        question: str,
+        max_false_hit_rate: float,
+        now: float,
+        ttl_s: float,  # cache.semantic.ttl: the oldest entry the semantic cache may serve
+        parse: Callable[[str], Parsed],
+    ) -> None:
+        self.verifier, self.question, self.max_false_hit_rate = verifier, question, max_false_hit_rate
+        self.now, self.ttl_s, self.parse = now, ttl_s, parse
 
-    def possible(self, entry: Entry) -> bool:
-        return entry.created_at + self.ttl_s > self.now and self.verifier.could_accept(
-            self.query, self.parse(entry.question), self.max_false_hit_rate
-        )
+    @functools.cached_property
+    def query(self) -> Parsed:
+        return Parsed.of(self.question)
+
+    def least_needed(self) -> float | None:
+        return self.verifier.least_cosine_needed(self.max_false_hit_rate)
+
+    def needed(self, entry: Entry) -> float | None:
+        if entry.created_at + self.ttl_s <= self.now:
+            return None
+        return self.verifier.cosine_needed(self.query, self.parse(entry.question), self.max_false_hit_rate)
 
     def accepts(self, entry: Entry, cosine: float) -> bool:
         return entry.created_at + self.ttl_s > self.now and self.verifier.accepts(

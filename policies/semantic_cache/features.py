@@ -20,6 +20,8 @@ from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.text import tokens
 
 NAMES = ("bias", "cosine", "qualifier_added", "yes_no_vs_wh", "other_question_word", "extra_question", "entity_added")
+# The most each can be (pair_features): the two counts are capped at 2, the rest are 0 or 1.
+FEATURE_MAX = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0])
 # Refused before the model is asked: each changes the answer in (nearly) every labelled pair
 # where the rest of the pair would pass, and CJK text has no labelled pairs to learn from.
 # Cheapest first: `vetoed` stops at the first that refuses (the name checks match words

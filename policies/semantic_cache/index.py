@@ -109,8 +109,8 @@ class VectorIndex:
             self.where[moved] = (block, row)
         return True
 
-    def search(self, query: np.ndarray, k: int = 1) -> list[tuple[str, float]]:
-        """Up to k (key, cosine) pairs, best first."""
+    def search(self, query: np.ndarray, k: int = 1, floor: float = -np.inf) -> list[tuple[str, float]]:
+        """Up to k (key, cosine) pairs with cosine >= `floor`, best first."""
         query = np.asarray(query, dtype=np.float32)
         if len(self.blocks) == 1:
             probe = [0]
@@ -123,8 +123,10 @@ class VectorIndex:
             if not block.keys:
                 continue
             scores = block.scores(query)
-            top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
-            found += [(block.keys[i], float(scores[i])) for i in top]
+            over = np.flatnonzero(scores >= floor)  # most lists have none over a cache's floor
+            if len(over) > k:
+                over = over[np.argpartition(-scores[over], k - 1)[:k]]
+            found += [(block.keys[i], float(scores[i])) for i in over]
         found.sort(key=lambda item: -item[1])
         return found[:k]
 

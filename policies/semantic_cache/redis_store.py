@@ -130,11 +130,13 @@ class RedisStore:
         entry = None if raw is None else Entry.from_json(json.loads(raw))
         return entry if entry is not None and entry.expires_at > now else None
 
-    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
+    async def candidates(
+        self, namespace: str, static: np.ndarray, now: float, k: int, floor: float = -1.0
+    ) -> list[Candidate]:
         index = self.indexes.get(namespace)
         if index is None:
             return []
-        found = index.search(static, k)
+        found = index.search(static, k, floor)
         if not found:
             return []
         pipe = self.redis.pipeline(transaction=False)

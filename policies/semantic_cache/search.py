@@ -12,13 +12,18 @@ stored question by MiniLM cosine — whenever the static stage keeps that questi
 candidates, which `bench/semantic_cache_speed.py --recall` measures on held-out question pairs.
 
 Given a `Judge` (the verifier for the team), MiniLM runs only where it can change the answer.
-A candidate the verifier would refuse at any cosine (another number, another name, a negation
-on one side, ...) can never be served, so only the others (the *possible* ones) and the
-question are embedded at first: when none is possible, or when the nearest possible one is
-refused, the lookup is a miss whatever the rest's cosines are. Only when that one would be
-served are the rest embedded too, to check that none of them is nearer (then the verifier
-judges that one, as without a judge). The hit or miss is the same as embedding every
-candidate; only the MiniLM passes that could not change it are skipped.
+The verifier serves a pair only at or above a MiniLM cosine it can name before any MiniLM pass
+(`Verifier.cosine_needed`: the default bound needs at least ~0.95, more for a pair with a
+qualifier or a question word of its own), and never a pair with another number, another name,
+a negation on one side... So the search takes only the candidates over the static gate for the
+least cosine the team's verifier could need (`StaticEmbedder.gate_for`), and embeds, with the
+question, only the *possible* ones: those the verifier does not refuse outright, each over the
+static gate for the cosine it needs. When none is possible, or when the nearest possible one
+is refused, the lookup is a miss; only when that one would be served are the rest embedded
+too, to check that none of them is nearer (then the verifier judges that one, as without a
+judge). What this can miss that embedding every candidate would serve: a pair whose static
+cosine is under the gate line while its MiniLM cosine is over what the verifier needs, which
+`bench/semantic_cache_speed.py --recall-only` counts on held-out pairs.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from policies.semantic_cache.static_embedder import StaticEmbedder
 from policies.semantic_cache.store import CacheStore, Candidate, Entry, QuestionVectors
 
 EmbedMany = Callable[[list[str]], Awaitable[np.ndarray]]
+SAME_WORDS = 1.0  # the MiniLM cosine of the same words up to case and punctuation, about
 
 
 @dataclass(frozen=True)
@@ -44,8 +50,13 @@ class Nearest:
 class Judge(Protocol):
     """The verifier as the search needs it, for one query and one team's bound."""
 
-    def possible(self, entry: Entry) -> bool:
-        """False only when `accepts` would refuse this stored question at every cosine."""
+    def least_needed(self) -> float | None:
+        """The least MiniLM cosine at which any stored question that is not the same words
+        could be served; None: only the same words can be."""
+        ...
+
+    def needed(self, entry: Entry) -> float | None:
+        """The MiniLM cosine `accepts` needs for this stored question; None: refused at any."""
         ...
 
     def accepts(self, entry: Entry, cosine: float) -> bool: ...
@@ -71,12 +82,17 @@ class TwoStageSearch:
         """The stored question nearest by MiniLM cosine among the static candidates — with a
         `judge`, only when the judge accepts it (else None: a miss). Fills `vectors.full` when
         MiniLM ran (so storing this question later needs no pass)."""
-        found = await store.candidates(namespace, vectors.static, now, self.static.candidates)
-        found = [c for c in found if c.static_cosine >= self.static.gate]
-        full = {c.entry.key: c.full for c in found if c.full is not None}
+        k = self.static.candidates
         if judge is None:
+            found = await store.candidates(namespace, vectors.static, now, k, self.static.gate)
+            full = {c.entry.key: c.full for c in found if c.full is not None}
             return await self._nearest_of(found, full, store, question, vectors) if found else None
-        possible = [c for c in found if judge.possible(c.entry)]
+        least = judge.least_needed()
+        found = await store.candidates(
+            namespace, vectors.static, now, k, self.static.gate_for(SAME_WORDS if least is None else least)
+        )
+        full = {c.entry.key: c.full for c in found if c.full is not None}
+        possible = [c for c in found if self._possible(judge, c)]
         if not possible:
             return None
         best = await self._nearest_of(possible, full, store, question, vectors)
@@ -88,6 +104,10 @@ class TwoStageSearch:
                 return None
             best = nearest
         return best
+
+    def _possible(self, judge: Judge, candidate: Candidate) -> bool:
+        needed = judge.needed(candidate.entry)
+        return needed is not None and candidate.static_cosine >= self.static.gate_for(needed)
 
     async def _nearest_of(
         self,

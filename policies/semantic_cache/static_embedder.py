@@ -7,9 +7,13 @@ tokens weighted down, then fitted so that static cosines track MiniLM's). No mat
 runs per question, so a vector never depends on what else was embedded with it, and a miss
 costs a tokenizer call and a small sum instead of a ~1.5 ms transformer pass.
 
-The file also carries the gate the table was measured with: the static cosine a stored
-question must reach to be worth a MiniLM pass (`gate`), and how many candidates to take
-(`candidates`). `bench/semantic_cache_speed.py --recall` re-measures both.
+The file also carries the gates the table was measured with, and how many candidates to take
+(`candidates`). The static cosine a stored question must reach to be worth a MiniLM pass
+depends on the MiniLM cosine the verifier needs to serve it: a candidate that needs 0.95 (the
+default bound's least) can be passed over at static cosines where one that needs 0.85 cannot.
+`gate_for(needed)` is a line under the static cosines of held-out pairs of questions at each
+MiniLM cosine (`distill_static.fit_gate_line`); `gate` is the flat one for a search with no
+verifier, at MiniLM 0.85. `bench/semantic_cache_speed.py --recall-only` re-measures them.
 """
 
 from __future__ import annotations
@@ -23,26 +27,39 @@ from tokenizers import Tokenizer
 from policies.semantic_cache.embedder import MAX_TOKENS, MODEL_DIR
 
 STATIC_FILE = MODEL_DIR / "static-minilm.npz"
+GATE_AT = 0.85  # the MiniLM cosine at which `gate_line` starts: the verifier never serves below it
 
 
 @dataclass(frozen=True)
 class StaticEmbedder:
     table: np.ndarray  # (vocabulary, dim) float32
-    gate: float  # static cosine below which a candidate is not worth a MiniLM pass
+    gate: float  # static cosine below which a candidate is not worth a MiniLM pass (no verifier)
     candidates: int  # stored questions re-ranked by their MiniLM vectors, at most
     tokenizer: Tokenizer
+    gate_line: tuple[float, float] | None = None  # (static gate at MiniLM GATE_AT, slope); None: `gate`
 
     @classmethod
     def load(cls, path: Path = STATIC_FILE) -> StaticEmbedder:
         with np.load(path) as data:
-            return cls.of(data["table"], float(data["gate"]), int(data["candidates"]))
+            line = (float(data["gate_base"]), float(data["gate_slope"])) if "gate_base" in data.files else None
+            return cls.of(data["table"], float(data["gate"]), int(data["candidates"]), line)
 
     @classmethod
-    def of(cls, table: np.ndarray, gate: float, candidates: int) -> StaticEmbedder:
+    def of(
+        cls, table: np.ndarray, gate: float, candidates: int, gate_line: tuple[float, float] | None = None
+    ) -> StaticEmbedder:
         tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
         tokenizer.no_padding()
         tokenizer.enable_truncation(MAX_TOKENS)
-        return cls(np.asarray(table, dtype=np.float32), gate, candidates, tokenizer)
+        return cls(np.asarray(table, dtype=np.float32), gate, candidates, tokenizer, gate_line)
+
+    def gate_for(self, needed: float) -> float:
+        """The static cosine under which a stored question almost never has MiniLM cosine
+        `needed` with the query (so it is not worth a pass when the verifier needs that much)."""
+        if self.gate_line is None:
+            return self.gate
+        base, slope = self.gate_line
+        return base + slope * (needed - GATE_AT)
 
     def token_ids(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

@@ -81,8 +81,11 @@ class CacheStore(Protocol):
 
     async def get(self, key: str, now: float) -> Entry | None: ...
 
-    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
-        """Up to k live entries of the namespace nearest by static cosine, best first."""
+    async def candidates(
+        self, namespace: str, static: np.ndarray, now: float, k: int, floor: float = -1.0
+    ) -> list[Candidate]:
+        """Up to k live entries of the namespace nearest by static cosine, best first, none
+        under `floor` (then, for most new questions, no entry is read at all)."""
         ...
 
     async def put(self, entry: Entry, vectors: QuestionVectors | None) -> int:
@@ -137,12 +140,14 @@ class EmbeddedStore:
             return None
         return entry
 
-    async def candidates(self, namespace: str, static: np.ndarray, now: float, k: int) -> list[Candidate]:
+    async def candidates(
+        self, namespace: str, static: np.ndarray, now: float, k: int, floor: float = -1.0
+    ) -> list[Candidate]:
         index = self.indexes.get(namespace)
         if index is None:
             return []
         found = []
-        for key, score in index.search(static, k):
+        for key, score in index.search(static, k, floor):
             entry = await self.get(key, now)
             if entry is not None:
                 found.append(Candidate(entry, score, self.full.get(key)))

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.features import NAMES, pair_features, same_words, vetoed
+from policies.semantic_cache.features import FEATURE_MAX, NAMES, pair_features, same_words, vetoed
 
 SHIPPED = Path(__file__).with_name("verifier.npz")
 MAX_COSINE = 1.001  # of two unit float32 vectors, with room for rounding
@@ -52,17 +52,43 @@ class Verifier:
             return False
         return self.probability(query, candidate, cosine) >= threshold
 
-    def could_accept(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> bool:
-        """False only when `accepts` refuses the pair at every cosine (the same words aside:
-        no bound, a veto, or a probability under the threshold even at cosine 1), so the cache
-        need not compute their MiniLM cosine to refuse it."""
+    def cosine_needed(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> float | None:
+        """The least MiniLM cosine at which `accepts` serves the pair (-1 for the same words:
+        any); None when it refuses the pair at every cosine (no bound, a veto, or a probability
+        under the threshold even at cosine 1), so the cache need not compute their cosine to
+        refuse it. The probability rises with the cosine, so `accepts` is `cosine >= needed`."""
         if same_words(query, candidate):
-            return True
+            return -1.0
         threshold = self.threshold_for(max_false_hit_rate)
         if threshold is None or (self.vetoes and vetoed(query, candidate)):
-            return False
-        cosine_weight = float(self.weights[NAMES.index("cosine")])
-        return cosine_weight < 0 or self.probability(query, candidate, MAX_COSINE) >= threshold
+            return None
+        needed = self._cosine_for(threshold, float(pair_features(query, candidate, 0.0) @ self.weights))
+        return None if needed > MAX_COSINE else needed
+
+    def least_cosine_needed(self, max_false_hit_rate: float) -> float | None:
+        """A lower bound of `cosine_needed` over every pair that is not the same words (each
+        learned feature at its most favourable value); None when only the same words can be
+        served."""
+        threshold = self.threshold_for(max_false_hit_rate)
+        if threshold is None:
+            return None
+        rest = self.weights * FEATURE_MAX
+        rest[NAMES.index("cosine")] = 0.0
+        needed = self._cosine_for(threshold, float(rest[rest > 0].sum() + self.weights[NAMES.index("bias")]))
+        return None if needed > MAX_COSINE else needed
+
+    def _cosine_for(self, threshold: float, logit_without_cosine: float) -> float:
+        """The cosine at which the probability reaches `threshold`, never under `min_cosine`."""
+        if threshold <= 0.0 or threshold >= 1.0:
+            return self.min_cosine if threshold <= 0.0 else math.inf
+        weight = float(self.weights[NAMES.index("cosine")])
+        if weight <= 0:  # not a verifier the cache could trust; serve the threshold's floor only
+            return self.min_cosine if 1.0 / (1.0 + math.exp(-logit_without_cosine)) >= threshold else math.inf
+        return max(self.min_cosine, (math.log(threshold / (1.0 - threshold)) - logit_without_cosine) / weight)
+
+    def could_accept(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> bool:
+        """False only when `accepts` refuses the pair at every cosine."""
+        return self.cosine_needed(query, candidate, max_false_hit_rate) is not None
 
     def save(self, path: Path) -> None:
         np.savez(

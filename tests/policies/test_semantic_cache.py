@@ -239,8 +239,11 @@ class _VerifierJudge:
 
         self.verifier, self.query, self.rate, self.parsed = Verifier.load(), Parsed.of(question), rate, Parsed.of
 
-    def possible(self, entry: Entry) -> bool:
-        return self.verifier.could_accept(self.query, self.parsed(entry.question), self.rate)
+    def least_needed(self) -> float | None:
+        return self.verifier.least_cosine_needed(self.rate)
+
+    def needed(self, entry: Entry) -> float | None:
+        return self.verifier.cosine_needed(self.query, self.parsed(entry.question), self.rate)
 
     def accepts(self, entry: Entry, cosine: float) -> bool:
         return self.verifier.accepts(self.query, self.parsed(entry.question), cosine, self.rate)
@@ -364,3 +367,110 @@ async def test_concurrent_lookups_through_the_worker_answer_as_one_at_a_time(emb
     for question, hit in zip(asked, found):
         if hit is not None:
             assert hit.cosine == pytest.approx(float(embedder.embed(question) @ embedder.embed(hit.entry.question)))
+
+
+def test_cosine_needed_is_where_accepts_starts() -> None:
+    """`accepts` is `cosine >= cosine_needed`, so the search can know before any MiniLM pass
+    what a stored question would need; the least of it bounds every pair's."""
+    from policies.semantic_cache.differences import Parsed
+    from policies.semantic_cache.verifier import Verifier
+
+    verifier = Verifier.load()
+    grid = np.linspace(0.0, 1.0, 201)
+    for rate in (0.0, 0.05, 0.25):
+        least = verifier.least_cosine_needed(rate)
+        for stored in STORED:
+            for asked in ASKED:
+                query, candidate = Parsed.of(asked), Parsed.of(stored)
+                needed = verifier.cosine_needed(query, candidate, rate)
+                accepted = [verifier.accepts(query, candidate, float(c), rate) for c in grid]
+                if needed is None:
+                    assert not any(accepted)
+                    continue
+                if needed > -1.0:  # not the same words
+                    assert least is not None and least <= needed + 1e-12
+                    assert all(a == (c >= needed) for a, c in zip(accepted, grid) if abs(c - needed) > 1e-6)
+    assert verifier.least_cosine_needed(0.0) is None  # no bound that strict: only the same words
+    paraphrase = Parsed.of("How can I lose weight in a month?"), Parsed.of("How do I lose weight in a month?")
+    assert verifier.cosine_needed(*paraphrase, 0.05) == pytest.approx(verifier.least_cosine_needed(0.05))
+    qualified = Parsed.of("Is it safe to eat raw eggs?"), Parsed.of("Is it safe to eat raw eggs every day?")
+    assert verifier.cosine_needed(*qualified, 0.05) > verifier.cosine_needed(*paraphrase, 0.05)
+
+
+def test_the_shipped_gate_line_rises_with_the_cosine_needed() -> None:
+    from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
+
+    static = StaticEmbedder.load()
+    assert static.gate_line is not None
+    base, slope = static.gate_line
+    assert static.gate_for(GATE_AT) == pytest.approx(base) and slope > 0
+    assert static.gate_for(0.95) > static.gate_for(0.90) > static.gate_for(GATE_AT)
+    flat = StaticEmbedder.of(static.table, 0.55, 8)  # a file without the line: the flat gate
+    assert flat.gate_for(0.99) == flat.gate_for(0.86) == 0.55
+
+
+class _FixedJudge:
+    """Needs the given MiniLM cosine for each stored question; counts what it was asked."""
+
+    def __init__(self, least: float | None, needed: dict[str, float]) -> None:
+        self.least, self.need, self.asked = least, needed, []
+
+    def least_needed(self) -> float | None:
+        return self.least
+
+    def needed(self, entry: Entry) -> float | None:
+        self.asked.append(entry.question)
+        return self.need.get(entry.question)
+
+    def accepts(self, entry: Entry, cosine: float) -> bool:
+        return cosine >= self.need[entry.question]
+
+
+async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minilm_pass(embedder) -> None:
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
+
+    passes: list[list[str]] = []
+
+    async def full(batch: list[str]) -> np.ndarray:
+        passes.append(batch)
+        return embedder.embed_many(batch)
+
+    static = StaticEmbedder.load()
+    base, slope = static.gate_line or (0.0, 0.0)
+    search = TwoStageSearch(static, full)
+    store = EmbeddedStore(max_entries=100)
+    asked = "How can I lose weight in a month?"
+    near, far = "How do I lose weight in a month?", "What should I eat to lose weight?"
+    for key, question in (("near", near), ("far", far)):
+        await store.put(_entry(key, question=question), search.vectors(question))
+    s = {q: float(search.vectors(asked).static @ search.vectors(q).static) for q in (near, far)}
+    assert s[near] > s[far] > static.gate_for(GATE_AT)
+
+    def needing(gate: float) -> float:  # the MiniLM cosine whose static gate is `gate`
+        return GATE_AT + (gate - base) / slope
+
+    # `far` needs a MiniLM cosine whose gate is over its static cosine: never embedded.
+    judge = _FixedJudge(GATE_AT, {near: needing(s[near] - 0.01), far: needing(s[far] + 0.01)})
+    found = await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge)
+    cosine = float(embedder.embed(asked) @ embedder.embed(near))
+    assert passes == [[asked, near]]
+    assert (found is not None) is (cosine >= judge.need[near]) and sorted(judge.asked) == sorted([near, far])
+
+    # A team whose verifier needs more than either could reach: neither is even read.
+    passes.clear()
+    strict = _FixedJudge(needing(s[near] + 0.01), {})
+    assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=strict) is None
+    assert passes == [] and strict.asked == []
+
+
+def test_index_search_with_a_floor_is_the_search_filtered() -> None:
+    vectors = _clustered(2000)
+    rng = np.random.default_rng(2)
+    for ivf_min in (10**9, 512):
+        index = VectorIndex(DIM, ivf_min=ivf_min)
+        index.add_many([str(i) for i in range(len(vectors))], vectors)
+        for i in rng.choice(len(vectors), 30, replace=False):
+            for floor in (-1.0, 0.3, 0.6, 0.95):
+                expected = [(k, c) for k, c in index.search(vectors[i], 8) if c >= floor]
+                assert index.search(vectors[i], 8, floor) == expected
