@@ -403,8 +403,9 @@ def test_the_shipped_gate_line_rises_with_the_cosine_needed() -> None:
     static = StaticEmbedder.load()
     assert static.gate_line is not None
     base, slope = static.gate_line
-    assert static.gate_for(GATE_AT) == pytest.approx(base) and slope > 0
-    assert static.gate_for(0.95) > static.gate_for(0.90) > static.gate_for(GATE_AT)
+    assert slope > 0 and static.gate_for(GATE_AT) == max(static.gate, base)  # the flat gate at the loose end
+    assert static.gate_for(0.95) > static.gate_for(0.92) > static.gate
+    assert static.gate_for(0.95) == pytest.approx(base + slope * (0.95 - GATE_AT))
     flat = StaticEmbedder.of(static.table, 0.55, 8)  # a file without the line: the flat gate
     assert flat.gate_for(0.99) == flat.gate_for(0.86) == 0.55
 
@@ -447,7 +448,8 @@ async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minil
     s = {q: float(search.vectors(asked).static @ search.vectors(q).static) for q in (near, far)}
     assert s[near] > s[far] > static.gate_for(GATE_AT)
 
-    def needing(gate: float) -> float:  # the MiniLM cosine whose static gate is `gate`
+    def needing(gate: float) -> float:  # the MiniLM cosine whose static gate is `gate` (over the flat one)
+        assert gate > static.gate
         return GATE_AT + (gate - base) / slope
 
     # `far` needs a MiniLM cosine whose gate is over its static cosine: never embedded.
