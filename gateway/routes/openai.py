@@ -15,6 +15,9 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway.apis.anthropic.errors import anthropic_error_response
+from gateway.apis.anthropic.headers import api_key as anthropic_key
+from gateway.apis.anthropic.models import model_info, model_page
 from gateway.context import AnswerShape, Endpoint, RequestContext
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
 from gateway.guard import bearer_token
@@ -136,14 +139,23 @@ def model_object(name: str) -> dict[str, Any]:
     return {"id": name, "object": "model", "created": 0, "owned_by": "costgate"}
 
 
+def _speaks_anthropic(request: Request) -> bool:
+    """An Anthropic SDK asks (it always sends `anthropic-version`): answer in its shape."""
+    return "anthropic-version" in request.headers
+
+
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     gateway = request.app.state.gateway
+    anthropic = _speaks_anthropic(request)
     try:
-        principal = await gateway.keys.authenticate(bearer(request))
+        principal = await gateway.keys.authenticate(anthropic_key(request.headers) if anthropic else bearer(request))
+        allowed = [n for n in gateway.targets if principal.may_use(n)]
+        if anthropic:
+            return Response(orjson.dumps(model_page(allowed, request.query_params)), media_type="application/json")
     except GatewayError as err:
-        return error_response(err)
-    data = [model_object(n) for n in gateway.targets if principal.may_use(n)]
+        return anthropic_error_response(err) if anthropic else error_response(err)
+    data = [model_object(n) for n in allowed]
     return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
 
 
@@ -152,10 +164,12 @@ async def retrieve_model(request: Request, model_id: str) -> Response:
     """One model, as OpenAI's `GET /v1/models/{model}`. A model the key may not use is as
     unknown as one that does not exist: a key learns nothing of models outside its list."""
     gateway = request.app.state.gateway
+    anthropic = _speaks_anthropic(request)
     try:
-        principal = await gateway.keys.authenticate(bearer(request))
+        principal = await gateway.keys.authenticate(anthropic_key(request.headers) if anthropic else bearer(request))
         if model_id not in gateway.targets or not principal.may_use(model_id):
             raise NotFound(f"The model {model_id!r} does not exist", code="model_not_found", param="model")
     except GatewayError as err:
-        return error_response(err)
-    return Response(orjson.dumps(model_object(model_id)), media_type="application/json")
+        return anthropic_error_response(err) if anthropic else error_response(err)
+    found = model_info(model_id) if anthropic else model_object(model_id)
+    return Response(orjson.dumps(found), media_type="application/json")

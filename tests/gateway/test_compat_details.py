@@ -1,9 +1,10 @@
 """Issue 14 items 3-5 through a running gateway, with the official SDKs as clients:
-`GET /v1/models/{id}`; parameters a provider lacks (n, seed, logprobs to Claude) dropped per
-model config and named, never litellm's "set litellm.drop_params" advice; usage details (cached
-and reasoning tokens) kept in chat, Responses and Messages answers, whole and streamed, and
-priced at their own rates in the ledger; a stream request answered with JSON is a 502 through
-litellm as through the openai provider."""
+`GET /v1/models/{id}` (and the Models API in Anthropic's shape for Anthropic's SDK);
+parameters a provider lacks (n, seed, logprobs to Claude) dropped per model config and named,
+never litellm's "set litellm.drop_params" advice; usage details (cached and reasoning tokens)
+kept in chat, Responses and Messages answers, whole and streamed, and priced at their own
+rates in the ledger; a stream request answered with JSON is a 502 through litellm as through
+the openai provider."""
 
 from __future__ import annotations
 
@@ -89,6 +90,32 @@ def test_a_key_sees_only_the_models_it_may_use(gw: GatewayProcess) -> None:
         client.models.retrieve("claude")
     anonymous = httpx.get(gw.url + "/v1/models/small")
     assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "authentication_error"
+
+
+def test_anthropic_clients_list_and_retrieve_models_in_anthropics_shape(gw: GatewayProcess, key: str) -> None:
+    client = anthropic.Anthropic(api_key=key, base_url=gw.url, max_retries=0)
+    names = [m.id for m in client.models.list()]  # the SDK sends anthropic-version
+    assert names == [m.id for m in gw.client(key).models.list()] and "claude" in names
+    paged = client.models.list(limit=2)  # auto-pagination walks after_id to the end
+    assert [m.id for m in paged] == names and len(paged.data) == 2 and paged.has_more
+    assert [m.id for m in client.models.list(limit=2, after_id=names[1])] == names[2:]
+    assert [m.id for m in client.models.list(limit=1, before_id=names[2]).data] == [names[1]]
+    found = client.models.retrieve("claude")
+    assert (found.id, found.type, found.display_name, found.lifecycle) == ("claude", "model", "claude", "active")
+    with pytest.raises(anthropic.NotFoundError) as err:
+        client.models.retrieve("no-such-model")
+    assert err.value.body == {
+        "type": "error",
+        "error": {"type": "not_found_error", "message": "The model 'no-such-model' does not exist"},
+    }
+    with pytest.raises(anthropic.BadRequestError):
+        client.models.list(limit=0)
+    narrow = anthropic.Anthropic(api_key=gw.new_key("team-compat", models=["small"]), base_url=gw.url, max_retries=0)
+    assert [m.id for m in narrow.models.list()] == ["small"]
+    with pytest.raises(anthropic.NotFoundError):
+        narrow.models.retrieve("claude")
+    with pytest.raises(anthropic.AuthenticationError):
+        anthropic.Anthropic(api_key="sk-wrong", base_url=gw.url, max_retries=0).models.list()
 
 
 # Parameters a provider lacks
