@@ -83,8 +83,8 @@ class SideLane(Protocol):
 class Learner(Protocol):
     """Refits a cascade's scorer from its samples (gateway/routing/learning.py)."""
 
-    def sampled(self, sample: Sample, vectors: tuple[tuple[float, ...], ...]) -> None:
-        """A new sample was taken (with each cheap answer's feature vector)."""
+    def sampled(self, request_id: str, sample: Sample, vectors: tuple[tuple[float, ...], ...]) -> None:
+        """A new sample was taken and stored (with each cheap answer's feature vector)."""
         ...
 
     async def load(self) -> None:
@@ -359,7 +359,7 @@ class CascadeTarget:
         record = SampleRecord(self.name, request_id, sample, vectors, texts)
         await self.services.store.add(record)
         if self.learner is not None:  # once stored: the refit it may start reads it back
-            self.learner.sampled(sample, vectors)
+            self.learner.sampled(request_id, sample, vectors)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -94,13 +94,15 @@ class Learning:
         self.last: Attempt | None = None
         self.last_replaced: Attempt | None = None
         self.refitted = False  # the scorer in use is a refitted one (this run's, or loaded from `path`)
-        self._fresh: list[tuple[Sample, Vectors]] | None = None  # samples taken while a refit runs
+        # Samples taken while a refit runs, by request id: from before it reads the stored ones,
+        # so none falls between (those it also reads back are not added twice).
+        self._fresh: list[tuple[str, Sample, Vectors]] | None = None
         self._task: asyncio.Task[Attempt | None] | None = None
 
     # Learner
-    def sampled(self, sample: Sample, vectors: Vectors) -> None:
+    def sampled(self, request_id: str, sample: Sample, vectors: Vectors) -> None:
         if self._fresh is not None:
-            self._fresh.append((sample, vectors))
+            self._fresh.append((request_id, sample, vectors))
         self.since += 1
         self._maybe_start()
 
@@ -148,10 +150,11 @@ class Learning:
 
     async def _rows(self) -> tuple[list[StoredSample], list[TrainingRow]]:
         """The stored samples with feature vectors, and their training rows (teams' verdicts as
-        labels). Samples taken from here on are kept aside (`_fresh`) for the new controller."""
+        labels). Samples taken from before the read on are kept aside (`_fresh`) for the new
+        controller: one stored while the read runs may or may not be in it, and is added once."""
         c = self.cascade
-        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
         self._fresh = []
+        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
         verdicts = await self._verdicts()
         tiers = [t.name for t in c.tiers]
         rows = [
@@ -169,10 +172,15 @@ class Learning:
         c.services.policy_metrics.cascade_refits.labels(c.name, "replaced" if replaced else "kept").inc()
         return attempt
 
-    def _swap(self, model: LearnedModel, controller: QualityController, attempt: Attempt) -> None:
-        """Scorer and controller in one step on the event loop, after the samples taken meanwhile."""
+    def _swap(
+        self, model: LearnedModel, controller: QualityController, attempt: Attempt, stored: Sequence[StoredSample]
+    ) -> None:
+        """Scorer and controller in one step on the event loop, after the samples taken meanwhile
+        that the controller was not built from (`stored`)."""
         c = self.cascade
-        fresh, self._fresh = self._fresh or [], None
+        taken, self._fresh = self._fresh or [], None
+        known = {s.request_id for s in stored}
+        fresh = [(sample, vectors) for request_id, sample, vectors in taken if request_id not in known]
         if fresh:
             controller.add(*(rescored(sample, vectors, model) for sample, vectors in fresh))
         c.scorer, c.controller, self.model = PureConfidence(LearnedScorer(model)), controller, model
@@ -199,7 +207,7 @@ class Learning:
                     result.verdict.reason,
                 )
                 return attempt
-            self._swap(result.model, result.controller, attempt)
+            self._swap(result.model, result.controller, attempt, stored)
             self.upgraded = True
             log.info(
                 "cascade %s: a learned scorer trained on %d samples replaced %s (%s)",
@@ -235,7 +243,7 @@ class Learning:
                 return attempt
             controller = await asyncio.to_thread(self._controller_for, new, stored)
             await self._last_tier_quality(controller)
-            self._swap(new, controller, attempt)
+            self._swap(new, controller, attempt, stored)
             threshold = controller.threshold
             log.info(
                 "cascade %s: refit on %d samples replaced the scorer (%s); threshold now %s",

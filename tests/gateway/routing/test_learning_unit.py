@@ -53,16 +53,23 @@ def confidence(m: LearnedModel) -> float:
 
 
 class FakeSamples:
-    """The sample store at the two methods learning reads."""
+    """The sample store at the two methods learning reads; `stored` may be held at a gate."""
 
     def __init__(self, stored: list[StoredSample]) -> None:
         self.samples = stored
+        self.gate: asyncio.Event | None = None
+        self.reading = asyncio.Event()
 
     async def recent(self, cascade: str, limit: int) -> list[Sample]:
         return [s.sample for s in self.samples]
 
     async def stored(self, cascade: str, limit: int) -> list[StoredSample]:
-        return list(self.samples)
+        """What was stored when the read began (a database snapshot), after the gate."""
+        found = list(self.samples)
+        self.reading.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        return found
 
 
 class FakeFeedback:
@@ -154,13 +161,13 @@ async def test_a_refit_starts_every_refit_every_samples_one_at_a_time_then_anoth
     learn.update = update  # type: ignore[method-assign]
     one = Sample((0.5,), (True,))
     for _ in range(EVERY - 1):
-        learn.sampled(one, (VECTOR,))
+        learn.sampled("req_new1", one, (VECTOR,))
     assert learn._task is None and learn.since == EVERY - 1  # not due yet
-    learn.sampled(one, (VECTOR,))
+    learn.sampled("req_new2", one, (VECTOR,))
     await update.next_start()
     assert update.runs == 1 and learn.since == 0 and learn.view()["running"]
     for _ in range(2 * EVERY + 5):  # due again, twice over, while the first runs: none starts
-        learn.sampled(one, (VECTOR,))
+        learn.sampled("req_new3", one, (VECTOR,))
     assert update.runs == 1 and learn.since == 2 * EVERY + 5
     update.release.set()
     await update.next_start()  # the samples taken meanwhile were due: one more, right after
@@ -177,7 +184,7 @@ async def test_a_failed_refit_is_logged_and_the_next_one_still_starts(
     update = Gated(fail_first=True)
     learn.update = update  # type: ignore[method-assign]
     for _ in range(2 * EVERY):
-        learn.sampled(Sample((0.5,), (True,)), (VECTOR,))
+        learn.sampled("req_new4", Sample((0.5,), (True,)), (VECTOR,))
     await update.next_start()
     update.release.set()
     await update.next_start()
@@ -207,8 +214,8 @@ async def test_a_winning_refit_swaps_scorer_and_controller_with_the_samples_take
     task = asyncio.create_task(learn.update())
     await asyncio.wait_for(feedback.reading.wait(), 30)  # the refit has read the samples...
     fresh = Sample((0.1,), (False,))
-    learn.sampled(fresh, (VECTOR,))  # ... and these come while it runs
-    learn.sampled(fresh, (VECTOR,))
+    learn.sampled("req_new5", fresh, (VECTOR,))  # ... and these come while it runs
+    learn.sampled("req_new6", fresh, (VECTOR,))
     assert c.controller is old_controller and scorer_model(c) is old_model  # nothing swapped yet
     feedback.gate.set()
     attempt = await task
@@ -230,6 +237,31 @@ async def test_a_winning_refit_swaps_scorer_and_controller_with_the_samples_take
     assert saved["refit_of"] == "scorers/mine.json" and saved["accept"]["bias"] == 2.0
 
 
+@pytest.mark.parametrize("read_back", [False, True])
+async def test_a_sample_stored_while_the_refit_reads_the_store_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_back: bool
+) -> None:
+    """Stored while the refit reads the store, a sample may come back with the read or not;
+    either way the new controller has it, once."""
+    samples = FakeSamples(stored(40))
+    learn = learning(tmp_path, samples, FakeFeedback())
+    monkeypatch.setattr(learning_module, "refit", lambda rows, *_, **__: (model(2.0), verdict(True)))
+    during = StoredSample("req_during", Sample((0.1,), (False,)), (VECTOR,))
+    if read_back:  # stored as the read began: in its snapshot
+        samples.samples.append(during)
+    samples.gate = asyncio.Event()
+    task = asyncio.create_task(learn.update())
+    await asyncio.wait_for(samples.reading.wait(), 30)  # the read has its snapshot
+    if not read_back:  # stored just after: not in it
+        samples.samples.append(during)
+    learn.sampled("req_during", during.sample, (VECTOR,))
+    samples.gate.set()
+    attempt = await task
+    assert attempt is not None and attempt.verdict.replace
+    assert len(learn.cascade.controller.samples) == 41
+    assert learn.cascade.controller.samples[-1].agrees == (False,)
+
+
 async def test_a_losing_refit_keeps_the_scorer_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,7 +270,7 @@ async def test_a_losing_refit_keeps_the_scorer_and_writes_nothing(
     learn = learning(tmp_path, FakeSamples(stored(40)), feedback)
     c, old_model, old_controller = learn.cascade, learn.model, learn.cascade.controller
     monkeypatch.setattr(learning_module, "refit", lambda rows, *_, **__: (None, verdict(False)))
-    learn.sampled(Sample((0.5,), (True,)), (VECTOR,))  # nothing running: not kept aside
+    learn.sampled("req_new7", Sample((0.5,), (True,)), (VECTOR,))  # nothing running: not kept aside
     assert learn._fresh is None
     attempt = await learn.update()
     assert attempt is not None and not attempt.verdict.replace and attempt.labelled == 0
