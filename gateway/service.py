@@ -28,7 +28,7 @@ from gateway.settings import Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.keep_text import KeepText
 from gateway.storage.db import create_engine, create_tables
-from gateway.storage.distill_texts import TextStore
+from gateway.storage.distill_texts import Retention, TextStore
 from gateway.storage.feedback import FeedbackStore
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
@@ -78,12 +78,15 @@ class Gateway:
     responses: ResponseStore  # the Responses API's stored responses, per team
     feedback: Feedback  # verdicts on served answers (POST /v1/feedback)
     texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
+    text_retention: Retention | None = None  # deletes kept text past its team's keep_text_days
 
     async def start(self) -> None:
         await create_tables(self.db)
         await self.feedback.store.create()
         if self.texts is not None:
             await self.texts.create()
+        if self.text_retention is not None:
+            await self.text_retention.start()
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
@@ -97,6 +100,8 @@ class Gateway:
         await self.routing.stop()  # shadow samples in flight still hold budgets and write rows
         if self.texts is not None:
             await self.texts.drain()  # the text of the last requests and shadow samples
+        if self.text_retention is not None:
+            await self.text_retention.stop()
         await self.spend.stop()
         await self.cache.stop()  # the embedded backend writes its snapshot
         await self.ledger.close()
@@ -164,4 +169,5 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         ResponseStore(db, settings.responses),
         feedback,
         texts,
+        Retention(texts or TextStore(db), settings.keep_text_days()),
     )

@@ -216,6 +216,9 @@ class TeamConfig(_Strict):
     # cascade that its last tier answered (escalations, shadow samples), the messages and that
     # answer, read by `costgate distill export`. Off: no text of the team's is kept.
     keep_text: bool = False
+    # How long kept text stays: older rows are deleted (hourly, and at start). A team that no
+    # longer keeps text has its rows deleted the same way.
+    keep_text_days: float = Field(default=90.0, gt=0)
 
 
 class Settings(_Strict):
@@ -251,6 +254,10 @@ class Settings(_Strict):
     def keep_text_teams(self) -> frozenset[str]:
         """The names (or ids) of the teams whose text is kept for distillation."""
         return frozenset(name for name, team in self.teams.items() if team.keep_text)
+
+    def keep_text_days(self) -> dict[str, float]:
+        """How many days each of those teams' text is kept, by name (or id)."""
+        return {name: team.keep_text_days for name, team in self.teams.items() if team.keep_text}
 
     @field_validator("models")
     @classmethod

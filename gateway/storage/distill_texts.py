@@ -7,7 +7,8 @@ shadow sample (the client got a cheaper tier's). `costgate distill export` reads
 else in the gateway keeps a request's text: the ledger keeps counts and costs only.
 
 Writes leave the request's path: `keep` queues the insert on a task, and `drain` (at shutdown)
-waits for the ones in flight.
+waits for the ones in flight. `purge` deletes what is past its team's `keep_text_days` and
+everything of a team that no longer keeps text; `Retention` runs it at start and hourly.
 """
 
 from __future__ import annotations
@@ -16,11 +17,29 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, exists, insert, select, text
+from sqlalchemy import (
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    delete,
+    exists,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+)
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.db import SCHEMA_LOCK
@@ -102,6 +121,17 @@ class TextStore:
                 )
             )
 
+    async def purge(self, days: Mapping[str, float], now: float | None = None) -> int:
+        """Delete the rows of teams not in `days` (by name or id) and those older than their
+        team's days; how many went."""
+        now = time.time() if now is None else now
+        c = distill_texts.c
+        team = [or_(c.team_name == name, c.team_id == name) for name in days]
+        expired = [and_(t, c.created_at < now - d * 86400) for t, d in zip(team, days.values())]
+        async with self.engine.begin() as conn:
+            result = await conn.execute(delete(distill_texts).where(or_(~or_(*team), *expired) if team else true()))
+        return int(result.rowcount or 0)
+
     async def rows(self, cascade: str, teams: Collection[str] | None = None) -> list[KeptText]:
         """The cascade's kept rows, oldest first, but for answers the team reported wrong
         (POST /v1/feedback; the feedback table must exist); with `teams`, only those teams' (by
@@ -130,3 +160,37 @@ class TextStore:
             )
             for r in found
         ]
+
+
+class Retention:
+    """Applies `keep_text_days` (TextStore.purge) at start and every `every_s`; a failed purge is
+    logged and tried again at the next."""
+
+    def __init__(self, store: TextStore, days: Mapping[str, float], every_s: float = 3600.0) -> None:
+        self.store, self.days, self.every_s = store, dict(days), every_s
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.store.create()
+        await self.purge_once()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def purge_once(self) -> int:
+        try:
+            removed = await self.store.purge(self.days)
+        except SQLAlchemyError:
+            log.exception("could not delete expired kept text (tried again in %.0f s)", self.every_s)
+            return 0
+        if removed:
+            log.info("deleted %d rows of kept text past their team's keep_text_days or no longer kept", removed)
+        return removed
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every_s)
+            await self.purge_once()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)

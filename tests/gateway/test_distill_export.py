@@ -5,6 +5,7 @@ gateway has stopped (its kept text written), the export reads the config's datab
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -200,3 +201,22 @@ def test_an_unwritable_out_or_a_bad_holdout_is_one_line_not_a_traceback(
     assert export(served, tmp_path / "a.jsonl", "--cascade", "escalating", "--holdout", "1.5") == 2
     assert capsys.readouterr().err == "costgate distill: --holdout 1.5: must be at least 0 and below 1\n"
     assert not (tmp_path / "a.jsonl").exists()
+
+
+def test_kept_text_past_its_teams_days_is_deleted_when_the_gateway_starts(
+    served: GatewayProcess, tmp_path: Path
+) -> None:
+    """`keep_text_days`: the rows the served gateway kept, in a copy of its database, under a
+    config that keeps the team's text for a few seconds only: gone once the gateway starts."""
+    workdir = tmp_path / "gw"
+    workdir.mkdir()
+    shutil.copy(served.workdir / "costgate.db", workdir / "costgate.db")
+    settings = config("http://127.0.0.1:9/v1")  # no upstream is called
+    settings["teams"] = {"keeper": {"keep_text": True, "keep_text_days": 0.00005}}  # ~4 s
+    with sqlite3.connect(workdir / "costgate.db") as db:
+        assert db.execute("SELECT count(*) FROM distill_texts").fetchone()[0] > 0
+        db.execute("UPDATE distill_texts SET created_at = created_at - 60")  # a minute older
+    gw = GatewayProcess(settings, workdir)
+    gw.stop()
+    with sqlite3.connect(workdir / "costgate.db") as db:
+        assert db.execute("SELECT count(*) FROM distill_texts").fetchone()[0] == 0

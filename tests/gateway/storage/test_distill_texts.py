@@ -6,6 +6,7 @@ reported wrong; a write that fails is logged, never raised into the request."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -78,3 +79,42 @@ async def test_a_failed_write_is_logged_not_raised(tmp_path: Path, caplog: pytes
         await texts.drain()
     assert [r.getMessage() for r in caplog.records] == ["could not keep a request's text"]
     await engine.dispose()
+
+
+async def test_purge_deletes_what_is_past_its_teams_days_and_teams_no_longer_kept(
+    stores: tuple[TextStore, FeedbackStore],
+) -> None:
+    texts, _ = stores
+    now, day = 1_000_000_000.0, 86400.0
+    rows = [
+        replace(kept("a_new", "a"), created_at=now - 5 * day),
+        replace(kept("a_old", "a"), created_at=now - 40 * day),
+        replace(kept("b_mid", "b"), created_at=now - 40 * day),  # b keeps 90 days
+        replace(kept("c_new", "c"), created_at=now - 1 * day),  # c no longer keeps text
+    ]
+    for row in rows:
+        await texts.add(row)
+    removed = await texts.purge({"team-a": 30, "team_b1": 90}, now)  # by name or by id
+    assert removed == 2
+    assert [r.request_id for r in await texts.rows("auto")] == ["a_new", "b_mid"]
+    assert await texts.purge({"team-a": 30, "team_b1": 90}, now) == 0
+    assert await texts.purge({}, now) == 2  # no team keeps text: nothing stays
+    assert await texts.rows("auto") == []
+
+
+async def test_retention_purges_at_start_and_a_failure_is_logged(
+    stores: tuple[TextStore, FeedbackStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    from gateway.storage.distill_texts import Retention
+
+    texts, _ = stores
+    await texts.add(replace(kept("gone", "a"), created_at=1.0))
+    retention = Retention(texts, {"team-a": 30})
+    await retention.start()
+    assert await texts.rows("auto") == []
+    await retention.stop()
+    await texts.engine.dispose()
+    texts.engine = create_engine("sqlite:////nonexistent-dir/x.db")
+    with caplog.at_level(logging.ERROR, logger="costgate.distill"):
+        assert await retention.purge_once() == 0
+    assert "could not delete expired kept text" in caplog.text
