@@ -132,7 +132,10 @@ class ResponseCache:
     _search: TwoStageSearch | None = field(default=None, init=False)
     _worker: object | None = field(default=None, init=False)  # embedder.EmbedWorker, once loaded
     _verifiers: dict[str, Verifier] = field(default_factory=dict, init=False)  # by file
-    _parsed: dict[str, Parsed] = field(default_factory=dict, init=False)
+    # A bounded memo of stored questions' parses, least recently used out first.
+    _parse: Callable[[str], Parsed] = field(
+        default_factory=lambda: functools.lru_cache(maxsize=50_000)(Parsed.of), init=False
+    )
 
     def __post_init__(self) -> None:
         self.base, self.teams = policies_from(self.config)
@@ -205,14 +208,6 @@ class ResponseCache:
         if verifier is None:
             verifier = self._verifiers[path] = Verifier.load(Path(path))
         return verifier
-
-    def _parse(self, question: str) -> Parsed:
-        parsed = self._parsed.get(question)
-        if parsed is None:
-            if len(self._parsed) > 50_000:  # a bounded memo of stored questions' parses
-                self._parsed.clear()
-            parsed = self._parsed[question] = Parsed.of(question)
-        return parsed
 
     def served_record(
         self, request_id: str, entry: Entry, policy: CachePolicy, query: str | None = None, cosine: float | None = None
