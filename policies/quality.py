@@ -94,6 +94,7 @@ class Bound:
     lower: float  # one-sided lower bound at the configured confidence
     upper: float  # the mirror bound: the best the data still allows
     accepted: float  # estimated share of requests a cheap tier answers
+    accepted_upper: float  # ... and the most the data still allows, at the same confidence
 
 
 @dataclass(frozen=True)
@@ -105,13 +106,14 @@ class Bounds:
     lower: np.ndarray
     upper: np.ndarray
     accepted: np.ndarray
+    accepted_upper: np.ndarray
 
     @classmethod
     def of(cls, found: Sequence[Bound]) -> Bounds:
         return cls(
             *(
                 np.array([getattr(b, name) for b in found], dtype=float)
-                for name in ("threshold", "ratio", "lower", "upper", "accepted")
+                for name in ("threshold", "ratio", "lower", "upper", "accepted", "accepted_upper")
             )
         )
 
@@ -122,6 +124,7 @@ class Bounds:
             float(self.lower[index]),
             float(self.upper[index]),
             float(self.accepted[index]),
+            float(self.accepted_upper[index]),
         )
 
 
@@ -230,13 +233,15 @@ def bounds(
         accepted = disagree = lost = gained = np.zeros(n)
         prior_n, share = 0.0, 0.0
     d = pooled(disagree * share, prior_n, traffic.disagree, traffic.effective, pseudo=1.0)
-    accepted_share = pooled(accepted * share, prior_n, traffic.accepted, traffic.effective)[0]
+    accepted_share, accepted_var = pooled(accepted * share, prior_n, traffic.accepted, traffic.effective)
     if calibration is not None and calibration.last_right is not None:
         lam = loss_per_disagreement(lost, gained, disagree)
     else:  # no labels: every disagreement counts as a loss
         lam = (np.ones(n), np.zeros(n))
-    ratio, lower, upper = ratio_bound(lam, d, last, z_of(confidence))
-    return Bounds(np.asarray(candidates, dtype=float), ratio, lower, upper, accepted_share)
+    z = z_of(confidence)
+    ratio, lower, upper = ratio_bound(lam, d, last, z)
+    accepted_upper = np.minimum(1.0, accepted_share + z * np.sqrt(accepted_var))
+    return Bounds(np.asarray(candidates, dtype=float), ratio, lower, upper, accepted_share, accepted_upper)
 
 
 def cheapest_certified(found: Bounds, target: float) -> float | None:
@@ -251,9 +256,10 @@ def cheapest_certified(found: Bounds, target: float) -> float | None:
 
 
 def worth_trying(found: Bounds, target: float, min_accept: float) -> bool:
-    """Could any threshold that accepts a useful share still meet the target? False: the scorer
-    cannot separate at this target, and calling the cheap tier only adds its cost."""
-    return bool(np.any((found.upper >= target) & (found.accepted >= min_accept)))
+    """Could any threshold that accepts a useful share still meet the target (both at the
+    optimistic end of their bounds)? False: the scorer cannot separate at this target, and
+    calling the cheap tier only adds its cost."""
+    return bool(np.any((found.upper >= target) & (found.accepted_upper >= min_accept)))
 
 
 def contradicts(point: CurvePoint, traffic: Traffic) -> bool:

@@ -2,14 +2,17 @@
 
 Modes (the state says which, and why, for /admin):
 
-    certified  a threshold's bound meets the target (policies/quality.py); answers at or above it
-               are returned, and a share of them is shadow-sampled: 1 / (their samples so far)
-               times `shadow_boost`, never below `shadow_rate`, so the rate starts at 100% and
-               falls as the evidence, and with it the bound, tightens
+    certified  a threshold's bound meets the target (policies/quality.py) and it accepts at
+               least `min_accept` of the requests (once certified: until even the upper bound
+               of that share is under it, so that a dip of the estimate does not flip the
+               mode); answers at or above it are returned, and a share of them is
+               shadow-sampled: 1 / (their samples so far) times `shadow_boost`, never below
+               `shadow_rate`, so the rate starts at 100% and falls as the evidence, and with it
+               the bound, tightens
     learning   nothing is proven yet but something may be: every request is escalated, and each
                is a sample at no extra cost (both answers are at hand)
     skip       nothing can be proven (no threshold that accepts `min_accept` of the requests can
-               reach the target even at the optimistic end of its bound, as with the `rules`
+               reach the target even at the optimistic end of both bounds, as with the `rules`
                scorer): the cheap tier is skipped, and called on `probe_rate` of requests only to
                keep watching
     fixed      `adaptive: false`: the configured threshold, with the estimate still reported
@@ -32,6 +35,7 @@ from enum import StrEnum
 import numpy as np
 
 from policies.quality import (
+    Bound,
     Bounds,
     Sample,
     TrafficCurve,
@@ -137,6 +141,7 @@ class QualityController:
         self.rejected = False  # the traffic contradicts the calibration, which is set aside
         self.feedback: tuple[int, int] | None = None  # (right, labelled) verdicts on the last tier's answers
         self.promised: float | None = None  # the threshold the calibration alone certifies
+        self._mode = Mode.LEARNING  # until the first decision
         self._resolve_last()
         self._update()
 
@@ -240,7 +245,7 @@ class QualityController:
             )
         chosen = cheapest_certified(found, p.target)
         b = found.at(self._index(chosen)) if chosen is not None else None
-        if chosen is not None and b is not None and b.accepted >= p.min_accept:
+        if chosen is not None and b is not None and self._accepts_enough(b):
             return (
                 Mode.CERTIFIED,
                 chosen,
@@ -268,6 +273,12 @@ class QualityController:
                 f"quality; skipping the cheap tier (probing {p.probe_rate:.0%})"
             ),
         )
+
+    def _accepts_enough(self, b: Bound) -> bool:
+        """Certified from an estimated share of `min_accept` accepted; once certified, until even
+        the share's upper bound is under it (not on every dip of the weighted estimate)."""
+        share = b.accepted_upper if self._mode is Mode.CERTIFIED else b.accepted
+        return share >= self.policy.min_accept
 
     def _describe(self, found: Bounds, reason: str) -> Estimate:
         p = self.policy

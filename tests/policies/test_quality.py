@@ -150,7 +150,7 @@ def test_ratio_bound(lam, d, last, z, ratio, se) -> None:
 
 
 def bound(t: float, lower: float, upper: float = 1.0, accepted: float = 0.5) -> Bound:
-    return Bound(t, (lower + upper) / 2, lower, upper, accepted)
+    return Bound(t, (lower + upper) / 2, lower, upper, accepted, accepted)
 
 
 @pytest.mark.parametrize(
@@ -174,10 +174,12 @@ def test_cheapest_certified(lowers: list[float], target: float, expected: float 
         ([0.99, 0.97], [0.5, 0.2], True),
         ([0.90, 0.94], [0.5, 0.2], False),  # even the optimistic end misses the target
         ([0.90, 0.99], [0.5, 0.05], False),  # only a threshold that accepts next to nothing could
+        ([0.90, 0.99], [0.5, (0.05, 0.12)], True),  # ... unless the share's upper bound reaches it
     ],
 )
 def test_worth_trying(uppers, accepted, expected) -> None:
-    found = Bounds.of([Bound(t, 0.0, 0.0, u, a) for t, u, a in zip([0.5, 0.9], uppers, accepted)])
+    shares = [a if isinstance(a, tuple) else (a, a) for a in accepted]
+    found = Bounds.of([Bound(t, 0.0, 0.0, u, a, au) for t, u, (a, au) in zip([0.5, 0.9], uppers, shares)])
     assert worth_trying(found, 0.95, min_accept=0.1) is expected
 
 
