@@ -1,13 +1,14 @@
 """Kept request text for distillation (gateway/storage/distill_texts.py) on a real SQLite file:
 `keep` writes off the request's path and `drain` waits for it; `rows` gives a cascade's rows
 oldest first, as kept, for the teams asked for (by name or id), leaving out answers the team
-reported wrong; a write that fails is logged, never raised into the request."""
+reported wrong; a write that fails is logged, never raised into the request; `purge` keeps
+each team's text for its days only, and nothing of a team that no longer keeps text."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
