@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry, Ques
 from policies.semantic_cache.verifier import SHIPPED, Verifier
 
 log = logging.getLogger("costgate.cache")
+VERIFIER_CHECK_S = 5.0  # how often a verifier file is looked at for changes, at most
 DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 LOOKUP_BUCKETS = (
@@ -131,7 +134,8 @@ class ResponseCache:
     feedback_window_s: float = field(init=False)
     _search: TwoStageSearch | None = field(default=None, init=False)
     _worker: object | None = field(default=None, init=False)  # embedder.EmbedWorker, once loaded
-    _verifiers: dict[str, Verifier] = field(default_factory=dict, init=False)  # by file
+    _verifiers: dict[str, _LoadedVerifier] = field(default_factory=dict, init=False)  # by file
+    clock: Callable[[], float] = time.monotonic  # when to look at the verifier files again
     # A bounded memo of stored questions' parses, least recently used out first.
     _parse: Callable[[str], Parsed] = field(
         default_factory=lambda: functools.lru_cache(maxsize=50_000)(Parsed.of), init=False
@@ -203,10 +207,32 @@ class ResponseCache:
         return None if nearest is None else SemanticHit(nearest.entry, nearest.cosine)
 
     def verifier_for(self, policy: CachePolicy) -> Verifier:
+        """The team's verifier, reloaded when its file changes on disk (`costgate cache
+        calibrate` rewrites it whole), looked at once every VERIFIER_CHECK_S at most. A file
+        that cannot be read back keeps the verifier loaded before, with a warning."""
         path = str(policy.verifier or self.verifier_path)
-        verifier = self._verifiers.get(path)
-        if verifier is None:
-            verifier = self._verifiers[path] = Verifier.load(Path(path))
+        now = self.clock()
+        loaded = self._verifiers.get(path)
+        if loaded is not None and now - loaded.checked_at < VERIFIER_CHECK_S:
+            return loaded.verifier
+        try:
+            changed = os.stat(path).st_mtime_ns
+        except OSError:
+            changed = None
+        if loaded is not None and (changed is None or changed == loaded.changed):
+            loaded.checked_at = now
+            return loaded.verifier
+        try:
+            verifier = Verifier.load(Path(path))
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            if loaded is None:
+                raise
+            log.warning("cache verifier %s changed but cannot be read (%s): the one loaded stays", path, err)
+            loaded.checked_at = now
+            return loaded.verifier
+        if loaded is not None:
+            log.info("cache verifier %s changed on disk: reloaded", path)
+        self._verifiers[path] = _LoadedVerifier(verifier, changed, now)
         return verifier
 
     def served_record(
@@ -268,6 +294,13 @@ class ResponseCache:
         removed = await self.store.purge(team_id)
         self.metrics.entries.set(await self.store.count())
         return removed
+
+
+@dataclass
+class _LoadedVerifier:
+    verifier: Verifier
+    changed: int | None  # the file's mtime (ns) when loaded
+    checked_at: float  # when the file was last looked at (ResponseCache.clock)
 
 
 class _Judge:

@@ -14,8 +14,10 @@ another bound without re-fitting; a bound between two calibrated ones takes the 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -91,8 +93,19 @@ class Verifier:
         return self.cosine_needed(query, candidate, max_false_hit_rate) is not None
 
     def save(self, path: Path) -> None:
+        """Write the file whole or not at all (a gateway may be reading it: it reloads a
+        verifier file that changes on disk), at `path` (numpy's `.npz` added when missing)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        with partial.open("wb") as f:
+            self._write(f)
+        os.replace(partial, path)
+
+    def _write(self, f: BinaryIO) -> None:
         np.savez(
-            path,
+            f,
             weights=self.weights,
             rates=self.rates,
             thresholds=self.thresholds,

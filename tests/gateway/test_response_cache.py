@@ -64,3 +64,43 @@ def test_the_backend_follows_redis_url_unless_named(backend: str, redis_url: str
 def test_a_redis_backend_needs_a_redis_url() -> None:
     with pytest.raises(ValueError, match="redis_url"):
         backend_of(CacheConfig(backend="redis"), None)
+
+
+def test_a_verifier_file_rewritten_on_disk_is_reloaded(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    """`costgate cache calibrate` rewrites a team's verifier file; the gateway picks it up
+    within VERIFIER_CHECK_S, with no restart, and keeps the one it has when the new file
+    cannot be read."""
+    import logging
+    import os
+
+    from prometheus_client import CollectorRegistry
+
+    from gateway.response_cache import VERIFIER_CHECK_S, CacheMetrics, ResponseCache
+    from policies.semantic_cache.store import EmbeddedStore
+    from policies.semantic_cache.verifier import Verifier
+
+    path = tmp_path / "team-verifier.npz"
+    now = [100.0]
+
+    def write(verifier: Verifier, mtime: int) -> None:
+        verifier.save(path)
+        os.utime(path, ns=(mtime, mtime))  # distinct whatever the filesystem's granularity
+
+    write(Verifier.plain_cosine(0.90), 1_000_000_000)
+    cache = ResponseCache(CacheConfig(), EmbeddedStore(10), CacheMetrics(CollectorRegistry()), path)
+    cache.clock = lambda: now[0]
+    assert cache.verifier_for(cache.base).min_cosine == 0.90
+    write(Verifier.plain_cosine(0.95), 2_000_000_000)
+    assert cache.verifier_for(cache.base).min_cosine == 0.90  # not looked at again yet
+    now[0] += VERIFIER_CHECK_S
+    assert cache.verifier_for(cache.base).min_cosine == 0.95
+    assert list(tmp_path.iterdir()) == [path]  # written whole: no partial file left
+    path.write_bytes(b"not a verifier")  # torn by hand
+    os.utime(path, ns=(3_000_000_000, 3_000_000_000))
+    now[0] += VERIFIER_CHECK_S
+    with caplog.at_level(logging.WARNING, logger="costgate.cache"):
+        assert cache.verifier_for(cache.base).min_cosine == 0.95
+    assert "cannot be read" in caplog.text
+    path.unlink()
+    now[0] += VERIFIER_CHECK_S
+    assert cache.verifier_for(cache.base).min_cosine == 0.95  # gone: the one loaded stays
