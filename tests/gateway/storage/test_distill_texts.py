@@ -6,6 +6,7 @@ each team's text for its days only, and nothing of a team that no longer keeps t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -86,6 +87,27 @@ async def test_purge_deletes_what_is_past_its_teams_days_and_teams_no_longer_kep
     stores: tuple[TextStore, FeedbackStore],
 ) -> None:
     texts, _ = stores
+    await purge_and_check(texts)
+
+
+def test_purge_on_postgresql() -> None:
+    from tests.gateway.budget_support import fresh_postgres
+
+    async def check(url: str) -> None:
+        engine = create_engine(url)
+        try:
+            texts = TextStore(engine)
+            await FeedbackStore(engine).create()
+            await texts.create()
+            await purge_and_check(texts)
+        finally:
+            await engine.dispose()
+
+    with fresh_postgres() as url:
+        asyncio.run(check(url))
+
+
+async def purge_and_check(texts: TextStore) -> None:
     now, day = 1_000_000_000.0, 86400.0
     rows = [
         replace(kept("a_new", "a"), created_at=now - 5 * day),
