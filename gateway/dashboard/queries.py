@@ -43,7 +43,7 @@ class Spender:
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
-    requests: int
+    requests: int  # answered (status < 400): a refused request never reached the cache, as on the Cache page
     hits: dict[str, int]  # by cache status: exact, semantic
     saved: Decimal
 
@@ -137,7 +137,7 @@ class Summary:
     def cache(self) -> CacheStats:
         hits = {s: sum(x.requests for x in self.facts if x.cache_status == s) for s in CACHE_HITS}
         saved = sum((x.saved for x in self.facts if x.cache_status in CACHE_HITS), ZERO)
-        return CacheStats(sum(x.requests for x in self.facts), hits, saved)
+        return CacheStats(sum(x.requests - x.errors for x in self.facts), hits, saved)
 
     def cascades(
         self, cascades: Iterable[tuple[str, tuple[str, ...]]], prices: Mapping[str, Price]
