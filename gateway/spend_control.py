@@ -3,7 +3,7 @@
 It ties the pure policies (policies/budgets.py, ratelimit.py, plans.py, alerts.py) to the
 counter store (in-process or Redis), the budget table and the ledger: which budgets apply to a
 request, admitting it (seeding counters from the ledger when they do not exist), settling it,
-raising alerts, and the admin view of every budget.
+raising alerts (gateway/budget_alerts.py), and the admin view of every budget.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.alerting import WebhookNotifier
+from gateway.budget_alerts import COUNTER_GRACE_S, HOUR_TTL_S, BudgetAlerts
 from gateway.budget_metrics import BudgetMetrics
 from gateway.context import Principal, RequestContext
 from gateway.errors import GatewayError, RateLimited
@@ -43,7 +43,7 @@ from gateway.storage.counters import (
     Verdict,
 )
 from gateway.storage.ledger import LedgerWriter
-from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
+from policies.alerts import hour_key
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
 from policies.plans import Plan, plans_with
 from policies.pricing import format_usd, from_pico, to_pico
@@ -51,8 +51,6 @@ from policies.ratelimit import Limit, RateCheck
 
 log = logging.getLogger("costgate.budgets")
 
-COUNTER_GRACE_S = 2 * 86_400  # a period's counter outlives the period, for late settles and reports
-HOUR_TTL_S = 7_200
 UNITS = {
     Limit.REQUESTS_PER_MINUTE: "requests per minute",
     Limit.TOKENS_PER_MINUTE: "tokens per minute",
@@ -99,26 +97,18 @@ class SpendControl:
         self.ledger = ledger
         self.plans = plans_with({name: p.overrides() for name, p in settings.plans.items()})
         self.limits = settings.rate_limits
-        self.alert_config = settings.alerts
         self.metrics = BudgetMetrics(registry)
-        a = settings.alerts
-        self.notifier = (
-            None
-            if not a.webhook_url
-            else WebhookNotifier(a.webhook_url, self.metrics, a.retries, a.backoff_s, a.timeout_s, transport)
-        )
+        self.alerts = BudgetAlerts(self.store, settings.alerts, self.metrics, clock, transport)
         self._seed_lock = asyncio.Lock()
         # Settlements the store could not take (an outage, a lost reply), retried in order until
         # it does; settling is idempotent, so one that did land is not counted twice.
         self.unsettled: deque[Settlement] = deque(maxlen=100_000)
         self._upkeep_task: asyncio.Task[None] | None = None
         self.leases = Leaseholder(self.store, self.config.lease_s, self.metrics, clock)  # owns our holds
-        self._claimed: set[tuple[str, str]] = set()  # alerts this process knows are claimed
         self._last_outage_log = 0.0
 
     async def start(self) -> None:
-        if self.notifier is not None:
-            self.notifier.start()
+        self.alerts.start()
         self._upkeep_task = asyncio.create_task(self._upkeep_loop(), name="budget-upkeep")
 
     async def stop(self) -> None:
@@ -131,8 +121,7 @@ class SpendControl:
             await self.leases.retire()  # what is still held goes now, not when the lease ends
         except StoreUnavailable as err:
             self.outage("retire", err)
-        if self.notifier is not None:
-            await self.notifier.close()
+        await self.alerts.close()
         await self.store.close()
 
     async def _upkeep_loop(self) -> None:
@@ -259,7 +248,7 @@ class SpendControl:
         spent = await self.settle_counters(hold.id, hold.now, counters, cost_pusd, principal.team_id, rates)
         if cost_pusd and spent:
             try:
-                await self._raise_alerts(hold, spent, principal)
+                await self.alerts.raise_for(hold, spent, principal.team_id)
             except StoreUnavailable as err:
                 self.outage("alert", err)
 
@@ -287,72 +276,6 @@ class SpendControl:
             self.unsettled.append(settlement)
             return []
 
-    async def _raise_alerts(self, hold: Hold, spent: list[int], principal: Principal) -> None:
-        now = hold.now
-        for b, total in zip(hold.budgets, spent):
-            if b.amount_pusd:
-                self.metrics.used_ratio.labels(b.id or "plan-cap", f"{b.scope.value}:{b.subject}").set(
-                    total / b.amount_pusd
-                )
-            for t in reached(total, b.amount_pusd, b.alert_at):
-                w = window(b.period, now)
-                alert = Alert(
-                    AlertKind.BUDGET_THRESHOLD,
-                    f"{b.scope.value}:{b.subject}",
-                    b.period.value,
-                    w.key,
-                    t,
-                    format_usd(from_pico(b.amount_pusd)),
-                    format_usd(from_pico(total)),
-                    self.clock(),
-                    b.id,
-                )
-                ttl = None if w.end is None else int(w.end - now) + COUNTER_GRACE_S
-                if await self._claim(b.counter(now), str(t), ttl, alert):
-                    self.metrics.alert_state.labels(b.id or "plan-cap", alert.subject).set(t)
-        team_rate, all_rate = spent[len(hold.budgets) :]
-        limits = (
-            (f"team:{principal.team_id}", team_rate, self.alert_config.spend_rate_per_hour_usd),
-            ("all", all_rate, self.alert_config.total_spend_rate_per_hour_usd),
-        )
-        for subject, total, limit in limits:
-            limit_pusd = None if limit is None else to_pico(Decimal(limit))
-            if over_rate(total, limit_pusd):
-                alert = Alert(
-                    AlertKind.SPEND_RATE,
-                    subject,
-                    "hourly",
-                    hour_key(now),
-                    None,
-                    format_usd(Decimal(limit or 0)),
-                    format_usd(from_pico(total)),
-                    self.clock(),
-                )
-                await self._claim(f"rate:{subject}:{hour_key(now)}", "rate", HOUR_TTL_S, alert)
-
-    async def _claim(self, counter: str, label: str, ttl: int | None, alert: Alert) -> bool:
-        """Send `alert` if no replica has claimed it yet (once per counter, i.e. per period)."""
-        memo = (counter, label)
-        if memo in self._claimed:
-            return False
-        if len(self._claimed) > 100_000:
-            self._claimed.clear()  # the store still deduplicates; the memo only saves round trips
-        new = await self.store.claim_alert(counter, label, alert.at, ttl)
-        self._claimed.add(memo)
-        if new:
-            self.metrics.alerts.labels(alert.kind.value, alert.subject, str(alert.threshold or "")).inc()
-            log.warning(
-                "alert %s %s %s: spent $%s of $%s",
-                alert.kind.value,
-                alert.subject,
-                alert.threshold if alert.threshold is not None else "hourly",
-                alert.spent_usd,
-                alert.amount_usd,
-            )
-            if self.notifier is not None:
-                self.notifier.send(alert)
-        return new
-
     # the admin view
     async def view(self, budgets: Sequence[Budget]) -> list[BudgetView]:
         """Each budget's spend and holds in its current period (seeded from the ledger if new)."""
@@ -379,9 +302,9 @@ class SpendControl:
         out: list[dict[str, str | float | None]] = []
         for subject, state in zip(subjects, states):
             limit = (
-                self.alert_config.total_spend_rate_per_hour_usd
+                self.alerts.config.total_spend_rate_per_hour_usd
                 if subject == "all"
-                else self.alert_config.spend_rate_per_hour_usd
+                else self.alerts.config.spend_rate_per_hour_usd
             )
             fired = await self.store.alert_state(f"rate:{subject}:{hour}")
             out.append(
