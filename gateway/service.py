@@ -83,10 +83,10 @@ class Gateway:
     async def start(self) -> None:
         await create_tables(self.db)
         await self.feedback.store.create()
-        if self.texts is not None:
-            await self.texts.create()
         if self.text_retention is not None:
-            await self.text_retention.start()
+            await self.text_retention.start()  # creates the kept-text table, then purges it
+        elif self.texts is not None:
+            await self.texts.create()
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had

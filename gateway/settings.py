@@ -251,13 +251,12 @@ class Settings(_Strict):
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
 
-    def keep_text_teams(self) -> frozenset[str]:
-        """The names (or ids) of the teams whose text is kept for distillation."""
-        return frozenset(name for name, team in self.teams.items() if team.keep_text)
-
     def keep_text_days(self) -> dict[str, float]:
-        """How many days each of those teams' text is kept, by name (or id)."""
+        """The teams whose text is kept for distillation, by name (or id): for how many days."""
         return {name: team.keep_text_days for name, team in self.teams.items() if team.keep_text}
+
+    def keep_text_teams(self) -> frozenset[str]:
+        return frozenset(self.keep_text_days())
 
     @field_validator("models")
     @classmethod

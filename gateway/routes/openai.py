@@ -140,8 +140,17 @@ def model_object(name: str) -> dict[str, Any]:
 
 
 def _speaks_anthropic(request: Request) -> bool:
-    """An Anthropic SDK asks (it always sends `anthropic-version`): answer in its shape."""
+    """An Anthropic SDK asks (it always sends `anthropic-version`): answer in its shape, with
+    its key header and its errors."""
     return "anthropic-version" in request.headers
+
+
+def _key(request: Request, anthropic: bool) -> str | None:
+    return anthropic_key(request.headers) if anthropic else bearer(request)
+
+
+def _error(err: GatewayError, anthropic: bool) -> Response:
+    return anthropic_error_response(err) if anthropic else error_response(err)
 
 
 @router.get("/v1/models")
@@ -149,14 +158,14 @@ async def list_models(request: Request) -> Response:
     gateway = request.app.state.gateway
     anthropic = _speaks_anthropic(request)
     try:
-        principal = await gateway.keys.authenticate(anthropic_key(request.headers) if anthropic else bearer(request))
+        principal = await gateway.keys.authenticate(_key(request, anthropic))
         allowed = [n for n in gateway.targets if principal.may_use(n)]
-        if anthropic:
-            return Response(orjson.dumps(model_page(allowed, request.query_params)), media_type="application/json")
+        body = model_page(allowed, request.query_params) if anthropic else None
     except GatewayError as err:
-        return anthropic_error_response(err) if anthropic else error_response(err)
-    data = [model_object(n) for n in allowed]
-    return Response(orjson.dumps({"object": "list", "data": data}), media_type="application/json")
+        return _error(err, anthropic)
+    if body is None:
+        body = {"object": "list", "data": [model_object(n) for n in allowed]}
+    return Response(orjson.dumps(body), media_type="application/json")
 
 
 @router.get("/v1/models/{model_id:path}")
@@ -166,10 +175,10 @@ async def retrieve_model(request: Request, model_id: str) -> Response:
     gateway = request.app.state.gateway
     anthropic = _speaks_anthropic(request)
     try:
-        principal = await gateway.keys.authenticate(anthropic_key(request.headers) if anthropic else bearer(request))
+        principal = await gateway.keys.authenticate(_key(request, anthropic))
         if model_id not in gateway.targets or not principal.may_use(model_id):
             raise NotFound(f"The model {model_id!r} does not exist", code="model_not_found", param="model")
     except GatewayError as err:
-        return anthropic_error_response(err) if anthropic else error_response(err)
+        return _error(err, anthropic)
     found = model_info(model_id) if anthropic else model_object(model_id)
     return Response(orjson.dumps(found), media_type="application/json")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
@@ -35,6 +35,8 @@ class Verifier:
     thresholds: np.ndarray  # the probability threshold that meets each bound
     min_cosine: float  # candidates below it are not even scored: none cleared calibration
     vetoes: bool = True  # False only for baselines (a plain cosine threshold)
+    # least_cosine_needed by bound: asked on every semantic lookup, the same for every pair
+    _least: dict[float, float | None] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def probability(self, query: Parsed, candidate: Parsed, cosine: float) -> float:
         z = float(pair_features(query, candidate, cosine) @ self.weights)
@@ -71,6 +73,11 @@ class Verifier:
         """A lower bound of `cosine_needed` over every pair that is not the same words (each
         learned feature at its most favourable value); None when only the same words can be
         served."""
+        if max_false_hit_rate not in self._least:
+            self._least[max_false_hit_rate] = self._least_needed(max_false_hit_rate)
+        return self._least[max_false_hit_rate]
+
+    def _least_needed(self, max_false_hit_rate: float) -> float | None:
         threshold = self.threshold_for(max_false_hit_rate)
         if threshold is None:
             return None

@@ -38,7 +38,10 @@ def model_page(names: Sequence[str], query: Mapping[str, str]) -> dict[str, Any]
         page = names[max(0, end - limit) : end]
         more = end - limit > 0
     else:
-        start = names.index(after) + 1 if after is not None and after in names else (0 if after is None else len(names))
+        if after is None:
+            start = 0
+        else:  # an id not listed: past the end
+            start = names.index(after) + 1 if after in names else len(names)
         page = names[start : start + limit]
         more = start + limit < len(names)
     return {
