@@ -21,10 +21,8 @@ fillers sharing half its words at 100k, all over the gate. Reported: p50
 at 1 connection (exact-only, semantic, the difference), requests/s at 32 connections and the
 ratio, the gateway's CPU per request, and the semantic hits the runs got.
 
-Recall (in process): the QQP protocol — store the `a`s, ask the `b`s — with the static stage and
-index as the gateway runs them: of the queries whose nearest stored question by MiniLM cosine
-is at least 0.85, the share for which that question is among the static candidates over the
-gate (so the verifier sees the same candidate as a full MiniLM search would show it).
+Recall, hits lost and MiniLM texts per question are counted in process, by
+bench/semantic_cache_stage.py (which also makes the question stream and the fillers).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import re
 import secrets
 import sys
@@ -60,37 +57,14 @@ from bench.harness import (  # noqa: E402
     run_wrk,
     wait_http,
 )
+from bench.semantic_cache_stage import fillers, minilm_texts, questions, recall, served_recall  # noqa: E402
 from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
-from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 CONNECTIONS = (1, 32)
-
-
-def questions(qqp: Path) -> list[str]:
-    rows = [json.loads(line) for line in qqp.read_text().splitlines()]
-    texts = {q for r in rows for q in (r["a"], r["b"])}
-    gsm8k = qqp.with_name("gsm8k_dev.jsonl")
-    if gsm8k.exists():
-        texts |= {json.loads(line)["prompt"] for line in gsm8k.read_text().splitlines()}
-    ordered = sorted(texts)
-    random.Random(0).shuffle(ordered)
-    return ordered
-
-
-def fillers(texts: list[str], n: int, seed: int) -> list[str]:
-    """n distinct splices. (No serial number to make them distinct: a number on every stored
-    question made the verifier refuse every one of them outright, and moved their static
-    vectors away from any question asked.)"""
-    rng = random.Random(seed)
-    out: dict[str, None] = {}
-    while len(out) < n:
-        head, tail = rng.choice(texts).split(), rng.choice(texts).split()
-        out[" ".join(head[: max(1, len(head) // 2)] + tail[len(tail) // 2 :])] = None
-    return list(out)
 
 
 def body(question: str) -> dict:
@@ -357,190 +331,6 @@ def report(backend: str, fill: list[int], results: dict[str, Measured]) -> None:
             f"({'met' if ratio >= 0.3 else 'NOT met'}) | {e32.cpu_us:.0f} us | {s32.cpu_us:.0f} us "
             f"| {s1.hits['semantic']:.0f}, {s32.hits['semantic']:.0f}"
         )
-
-
-def recall(qqp: Path, fill: int) -> None:
-    """The static stage against a full MiniLM search, on the held-out pairs and on all of them."""
-    from policies.semantic_cache.embedder import Embedder
-    from policies.semantic_cache.index import VectorIndex
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    rows = [json.loads(line) for line in qqp.read_text().splitlines()]
-    pairs = [Pair(r["a"], r["b"]) for r in rows]
-    static, full = StaticEmbedder.load(), Embedder()
-    heldout = [p for p in pairs if p.held_out]
-    extra = fillers(questions(qqp), fill, seed=99)
-    extra_static, extra_full = static.embed_many(extra), full.embed_many(extra)
-    print(
-        f"\nRecall of the static stage (gate {static.gate:.3f}, {static.candidates} candidates), "
-        "on the held-out pairs (the table's rows were fitted on the others; the gate was chosen here):\n\n"
-        "| stored | queries | nearest >= 0.85 | "
-        f"found | queries that ran MiniLM | MiniLM texts per query |\n|---|---|---|---|---|---|"
-    )
-    for label, stored, asked, with_fill in (
-        ("their a", heldout, heldout, False),
-        ("every a", pairs, heldout, False),
-        (f"every a + {fill:,} fillers", pairs, heldout, True),
-    ):
-        a_static, a_full = static.embed_many([p.a for p in stored]), full.embed_many([p.a for p in stored])
-        if with_fill:
-            a_static, a_full = np.vstack([a_static, extra_static]), np.vstack([a_full, extra_full])
-        b_static, b_full = static.embed_many([p.b for p in asked]), full.embed_many([p.b for p in asked])
-        index = VectorIndex(static.dim)
-        index.add_many([str(i) for i in range(len(a_static))], a_static)
-        cosine = b_full @ a_full.T
-        nearest, close = cosine.argmax(axis=1), cosine.max(axis=1) >= 0.85
-        found = ran = texts = 0
-        for q in range(len(asked)):
-            kept = [int(k) for k, c in index.search(b_static[q], static.candidates) if c >= static.gate]
-            ran += bool(kept)
-            texts += (1 + len(kept)) if kept else 0
-            found += close[q] and int(nearest[q]) in kept
-        print(
-            f"| {label} ({len(a_static):,}) | {label_of(asked)} | {close.sum()} | {found / close.sum():.2%} | "
-            f"{ran / len(asked):.1%} | {texts / len(asked):.2f} |"
-        )
-
-
-def served_recall(qqp: Path, rates: list[float]) -> None:
-    """The hits the gate line can lose: every `a` stored, each held-out `b` asked, the verifier
-    at each bound judging (1) the nearest stored question by MiniLM over the whole store, and
-    (2) what the gateway's two-stage search with the verifier as judge finds. Hits of (1) that
-    (2) misses are what the static stage costs; the gate line was fitted on these pairs, so the
-    halves (fitted on one, counted on the other) are in policies/semantic_cache/distill_static.py."""
-    import asyncio
-
-    from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.embedder import Embedder
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-    from policies.semantic_cache.verifier import Verifier
-
-    rows = [json.loads(line) for line in qqp.read_text().splitlines()]
-    pairs = [Pair(r["a"], r["b"]) for r in rows]
-    asked = [p.b for p in pairs if p.held_out]
-    stored = list(dict.fromkeys(p.a for p in pairs))
-    static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
-    vectors = dict(zip(stored + asked, embedder.embed_many(stored + asked)))
-    a_full = np.stack([vectors[q] for q in stored])
-    answer = CachedAnswer("a", "stop", MODEL, MODEL, 10, 10)
-    parsed = {q: Parsed.of(q) for q in stored + asked}
-
-    class Judge:
-        def __init__(self, question: str, rate: float) -> None:
-            self.query, self.rate = parsed[question], rate
-
-        def least_needed(self) -> float | None:
-            return verifier.least_cosine_needed(self.rate)
-
-        def needed(self, entry: Entry) -> float | None:
-            return verifier.cosine_needed(self.query, parsed[entry.question], self.rate)
-
-        def accepts(self, entry: Entry, cosine: float) -> bool:
-            return verifier.accepts(self.query, parsed[entry.question], cosine, self.rate)
-
-    async def count(rate: float) -> tuple[int, int, int, float]:
-        passes = [0]
-
-        async def full(batch: list[str]) -> np.ndarray:
-            passes[0] += len(batch)
-            return np.stack([vectors[q] for q in batch])
-
-        search, store = TwoStageSearch(static, full), EmbeddedStore(10**7)
-        for k, text in enumerate(stored):
-            await store.put(Entry(str(k), "bench", "ns", text, answer, 0, 1e12), search.vectors(text))
-        whole = staged = lost = 0
-        for question in asked:
-            cosines = a_full @ vectors[question]
-            best = int(np.argmax(cosines))
-            judge = Judge(question, rate)
-            hit = judge.accepts(Entry(str(best), "bench", "ns", stored[best], answer, 0, 1e12), float(cosines[best]))
-            found = await search.nearest(store, "ns", question, search.vectors(question), 1.0, judge)
-            whole, staged, lost = whole + hit, staged + (found is not None), lost + (hit and found is None)
-        return whole, staged, lost, passes[0] / len(asked)
-
-    print(
-        f"\nHits lost to the static stage ({len(stored):,} stored a, {len(asked):,} held-out b asked, in process):"
-        "\n\n| max_false_hit_rate | hits, MiniLM over the whole store | hits, two-stage search | of those lost "
-        "| MiniLM texts per question |\n|---|---|---|---|---|"
-    )
-    for rate in rates:
-        whole, staged, lost, texts = asyncio.run(count(rate))
-        print(f"| {rate} | {whole} | {staged} | {lost} ({lost / max(whole, 1):.1%}) | {texts:.2f} |", flush=True)
-
-
-def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None:
-    """MiniLM texts per question, counted in process (no timing, so the load does not move it):
-    the speed runs' first `n` questions against their fillers, through the gateway's two-stage
-    search, with the verifier judging the candidates first (as the gateway runs it) and without
-    (every candidate over the gate embedded, then the nearest judged). The hits must agree."""
-    import asyncio
-
-    from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.embedder import Embedder
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-    from policies.semantic_cache.verifier import Verifier
-
-    texts = questions(qqp)
-    asked, sources = texts[0::2][:n], texts[1::2]
-    static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
-    answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
-
-    class Judge:
-        def __init__(self, question: str, rate: float) -> None:
-            self.query, self.rate = Parsed.of(question), rate
-
-        def least_needed(self) -> float | None:
-            return verifier.least_cosine_needed(self.rate)
-
-        def needed(self, entry: Entry) -> float | None:
-            return verifier.cosine_needed(self.query, Parsed.of(entry.question), self.rate)
-
-        def accepts(self, entry: Entry, cosine: float) -> bool:
-            return verifier.accepts(self.query, Parsed.of(entry.question), cosine, self.rate)
-
-    async def count(size: int, rate: float, judged: bool) -> tuple[float, float, int]:
-        made = [0]
-
-        async def full(batch: list[str]) -> np.ndarray:
-            made[0] += len(batch)
-            return embedder.embed_many(batch)
-
-        search, store = TwoStageSearch(static, full), EmbeddedStore(10**7)
-        filler = fillers(sources, size, seed=0)
-        for k, (text, vector) in enumerate(zip(filler, static.embed_many(filler))):
-            await store.put(Entry(str(k), "bench", "ns", text, answer, 0, 1e12), QuestionVectors(vector))
-        hits = ran = 0
-        for question in asked:
-            before, judge = made[0], Judge(question, rate)
-            found = await search.nearest(
-                store, "ns", question, search.vectors(question), 1.0, judge if judged else None
-            )
-            if found is not None and not judged and not judge.accepts(found.entry, found.cosine):
-                found = None
-            hits, ran = hits + (found is not None), ran + (made[0] > before)
-        return ran / len(asked), made[0] / len(asked), hits
-
-    print(
-        f"\nMiniLM texts per question ({len(asked):,} new questions, in process; stored fillers without MiniLM "
-        "vectors: each candidate's is made once, then kept):\n\n| stored | max_false_hit_rate | questions that ran "
-        "MiniLM, every candidate / verify first | texts per question | hits |\n|---|---|---|---|---|"
-    )
-    for size in fill:
-        for rate in rates:
-            every = asyncio.run(count(size, rate, judged=False))
-            first = asyncio.run(count(size, rate, judged=True))
-            same = "same" if every[2] == first[2] else f"{every[2] - first[2]:+d} by the gate line"
-            print(
-                f"| {size:,} | {rate} | {every[0]:.1%} / {first[0]:.1%} | {every[1]:.2f} / {first[1]:.2f} "
-                f"| {every[2]} / {first[2]} ({same}) |",
-                flush=True,
-            )
-
-
-def label_of(asked: list[Pair]) -> str:
-    return f"held-out b ({len(asked):,})"
 
 
 def main() -> None:
