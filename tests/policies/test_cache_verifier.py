@@ -26,11 +26,6 @@ DEFAULT = CachePolicy().max_false_hit_rate
 
 
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder()
-
-
-@pytest.fixture(scope="module")
 def verifier() -> Verifier:
     return Verifier.load()
 

@@ -1,5 +1,6 @@
-"""The semantic cache's parts: embedder, vector index, embedded store (the verifier's tests are in
-test_cache_verifier.py and test_cache_differences.py)."""
+"""The semantic cache's parts: embedder, vector index, embedded store (the two-stage lookup's
+tests are in test_semantic_search.py, the verifier's in test_cache_verifier.py and
+test_cache_differences.py)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.exact_cache import CachedAnswer
-from policies.semantic_cache.embedder import DIM, Embedder
+from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.index import VectorIndex
-from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors, keep_score
-
-
-@pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder()
+from policies.semantic_cache.store import EmbeddedStore, QuestionVectors, keep_score
+from tests.policies.cache_support import entry
 
 
 def test_embeddings_are_unit_and_batch_consistent(embedder) -> None:
@@ -66,19 +62,6 @@ def test_index_remove_keeps_the_rest_findable() -> None:
     assert all(index.search(vectors[i], 1)[0][0] != str(i) for i in range(0, 700, 50))
 
 
-def _entry(
-    key: str,
-    team: str = "t",
-    ns: str = "ns",
-    expires: float = 1e12,
-    hits: int = 0,
-    last_used: float = 0.0,
-    question: str | None = None,
-) -> Entry:
-    answer = CachedAnswer("answer " + key, "stop", "m", "small", 3, 4)
-    return Entry(key, team, ns, question or "question " + key, answer, 0.0, expires, hits, last_used)
-
-
 @pytest.mark.parametrize(
     "a, b, a_outlives_b",
     [
@@ -95,19 +78,17 @@ def test_keep_score(a, b, a_outlives_b: bool) -> None:
 async def test_store_ttl_eviction_purge_and_snapshot(tmp_path: Path) -> None:
     store = EmbeddedStore(max_entries=10, path=tmp_path)
     vectors = _clustered(12)
-    await store.put(_entry("old", expires=50.0), QuestionVectors(vectors[0]))
+    await store.put(entry("old", expires=50.0), QuestionVectors(vectors[0]))
     assert await store.get("old", now=10.0) is not None
     assert await store.get("old", now=60.0) is None  # expired: gone, from the index too
     assert await store.candidates("ns", vectors[0], now=60.0, k=1) == []
     for i in range(10):
-        await store.put(
-            _entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), QuestionVectors(vectors[i + 1])
-        )
-    await store.put(_entry("new", last_used=2000.0), QuestionVectors(vectors[11]))
+        await store.put(entry(f"e{i}", last_used=1000.0 + i, hits=50 if i == 0 else 0), QuestionVectors(vectors[i + 1]))
+    await store.put(entry("new", last_used=2000.0), QuestionVectors(vectors[11]))
     assert await store.count() == 10
     assert await store.get("e1", now=0) is None  # least recent, rarely hit: evicted first
     assert await store.get("e0", now=0) is not None  # oldest, but hit often: kept
-    await store.put(_entry("other", team="u", ns="ns2", last_used=3000.0), QuestionVectors(vectors[1]))
+    await store.put(entry("other", team="u", ns="ns2", last_used=3000.0), QuestionVectors(vectors[1]))
     await store.remember_full(store.entries["new"], vectors[5])  # a lookup made its MiniLM vector
     await store.stop()  # writes the snapshot
     again = EmbeddedStore(max_entries=10, path=tmp_path)
@@ -160,310 +141,6 @@ async def test_embed_worker_gathers_concurrent_texts_off_the_event_loop(embedder
     assert calls == [1, 11]  # the texts asked for during the first pass went in one second pass
     for text, vector in zip(texts, vectors):
         assert np.array_equal(vector, embedder.embed(text))  # the same as asked alone, bit for bit
-
-
-def test_static_vectors_do_not_depend_on_their_company() -> None:
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    static = StaticEmbedder.load()
-    texts = ["short", "a somewhat longer question about the weather in Paris in spring", ""]
-    many = static.embed_many(texts)
-    for text, vector in zip(texts, many):
-        assert np.array_equal(vector, static.embed(text))
-    assert np.linalg.norm(many[0]) == pytest.approx(1, abs=1e-5) and not many[2].any()
-    assert static.embed("How do I learn Python?") @ static.embed("How can I learn python") > static.embed(
-        "How do I learn Python?"
-    ) @ static.embed("What is the capital of Peru?")
-
-
-async def test_two_stage_search_runs_minilm_only_near_a_stored_question(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(texts: list[str]) -> np.ndarray:
-        passes.append(texts)
-        return embedder.embed_many(texts)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
-    store = EmbeddedStore(max_entries=100)
-    stored = ["How do I learn Python quickly?", "What is the best way to cook rice?", "Why is the sky blue?"]
-    for i, question in enumerate(stored):
-        await store.put(_entry(str(i), question=question), search.vectors(question))
-    far = search.vectors("Which telescope should an amateur astronomer buy first?")
-    assert await search.nearest(store, "ns", "Which telescope ...", far, now=0) is None
-    assert passes == [] and far.full is None  # a new question: no MiniLM pass at all
-
-    asked = "How can I learn Python fast?"
-    vectors = search.vectors(asked)
-    nearest = await search.nearest(store, "ns", asked, vectors, now=0)
-    assert nearest is not None and nearest.entry.question == stored[0]
-    assert nearest.cosine == pytest.approx(float(embedder.embed(asked) @ embedder.embed(stored[0])), abs=1e-6)
-    assert passes[0][0] == asked and stored[0] in passes[0]  # the query and its candidates, in one pass
-    assert np.array_equal(vectors.full, embedder.embed(asked))  # kept for storing this question
-    passes.clear()
-    again = search.vectors(asked)
-    await search.nearest(store, "ns", asked, again, now=0)
-    assert passes == [[asked]]  # the stored question's MiniLM vector was kept from the first time
-
-
-STORED = [
-    "How do I lose 5 kg in a month?",
-    "How do I lose weight in a month?",
-    "What is the best pizza in Boston?",
-    "What is the best pizza place in Austin?",
-    "How can I learn Python quickly?",
-    "How can I learn Java quickly?",
-    "Is it safe to eat raw eggs?",
-    "Why is the sky blue?",
-]
-ASKED = [
-    "How do I lose 50 kg in a month?",
-    "How can I lose weight in a month?",
-    "what is the best pizza in boston",
-    "What's the best pizza in Chicago?",
-    "How do I learn Python fast?",
-    "How can I learn Ruby quickly?",
-    "Is it not safe to eat raw eggs?",
-    "Is it safe to eat raw eggs?",
-    "Why is the sky blue during the day?",
-    "Which telescope should an amateur astronomer buy first?",
-]
-
-
-class _VerifierJudge:
-    def __init__(self, question: str, rate: float) -> None:
-        from policies.semantic_cache.differences import Parsed
-        from policies.semantic_cache.verifier import Verifier
-
-        self.verifier, self.query, self.rate, self.parsed = Verifier.load(), Parsed.of(question), rate, Parsed.of
-
-    def least_needed(self) -> float | None:
-        return self.verifier.least_cosine_needed(self.rate)
-
-    def needed(self, entry: Entry) -> float | None:
-        return self.verifier.cosine_needed(self.query, self.parsed(entry.question), self.rate)
-
-    def accepts(self, entry: Entry, cosine: float) -> bool:
-        return self.verifier.accepts(self.query, self.parsed(entry.question), cosine, self.rate)
-
-
-@pytest.mark.parametrize("rate", [0.05, 0.25])
-async def test_a_judge_skips_minilm_passes_but_never_changes_the_answer(embedder, rate: float) -> None:
-    """With the verifier as judge, the search serves exactly what it serves without one (the
-    nearest candidate, judged by the verifier), from fewer MiniLM texts."""
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    texts: list[str] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        texts.extend(batch)
-        return embedder.embed_many(batch)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
-    plain, judged = EmbeddedStore(max_entries=100), EmbeddedStore(max_entries=100)
-    for i, question in enumerate(STORED):
-        await plain.put(_entry(str(i), question=question), search.vectors(question))
-        await judged.put(_entry(str(i), question=question), search.vectors(question))
-    hits = 0
-    plain_texts = judged_texts = 0
-    for asked in ASKED:
-        judge = _VerifierJudge(asked, rate)
-        texts.clear()
-        nearest = await search.nearest(plain, "ns", asked, search.vectors(asked), now=0)
-        plain_texts += len(texts)
-        expected = nearest.entry.key if nearest is not None and judge.accepts(nearest.entry, nearest.cosine) else None
-        texts.clear()
-        found = await search.nearest(judged, "ns", asked, search.vectors(asked), now=0, judge=judge)
-        judged_texts += len(texts)
-        assert (found.entry.key if found else None) == expected, asked
-        if found is not None:
-            assert found.cosine == pytest.approx(float(embedder.embed(asked) @ embedder.embed(found.entry.question)))
-        hits += found is not None
-    assert hits >= 2  # the same words, and a paraphrase: both served either way
-    assert judged_texts < plain_texts
-
-
-async def test_a_candidate_the_verifier_refuses_at_any_cosine_costs_no_minilm_pass(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        passes.append(batch)
-        return embedder.embed_many(batch)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
-    store = EmbeddedStore(max_entries=100)
-    for key, question in (("5", "How do I lose 5 kg in a month?"), ("10", "How do I lose 10 kg in a month?")):
-        await store.put(_entry(key, question=question), search.vectors(question))
-    asked = "How do I lose 50 kg in a month?"
-    vectors = search.vectors(asked)
-    assert await search.nearest(store, "ns", asked, vectors, now=0, judge=_VerifierJudge(asked, 0.25)) is None
-    assert passes == [] and vectors.full is None  # another number: refused without MiniLM
-    assert await search.nearest(store, "ns", asked, vectors, now=0) is not None
-    assert len(passes[0]) == 3  # without a judge: the question and both candidates
-
-
-def test_could_accept_is_false_only_where_accepts_is_false_at_every_cosine() -> None:
-    from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.verifier import Verifier
-
-    verifier = Verifier.load()
-    for rate in (0.0, 0.05, 0.25):
-        for stored in STORED:
-            for asked in ASKED:
-                query, candidate = Parsed.of(asked), Parsed.of(stored)
-                if not verifier.could_accept(query, candidate, rate):
-                    assert not any(verifier.accepts(query, candidate, c, rate) for c in np.linspace(-1, 1, 41))
-    refused = Parsed.of("How do I lose 50 kg in a month?"), Parsed.of("How do I lose 5 kg in a month?")
-    assert not verifier.could_accept(*refused, 0.25)
-    unlikely = Parsed.of("Is it safe to eat raw eggs?"), Parsed.of("Why is it safe to eat raw eggs and how much?")
-    assert not verifier.could_accept(*unlikely, 0.05)  # no veto, but under the default's threshold even at cosine 1
-    assert not any(verifier.accepts(*unlikely, c, 0.05) for c in np.linspace(-1, 1, 41))
-    assert verifier.could_accept(*unlikely, 0.25)
-    same = Parsed.of("why is the sky blue"), Parsed.of("Why is the sky blue?")
-    assert verifier.could_accept(*same, 0.0)  # the same words are served even with no calibrated bound
-
-
-async def test_concurrent_lookups_through_the_worker_answer_as_one_at_a_time(embedder) -> None:
-    """Misses that arrive together share MiniLM passes on the worker (and may make the same
-    stored question's vector at once): each still gets the answer it gets alone."""
-    import asyncio
-
-    from policies.semantic_cache.embedder import EmbedWorker
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    async def stored(search: TwoStageSearch) -> EmbeddedStore:
-        store = EmbeddedStore(max_entries=100)
-        for i, question in enumerate(STORED):
-            await store.put(_entry(str(i), question=question), search.vectors(question))
-        return store
-
-    async def alone(batch: list[str]) -> np.ndarray:
-        return embedder.embed_many(batch)
-
-    def key(found: object) -> str | None:
-        return None if found is None else found.entry.key  # type: ignore[attr-defined]
-
-    one_by_one = TwoStageSearch(StaticEmbedder.load(), alone)
-    store = await stored(one_by_one)
-    asked = ASKED * 2
-    expected = [
-        key(await one_by_one.nearest(store, "ns", q, one_by_one.vectors(q), 0, _VerifierJudge(q, 0.25))) for q in asked
-    ]
-    worker = EmbedWorker(embedder)
-    together = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
-    store = await stored(together)
-    found = await asyncio.gather(
-        *(together.nearest(store, "ns", q, together.vectors(q), 0, _VerifierJudge(q, 0.25)) for q in asked)
-    )
-    worker.close()
-    assert [key(f) for f in found] == expected and any(expected)
-    for question, hit in zip(asked, found):
-        if hit is not None:
-            assert hit.cosine == pytest.approx(float(embedder.embed(question) @ embedder.embed(hit.entry.question)))
-
-
-def test_cosine_needed_is_where_accepts_starts() -> None:
-    """`accepts` is `cosine >= cosine_needed`, so the search can know before any MiniLM pass
-    what a stored question would need; the least of it bounds every pair's."""
-    from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.verifier import Verifier
-
-    verifier = Verifier.load()
-    grid = np.linspace(0.0, 1.0, 201)
-    for rate in (0.0, 0.05, 0.25):
-        least = verifier.least_cosine_needed(rate)
-        for stored in STORED:
-            for asked in ASKED:
-                query, candidate = Parsed.of(asked), Parsed.of(stored)
-                needed = verifier.cosine_needed(query, candidate, rate)
-                accepted = [verifier.accepts(query, candidate, float(c), rate) for c in grid]
-                if needed is None:
-                    assert not any(accepted)
-                    continue
-                if needed > -1.0:  # not the same words
-                    assert least is not None and least <= needed + 1e-12
-                    assert all(a == (c >= needed) for a, c in zip(accepted, grid) if abs(c - needed) > 1e-6)
-    assert verifier.least_cosine_needed(0.0) is None  # no bound that strict: only the same words
-    paraphrase = Parsed.of("How can I lose weight in a month?"), Parsed.of("How do I lose weight in a month?")
-    assert verifier.cosine_needed(*paraphrase, 0.05) == pytest.approx(verifier.least_cosine_needed(0.05))
-    qualified = Parsed.of("Is it safe to eat raw eggs?"), Parsed.of("Is it safe to eat raw eggs every day?")
-    assert verifier.cosine_needed(*qualified, 0.05) > verifier.cosine_needed(*paraphrase, 0.05)
-
-
-def test_the_shipped_gate_line_rises_with_the_cosine_needed() -> None:
-    from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
-
-    static = StaticEmbedder.load()
-    assert static.gate_line is not None
-    base, slope = static.gate_line
-    assert slope > 0 and static.gate_for(GATE_AT) == max(static.gate, base)  # the flat gate at the loose end
-    assert static.gate_for(0.95) > static.gate_for(0.92) > static.gate
-    assert static.gate_for(0.95) == pytest.approx(base + slope * (0.95 - GATE_AT))
-    flat = StaticEmbedder.of(static.table, 0.55, 8)  # a file without the line: the flat gate
-    assert flat.gate_for(0.99) == flat.gate_for(0.86) == 0.55
-
-
-class _FixedJudge:
-    """Needs the given MiniLM cosine for each stored question; counts what it was asked."""
-
-    def __init__(self, least: float | None, needed: dict[str, float]) -> None:
-        self.least, self.need, self.asked = least, needed, []
-
-    def least_needed(self) -> float | None:
-        return self.least
-
-    def needed(self, entry: Entry) -> float | None:
-        self.asked.append(entry.question)
-        return self.need.get(entry.question)
-
-    def accepts(self, entry: Entry, cosine: float) -> bool:
-        return cosine >= self.need[entry.question]
-
-
-async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minilm_pass(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        passes.append(batch)
-        return embedder.embed_many(batch)
-
-    static = StaticEmbedder.load()
-    base, slope = static.gate_line or (0.0, 0.0)
-    search = TwoStageSearch(static, full)
-    store = EmbeddedStore(max_entries=100)
-    asked = "How can I lose weight in a month?"
-    near, far = "How do I lose weight in a month?", "What should I eat to lose weight?"
-    for key, question in (("near", near), ("far", far)):
-        await store.put(_entry(key, question=question), search.vectors(question))
-    s = {q: float(search.vectors(asked).static @ search.vectors(q).static) for q in (near, far)}
-    assert s[near] > s[far] > static.gate_for(GATE_AT)
-
-    def needing(gate: float) -> float:  # the MiniLM cosine whose static gate is `gate` (over the flat one)
-        assert gate > static.gate
-        return GATE_AT + (gate - base) / slope
-
-    # `far` needs a MiniLM cosine whose gate is over its static cosine: never embedded.
-    judge = _FixedJudge(GATE_AT, {near: needing(s[near] - 0.01), far: needing(s[far] + 0.01)})
-    found = await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge)
-    cosine = float(embedder.embed(asked) @ embedder.embed(near))
-    assert passes == [[asked, near]]
-    assert (found is not None) is (cosine >= judge.need[near]) and sorted(judge.asked) == sorted([near, far])
-
-    # A team whose verifier needs more than either could reach: neither is even read.
-    passes.clear()
-    strict = _FixedJudge(needing(s[near] + 0.01), {})
-    assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=strict) is None
-    assert passes == [] and strict.asked == []
 
 
 def test_index_search_with_a_floor_is_the_search_filtered() -> None:
