@@ -4,6 +4,7 @@
                                          [--vectors N]
     python bench/semantic_cache_speed.py --recall-only
     python bench/semantic_cache_speed.py --texts-only [--texts 1000]
+    python bench/semantic_cache_speed.py --cpu-only [--fill 100000] [--texts 1000]
 
 Speed (needs wrk: `apt-get install -y wrk`). One gateway (`costgate serve`, SQLite ledger) pinned
 alone to `--gateway-cpu`; the fast fake upstream (bench/fast_upstream.py) and wrk share
@@ -57,7 +58,7 @@ from bench.harness import (  # noqa: E402
     run_wrk,
     wait_http,
 )
-from bench.semantic_cache_stage import fillers, minilm_texts, questions, recall, served_recall  # noqa: E402
+from bench.semantic_cache_stage import fillers, minilm_texts, miss_cpu, questions, recall, served_recall  # noqa: E402
 from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
@@ -362,8 +363,14 @@ def main() -> None:
     parser.add_argument("--texts-only", action="store_true", help="only the MiniLM texts per question, in process")
     parser.add_argument("--texts", type=int, default=1000, help="questions for the MiniLM count (0: skip it)")
     parser.add_argument("--recall-fill", type=int, default=10_000, help="fillers added to the recall run's store")
+    parser.add_argument(
+        "--cpu-only", action="store_true", help="only where a miss's CPU goes, in process, at the largest --fill"
+    )
     args = parser.parse_args()
     fill = [int(n) for n in args.fill.split(",") if n]
+    if args.cpu_only:
+        miss_cpu(args.data, max(fill), args.texts or 1000, SemanticCacheConfig().max_false_hit_rate)
+        return
     if not (args.recall_only or args.texts_only):
         texts = questions(args.data)
         bound = args.max_false_hit_rate or SemanticCacheConfig().max_false_hit_rate

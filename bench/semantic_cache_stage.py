@@ -233,3 +233,91 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
 
 def label_of(asked: list[Pair]) -> str:
     return f"held-out b ({len(asked):,})"
+
+
+def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...] = (16, 8)) -> None:
+    """Where a miss's CPU goes, in process on this one thread: `n` new questions against `size`
+    fillers in the steady state (the fillers they meet over the flat gate have their MiniLM
+    vectors), each looked up through the gateway's two-stage search with the verifier judging
+    at `rate` (MiniLM called in line, its CPU counted apart) and stored when it misses; then the
+    static index search alone, with and without the team's floor, at each `nprobe`."""
+    import asyncio
+    import time
+
+    from policies.semantic_cache.differences import Parsed
+    from policies.semantic_cache.embedder import Embedder
+    from policies.semantic_cache.index import VectorIndex
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+    from policies.semantic_cache.verifier import Verifier
+
+    texts = questions(qqp)
+    asked, filler = texts[0::2][:n], fillers(texts[1::2], size, seed=0)
+    static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
+    vectors = static.embed_many(filler)
+    index = VectorIndex(static.dim)
+    index.add_many([str(k) for k in range(size)], vectors)
+    met = sorted({int(k) for q in static.embed_many(asked) for k, c in index.search(q, static.candidates, static.gate)})
+    made = dict(zip(met, embedder.embed_many([filler[k] for k in met])))
+    answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
+    parsed: dict[str, Parsed] = {}
+
+    class Judge:
+        def __init__(self, question: str) -> None:
+            self.question, self._query = question, None
+
+        def query(self) -> Parsed:
+            self._query = self._query or Parsed.of(self.question)
+            return self._query
+
+        def least_needed(self) -> float | None:
+            return verifier.least_cosine_needed(rate)
+
+        def needed(self, entry: Entry) -> float | None:
+            other = parsed.setdefault(entry.question, Parsed.of(entry.question))
+            return verifier.cosine_needed(self.query(), other, rate)
+
+        def accepts(self, entry: Entry, cosine: float) -> bool:
+            other = parsed.setdefault(entry.question, Parsed.of(entry.question))
+            return verifier.accepts(self.query(), other, cosine, rate)
+
+    minilm = [0.0, 0]
+
+    async def full(batch: list[str]) -> np.ndarray:
+        started = time.process_time()
+        out = embedder.embed_many(batch)
+        minilm[0] += time.process_time() - started
+        minilm[1] += len(batch)
+        return out
+
+    async def run() -> tuple[float, int]:
+        store, search = EmbeddedStore(10**7), TwoStageSearch(static, full)
+        for k, text in enumerate(filler):
+            await store.put(
+                Entry(str(k), "bench", "ns", text, answer, 0, 1e12), QuestionVectors(vectors[k], made.get(k))
+            )
+        started, hits = time.process_time(), 0
+        for i, question in enumerate(asked):
+            found = await search.nearest(store, "ns", question, (v := search.vectors(question)), 1.0, Judge(question))
+            hits += found is not None
+            if found is None:
+                await store.put(Entry(f"q{i}", "bench", "ns", question, answer, 0, 1e12), v)
+        return time.process_time() - started, hits
+
+    total, hits = asyncio.run(run())
+    ms = 1000 / n
+    print(
+        f"\nCPU of a semantic lookup and store, in process, one thread ({n:,} new questions, {size:,} fillers, "
+        f"steady state, max_false_hit_rate {rate}): {total * ms:.2f} ms a question, of which MiniLM "
+        f"{minilm[0] * ms:.2f} ms ({minilm[1]} texts, {1000 * minilm[0] / max(minilm[1], 1):.2f} ms a text) and "
+        f"the rest {(total - minilm[0]) * ms:.2f} ms; {hits} hits"
+    )
+    floor = static.gate_for(verifier.least_cosine_needed(rate) or 1.0)
+    queries = static.embed_many(asked)
+    for nprobe in nprobes:
+        index.nprobe = nprobe
+        for label, at in (("no floor", -1.0), (f"the team's floor {floor:.2f}", floor)):
+            started = time.process_time()
+            for q in queries:
+                index.search(q, static.candidates, at)
+            print(f"  static index search, nprobe {nprobe}, {label}: {(time.process_time() - started) * ms:.3f} ms")
