@@ -89,7 +89,8 @@ CSV_HEADER = [
 
 
 async def chargeback_csv(engine: AsyncEngine, month: str) -> str:
-    """The invoice lines of `month` (YYYY-MM, UTC days) as CSV, costliest team first."""
+    """The invoice lines of `month` (YYYY-MM, UTC days) as CSV: the costliest team first (ties
+    by team id), each team's lines by model and tags."""
     query = (
         select(
             ledger.c.team_id,
@@ -109,6 +110,10 @@ async def chargeback_csv(engine: AsyncEngine, month: str) -> str:
     )
     async with engine.connect() as conn:
         rows = list(await conn.execute(query))
+    team_cost: dict[str | None, int] = {}
+    for r in rows:
+        team_cost[r.team_id] = team_cost.get(r.team_id, 0) + int(r.cost or 0)
+    rows.sort(key=lambda r: -team_cost[r.team_id])  # stable: the query's order within a team
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_HEADER)

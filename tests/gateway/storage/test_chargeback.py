@@ -136,15 +136,21 @@ async def test_a_team_deleted_or_unknown_keeps_its_id(db: AsyncEngine) -> None:
     assert (line["team_id"], line["team"]) == ("team_gone", "")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="chargeback_csv's docstring promises the costliest team first, but the "
-    "query orders lines by team id, model and tags",
-)
 async def test_the_costliest_team_comes_first(db: AsyncEngine) -> None:
     cheap = dataclasses.replace(TEAM_A, team_id="team_0")  # sorts before team_b1 by id
-    await put(db, row(1, cheap, "small", cost="0.001"), row(2, TEAM_B, "small", cost="5"))
-    assert [r["team_id"] for r in lines(await chargeback_csv(db, "2026-11"))] == ["team_b1", "team_0"]
+    await put(
+        db,
+        row(1, cheap, "small", cost="0.001"),
+        row(2, TEAM_B, "small", cost="3"),
+        row(3, TEAM_B, "large", cost="2"),  # the team's total counts, not its costliest line
+        row(4, cheap, "large", cost="4"),
+    )
+    assert [(r["team_id"], r["model"]) for r in lines(await chargeback_csv(db, "2026-11"))] == [
+        ("team_b1", "large"),
+        ("team_b1", "small"),
+        ("team_0", "large"),
+        ("team_0", "small"),
+    ]
 
 
 async def test_a_trace_lists_its_calls_in_order_with_their_costs(db: AsyncEngine) -> None:
