@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 from bench.harness import MODEL  # noqa: E402
 from policies.exact_cache import CachedAnswer  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
+from policies.semantic_cache.embedder import Embedder  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
 
 
@@ -53,7 +54,6 @@ def fillers(texts: list[str], n: int, seed: int) -> list[str]:
 
 def recall(qqp: Path, fill: int) -> None:
     """The static stage against a full MiniLM search, on the held-out pairs and on all of them."""
-    from policies.semantic_cache.embedder import Embedder
     from policies.semantic_cache.index import VectorIndex
     from policies.semantic_cache.static_embedder import StaticEmbedder
 
@@ -106,7 +106,6 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
 
     from policies.semantic_cache.differences import Parsed
     from policies.semantic_cache.distill_static import GATE_SLOPE, fit_gate_line
-    from policies.semantic_cache.embedder import Embedder
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
     from policies.semantic_cache.verifier import Verifier
@@ -197,7 +196,6 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
     import asyncio
 
     from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.embedder import Embedder
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
     from policies.semantic_cache.verifier import Verifier
@@ -259,6 +257,34 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
             )
 
 
+def minilm_pass_cost(embedder: Embedder, runs: int = 100) -> None:
+    """What batching MiniLM could save: one pass's CPU by length in tokens, and four questions of
+    16 tokens in one padded pass against four passes (what the gateway runs, so that a vector
+    never depends on its batch: `Embedder.embed_many`)."""
+    import time
+
+    def cpu_ms(ids: np.ndarray) -> float:
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+        embedder.session.run(None, feed)
+        started = time.process_time()
+        for _ in range(runs):
+            embedder.session.run(None, feed)
+        return (time.process_time() - started) * 1000 / runs
+
+    def question(n: int, rows: int = 1) -> np.ndarray:  # [CLS] n - 2 word pieces [SEP]
+        return np.array([[101] + [2054] * (n - 2) + [102]] * rows, dtype=np.int64)
+
+    by_length = {n: cpu_ms(question(n)) for n in (4, 16, 32, 64)}
+    per_token = (by_length[64] - by_length[4]) / 60
+    print(
+        "  MiniLM, one pass by length: "
+        + ", ".join(f"{n} tokens {ms:.2f} ms" for n, ms in by_length.items())
+        + f" ({per_token * 1000:.0f} us a token, ~{by_length[4] - 4 * per_token:.2f} ms a pass besides);"
+        f" 4 questions of 16 tokens: one batch {cpu_ms(question(16, 4)):.2f} ms, four passes "
+        f"{4 * by_length[16]:.2f} ms"
+    )
+
+
 def label_of(asked: list[Pair]) -> str:
     return f"held-out b ({len(asked):,})"
 
@@ -273,7 +299,6 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
     import time
 
     from policies.semantic_cache.differences import Parsed
-    from policies.semantic_cache.embedder import Embedder
     from policies.semantic_cache.index import VectorIndex
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
@@ -340,6 +365,7 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
         f"{minilm[0] * ms:.2f} ms ({minilm[1]} texts, {1000 * minilm[0] / max(minilm[1], 1):.2f} ms a text) and "
         f"the rest {(total - minilm[0]) * ms:.2f} ms; {hits} hits"
     )
+    minilm_pass_cost(embedder)
     floor = static.gate_for(verifier.least_cosine_needed(rate) or 1.0)
     queries = static.embed_many(asked)
     for nprobe in nprobes:
