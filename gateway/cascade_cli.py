@@ -131,6 +131,7 @@ def run_train(args: argparse.Namespace) -> int:
     if trained.auc is not None:
         print(f"cross-validated AUC ({args.folds} folds): {trained.auc:.3f}")
     try:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # as `cache calibrate --out` does
         trained.model.save(args.out)
     except OSError as err:
         raise SystemExit(f"{PREFIX}cannot write {args.out}: {err.strerror or err}") from None

@@ -96,6 +96,7 @@ def run_export(args: argparse.Namespace) -> int:
         return 1
     out = Path(args.out)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # as `cache calibrate --out` does
         write_jsonl(out, export.train)
     except OSError as err:
         print(f"costgate distill: cannot write {out}: {err.strerror or err}", file=sys.stderr)

@@ -194,13 +194,17 @@ def test_an_empty_selection_says_why_and_writes_nothing(
 def test_an_unwritable_out_or_a_bad_holdout_is_one_line_not_a_traceback(
     served: GatewayProcess, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "no-such-dir" / "auto.jsonl"
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "a-file" / "auto.jsonl"  # its directory is a file
     assert export(served, out, "--cascade", "escalating") == 2
     err = capsys.readouterr().err
     assert err.startswith(f"costgate distill: cannot write {out}: ") and err.count("\n") == 1
     assert export(served, tmp_path / "a.jsonl", "--cascade", "escalating", "--holdout", "1.5") == 2
     assert capsys.readouterr().err == "costgate distill: --holdout 1.5: must be at least 0 and below 1\n"
     assert not (tmp_path / "a.jsonl").exists()
+    made = tmp_path / "new" / "dir" / "auto.jsonl"  # a directory that is not there yet is made
+    assert export(served, made, "--cascade", "escalating", "--holdout", "0.3") == 0
+    assert made.exists() and made.with_name("auto.holdout.jsonl").exists()
 
 
 def test_kept_text_past_its_teams_days_is_deleted_when_the_gateway_starts(

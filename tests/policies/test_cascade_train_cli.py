@@ -135,8 +135,10 @@ def test_a_version_1_file_still_loads(tmp_path: Path) -> None:
 
 def test_a_user_mistake_is_one_line_not_a_traceback(tmp_path: Path) -> None:
     """A missing FILE, a line that is not JSON, a config whose database has no samples of the
-    cascade, an --out that cannot be written: each one `costgate cascade train: ...` line, exit 1."""
+    cascade, an --out that cannot be written: each one `costgate cascade train: ...` line, exit 1
+    (an --out in a directory not there yet is no mistake: the directory is made)."""
     (tmp_path / "bad.jsonl").write_text('{"query": "q"\n')
+    (tmp_path / "a-file").write_text("")  # a directory that is a file: --out cannot be written
     (tmp_path / "ok.jsonl").write_text(
         "".join(json.dumps({"query": f"q{i}", "answer": "a", "label": i % 2 == 0}) + "\n" for i in range(20))
     )
@@ -151,7 +153,7 @@ def test_a_user_mistake_is_one_line_not_a_traceback(tmp_path: Path) -> None:
             "auto",
         ): "costgate cascade train: no stored samples of cascade 'auto'",
         ("--from-db", "nope.yaml"): "costgate cascade train: config nope.yaml: ",
-        ("ok.jsonl", "--folds", "2", "--out", "no-dir/s.json"): "costgate cascade train: cannot write no-dir/s.json: ",
+        ("ok.jsonl", "--folds", "2", "--out", "a-file/s.json"): "costgate cascade train: cannot write a-file/s.json: ",
     }
     for args, start in cases.items():
         result = subprocess.run(
@@ -164,3 +166,12 @@ def test_a_user_mistake_is_one_line_not_a_traceback(tmp_path: Path) -> None:
         )
         assert result.returncode == 1, (args, result.stderr)
         assert result.stderr.startswith(start) and result.stderr.count("\n") == 1, (args, result.stderr)
+    made = subprocess.run(  # a directory that is not there yet is made, as `cache calibrate` does
+        [sys.executable, "-m", "gateway.cli", "cascade", "train", "ok.jsonl", "--folds", "2", "--out", "new/d/s.json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert made.returncode == 0 and (tmp_path / "new" / "d" / "s.json").exists(), made.stderr
