@@ -4,6 +4,7 @@ refits, as /admin/cascades says them, after traffic through a fake upstream."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,9 +53,14 @@ def test_the_cascades_page_shows_what_the_admin_api_says(page, cascaded: Gateway
         assert client.post("/v1/chat/completions", json=body).status_code == 200
 
     def settled() -> list[dict] | None:
+        """A refit tried and none running, and nothing moving for half a second: the samples of
+        the last requests are stored after their answers, and may start a second refit."""
         data = gw.admin("GET", "/admin/cascades").json()["data"]
         learned = next(c for c in data if c["name"] == "learned-c")
-        return data if learned["refit"]["tried"] >= 1 and not learned["refit"]["running"] else None
+        if learned["refit"]["tried"] < 1 or learned["refit"]["running"]:
+            return None
+        time.sleep(0.5)
+        return data if gw.admin("GET", "/admin/cascades").json()["data"] == data else None
 
     data = wait_until(settled, timeout=30, interval=0.05, what="a refit")
     sign_in(page, gw)
