@@ -12,6 +12,7 @@ verifier sees the same candidate as a full MiniLM search would show it).
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import sys
@@ -24,9 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import MODEL  # noqa: E402
 from policies.exact_cache import CachedAnswer  # noqa: E402
+from policies.semantic_cache.differences import Parsed  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.semantic_cache.search import VerifierJudge  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
+from policies.semantic_cache.verifier import Verifier  # noqa: E402
 
 
 def questions(qqp: Path) -> list[str]:
@@ -104,11 +108,9 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
     import asyncio
     import dataclasses
 
-    from policies.semantic_cache.differences import Parsed
     from policies.semantic_cache.distill_static import GATE_SLOPE, fit_gate_line
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
-    from policies.semantic_cache.verifier import Verifier
 
     rows = [json.loads(line) for line in qqp.read_text().splitlines()]
     pairs = [Pair(r["a"], r["b"]) for r in rows]
@@ -120,19 +122,6 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
     a_full = np.stack([vectors[q] for q in stored])
     answer = CachedAnswer("a", "stop", MODEL, MODEL, 10, 10)
     parsed = {q: Parsed.of(q) for q in stored + asked}
-
-    class Judge:
-        def __init__(self, question: str, rate: float) -> None:
-            self.query, self.rate = parsed[question], rate
-
-        def least_needed(self) -> float | None:
-            return verifier.least_cosine_needed(self.rate)
-
-        def needed(self, entry: Entry) -> float | None:
-            return verifier.cosine_needed(self.query, parsed[entry.question], self.rate)
-
-        def accepts(self, entry: Entry, cosine: float) -> bool:
-            return verifier.accepts(self.query, parsed[entry.question], cosine, self.rate)
 
     class Known:  # MiniLM vectors already made, for `fit_gate_line`
         def embed_many(self, texts: list[str]) -> np.ndarray:
@@ -156,7 +145,7 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
             for question in questions:
                 cosines = a_full @ vectors[question]
                 best = int(np.argmax(cosines))
-                judge = Judge(question, rate)
+                judge = VerifierJudge(verifier, question, rate, parsed.__getitem__)
                 stored_best = Entry(str(best), "bench", "ns", stored[best], answer, 0, 1e12)
                 hit = judge.accepts(stored_best, float(cosines[best]))
                 found = await search.nearest(store, "ns", question, search.vectors(question), 1.0, judge)
@@ -195,28 +184,13 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
     (every candidate over the gate embedded, then the nearest judged). The hits must agree."""
     import asyncio
 
-    from policies.semantic_cache.differences import Parsed
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
-    from policies.semantic_cache.verifier import Verifier
 
     texts = questions(qqp)
     asked, sources = texts[0::2][:n], texts[1::2]
     static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
     answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
-
-    class Judge:
-        def __init__(self, question: str, rate: float) -> None:
-            self.query, self.rate = Parsed.of(question), rate
-
-        def least_needed(self) -> float | None:
-            return verifier.least_cosine_needed(self.rate)
-
-        def needed(self, entry: Entry) -> float | None:
-            return verifier.cosine_needed(self.query, Parsed.of(entry.question), self.rate)
-
-        def accepts(self, entry: Entry, cosine: float) -> bool:
-            return verifier.accepts(self.query, Parsed.of(entry.question), cosine, self.rate)
 
     async def count(size: int, rate: float, judged: bool) -> tuple[float, float, int]:
         made = [0]
@@ -231,7 +205,7 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
             await store.put(Entry(str(k), "bench", "ns", text, answer, 0, 1e12), QuestionVectors(vector))
         hits = ran = 0
         for question in asked:
-            before, judge = made[0], Judge(question, rate)
+            before, judge = made[0], VerifierJudge(verifier, question, rate, Parsed.of)
             found = await search.nearest(
                 store, "ns", question, search.vectors(question), 1.0, judge if judged else None
             )
@@ -298,11 +272,9 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
     import asyncio
     import time
 
-    from policies.semantic_cache.differences import Parsed
     from policies.semantic_cache.index import VectorIndex
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
-    from policies.semantic_cache.verifier import Verifier
 
     texts = questions(qqp)
     asked, filler = texts[0::2][:n], fillers(texts[1::2], size, seed=0)
@@ -313,26 +285,7 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
     met = sorted({int(k) for q in static.embed_many(asked) for k, c in index.search(q, static.candidates, static.gate)})
     made = dict(zip(met, embedder.embed_many([filler[k] for k in met])))
     answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
-    parsed: dict[str, Parsed] = {}
-
-    class Judge:
-        def __init__(self, question: str) -> None:
-            self.question, self._query = question, None
-
-        def query(self) -> Parsed:
-            self._query = self._query or Parsed.of(self.question)
-            return self._query
-
-        def least_needed(self) -> float | None:
-            return verifier.least_cosine_needed(rate)
-
-        def needed(self, entry: Entry) -> float | None:
-            other = parsed.setdefault(entry.question, Parsed.of(entry.question))
-            return verifier.cosine_needed(self.query(), other, rate)
-
-        def accepts(self, entry: Entry, cosine: float) -> bool:
-            other = parsed.setdefault(entry.question, Parsed.of(entry.question))
-            return verifier.accepts(self.query(), other, cosine, rate)
+    parse = functools.lru_cache(maxsize=50_000)(Parsed.of)  # stored questions' parses, memoised as in the gateway
 
     minilm = [0.0, 0]
 
@@ -351,7 +304,14 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
             )
         started, hits = time.process_time(), 0
         for i, question in enumerate(asked):
-            found = await search.nearest(store, "ns", question, (v := search.vectors(question)), 1.0, Judge(question))
+            found = await search.nearest(
+                store,
+                "ns",
+                question,
+                (v := search.vectors(question)),
+                1.0,
+                VerifierJudge(verifier, question, rate, parse),
+            )
             hits += found is not None
             if found is None:
                 await store.put(Entry(f"q{i}", "bench", "ns", question, answer, 0, 1e12), v)

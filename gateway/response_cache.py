@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from gateway.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.search import TwoStageSearch
+from policies.semantic_cache.search import TwoStageSearch, VerifierJudge
 from policies.semantic_cache.served import ServedHit
 from policies.semantic_cache.store import CacheStore, EmbeddedStore, Entry, QuestionVectors
 from policies.semantic_cache.verifier import SHIPPED, Verifier
@@ -194,9 +194,9 @@ class ResponseCache:
             self.verifier_for(policy),
             keys.question,
             policy.max_false_hit_rate,
+            self._parse,
             now,
             parse_duration(self.config.semantic.ttl),
-            self._parse,
         )
         try:
             nearest = await self._searcher().nearest(self.store, keys.namespace, keys.question, vectors, now, judge)
@@ -303,39 +303,27 @@ class _LoadedVerifier:
     checked_at: float  # when the file was last looked at (ResponseCache.clock)
 
 
-class _Judge:
-    """The team's verifier for one query (`search.Judge`): an entry older than the semantic
-    TTL is never served; else the verifier decides. The query is parsed only when a candidate
-    comes near enough to be judged (most misses have none)."""
+class _Judge(VerifierJudge):
+    """The team's verifier for one query: an entry older than the semantic TTL is never served;
+    else the verifier decides."""
 
     def __init__(
         self,
         verifier: Verifier,
         question: str,
         max_false_hit_rate: float,
+        parse: Callable[[str], Parsed],
         now: float,
         ttl_s: float,  # cache.semantic.ttl: the oldest entry the semantic cache may serve
-        parse: Callable[[str], Parsed],
     ) -> None:
-        self.verifier, self.question, self.max_false_hit_rate = verifier, question, max_false_hit_rate
-        self.now, self.ttl_s, self.parse = now, ttl_s, parse
-
-    @functools.cached_property
-    def query(self) -> Parsed:
-        return Parsed.of(self.question)
-
-    def least_needed(self) -> float | None:
-        return self.verifier.least_cosine_needed(self.max_false_hit_rate)
+        super().__init__(verifier, question, max_false_hit_rate, parse)
+        self.now, self.ttl_s = now, ttl_s
 
     def needed(self, entry: Entry) -> float | None:
-        if entry.created_at + self.ttl_s <= self.now:
-            return None
-        return self.verifier.cosine_needed(self.query, self.parse(entry.question), self.max_false_hit_rate)
+        return super().needed(entry) if entry.created_at + self.ttl_s > self.now else None
 
     def accepts(self, entry: Entry, cosine: float) -> bool:
-        return entry.created_at + self.ttl_s > self.now and self.verifier.accepts(
-            self.query, self.parse(entry.question), cosine, self.max_false_hit_rate
-        )
+        return entry.created_at + self.ttl_s > self.now and super().accepts(entry, cosine)
 
 
 def backend_of(config: CacheConfig, redis_url: str | None) -> Literal["embedded", "redis"]:

@@ -28,14 +28,17 @@ cosine is under the gate line while its MiniLM cosine is over what the verifier 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.static_embedder import StaticEmbedder
 from policies.semantic_cache.store import CacheStore, Candidate, Entry, QuestionVectors
+from policies.semantic_cache.verifier import Verifier
 
 EmbedMany = Callable[[list[str]], Awaitable[np.ndarray]]
 SAME_WORDS = 1.0  # the MiniLM cosine of the same words up to case and punctuation, about
@@ -60,6 +63,35 @@ class Judge(Protocol):
         ...
 
     def accepts(self, entry: Entry, cosine: float) -> bool: ...
+
+
+class VerifierJudge:
+    """A `Judge` that is the verifier at one bound, for one query: the query parsed only when a
+    candidate comes near enough to be judged (most misses have none), stored questions through
+    `parse` (the gateway's is a memo)."""
+
+    def __init__(
+        self, verifier: Verifier, question: str, max_false_hit_rate: float, parse: Callable[[str], Parsed]
+    ) -> None:
+        self.verifier, self.question, self.max_false_hit_rate, self.parse = (
+            verifier,
+            question,
+            max_false_hit_rate,
+            parse,
+        )
+
+    @functools.cached_property
+    def query(self) -> Parsed:
+        return Parsed.of(self.question)
+
+    def least_needed(self) -> float | None:
+        return self.verifier.least_cosine_needed(self.max_false_hit_rate)
+
+    def needed(self, entry: Entry) -> float | None:
+        return self.verifier.cosine_needed(self.query, self.parse(entry.question), self.max_false_hit_rate)
+
+    def accepts(self, entry: Entry, cosine: float) -> bool:
+        return self.verifier.accepts(self.query, self.parse(entry.question), cosine, self.max_false_hit_rate)
 
 
 @dataclass(frozen=True)

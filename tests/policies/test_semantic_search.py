@@ -6,12 +6,33 @@ MiniLM pass and never changes the answer), and concurrent lookups through the wo
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from policies.semantic_cache.store import EmbeddedStore, Entry
 from tests.policies.cache_support import entry
+
+if TYPE_CHECKING:
+    from policies.semantic_cache.embedder import Embedder
+    from policies.semantic_cache.search import TwoStageSearch, VerifierJudge
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+
+def counted_search(embedder: Embedder, static: StaticEmbedder | None = None) -> tuple[TwoStageSearch, list[list[str]]]:
+    """A two-stage search (the shipped static table unless `static`) whose MiniLM is `embedder`,
+    and the passes it asks for, each a list of texts."""
+    from policies.semantic_cache.search import TwoStageSearch
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    passes: list[list[str]] = []
+
+    async def full(batch: list[str]) -> np.ndarray:
+        passes.append(batch)
+        return embedder.embed_many(batch)
+
+    return TwoStageSearch(static or StaticEmbedder.load(), full), passes
 
 
 def test_static_vectors_do_not_depend_on_their_company() -> None:
@@ -29,16 +50,7 @@ def test_static_vectors_do_not_depend_on_their_company() -> None:
 
 
 async def test_two_stage_search_runs_minilm_only_near_a_stored_question(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(texts: list[str]) -> np.ndarray:
-        passes.append(texts)
-        return embedder.embed_many(texts)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
+    search, passes = counted_search(embedder)
     store = EmbeddedStore(max_entries=100)
     stored = ["How do I learn Python quickly?", "What is the best way to cook rice?", "Why is the sky blue?"]
     for i, question in enumerate(stored):
@@ -84,37 +96,19 @@ ASKED = [
 ]
 
 
-class _VerifierJudge:
-    def __init__(self, question: str, rate: float) -> None:
-        from policies.semantic_cache.differences import Parsed
-        from policies.semantic_cache.verifier import Verifier
+def _verifier_judge(question: str, rate: float) -> VerifierJudge:
+    from policies.semantic_cache.differences import Parsed
+    from policies.semantic_cache.search import VerifierJudge
+    from policies.semantic_cache.verifier import Verifier
 
-        self.verifier, self.query, self.rate, self.parsed = Verifier.load(), Parsed.of(question), rate, Parsed.of
-
-    def least_needed(self) -> float | None:
-        return self.verifier.least_cosine_needed(self.rate)
-
-    def needed(self, entry: Entry) -> float | None:
-        return self.verifier.cosine_needed(self.query, self.parsed(entry.question), self.rate)
-
-    def accepts(self, entry: Entry, cosine: float) -> bool:
-        return self.verifier.accepts(self.query, self.parsed(entry.question), cosine, self.rate)
+    return VerifierJudge(Verifier.load(), question, rate, Parsed.of)
 
 
 @pytest.mark.parametrize("rate", [0.05, 0.25])
 async def test_a_judge_skips_minilm_passes_but_never_changes_the_answer(embedder, rate: float) -> None:
     """With the verifier as judge, the search serves exactly what it serves without one (the
     nearest candidate, judged by the verifier), from fewer MiniLM texts."""
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    texts: list[str] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        texts.extend(batch)
-        return embedder.embed_many(batch)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
+    search, passes = counted_search(embedder)
     plain, judged = EmbeddedStore(max_entries=100), EmbeddedStore(max_entries=100)
     for i, question in enumerate(STORED):
         await plain.put(entry(str(i), question=question), search.vectors(question))
@@ -122,14 +116,14 @@ async def test_a_judge_skips_minilm_passes_but_never_changes_the_answer(embedder
     hits = 0
     plain_texts = judged_texts = 0
     for asked in ASKED:
-        judge = _VerifierJudge(asked, rate)
-        texts.clear()
+        judge = _verifier_judge(asked, rate)
+        passes.clear()
         nearest = await search.nearest(plain, "ns", asked, search.vectors(asked), now=0)
-        plain_texts += len(texts)
+        plain_texts += sum(map(len, passes))
         expected = nearest.entry.key if nearest is not None and judge.accepts(nearest.entry, nearest.cosine) else None
-        texts.clear()
+        passes.clear()
         found = await search.nearest(judged, "ns", asked, search.vectors(asked), now=0, judge=judge)
-        judged_texts += len(texts)
+        judged_texts += sum(map(len, passes))
         assert (found.entry.key if found else None) == expected, asked
         if found is not None:
             assert found.cosine == pytest.approx(float(embedder.embed(asked) @ embedder.embed(found.entry.question)))
@@ -139,22 +133,13 @@ async def test_a_judge_skips_minilm_passes_but_never_changes_the_answer(embedder
 
 
 async def test_a_candidate_the_verifier_refuses_at_any_cosine_costs_no_minilm_pass(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        passes.append(batch)
-        return embedder.embed_many(batch)
-
-    search = TwoStageSearch(StaticEmbedder.load(), full)
+    search, passes = counted_search(embedder)
     store = EmbeddedStore(max_entries=100)
     for key, question in (("5", "How do I lose 5 kg in a month?"), ("10", "How do I lose 10 kg in a month?")):
         await store.put(entry(key, question=question), search.vectors(question))
     asked = "How do I lose 50 kg in a month?"
     vectors = search.vectors(asked)
-    assert await search.nearest(store, "ns", asked, vectors, now=0, judge=_VerifierJudge(asked, 0.25)) is None
+    assert await search.nearest(store, "ns", asked, vectors, now=0, judge=_verifier_judge(asked, 0.25)) is None
     assert passes == [] and vectors.full is None  # another number: refused without MiniLM
     assert await search.nearest(store, "ns", asked, vectors, now=0) is not None
     assert len(passes[0]) == 3  # without a judge: the question and both candidates
@@ -205,13 +190,13 @@ async def test_concurrent_lookups_through_the_worker_answer_as_one_at_a_time(emb
     store = await stored(one_by_one)
     asked = ASKED * 2
     expected = [
-        key(await one_by_one.nearest(store, "ns", q, one_by_one.vectors(q), 0, _VerifierJudge(q, 0.25))) for q in asked
+        key(await one_by_one.nearest(store, "ns", q, one_by_one.vectors(q), 0, _verifier_judge(q, 0.25))) for q in asked
     ]
     worker = EmbedWorker(embedder)
     together = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
     store = await stored(together)
     found = await asyncio.gather(
-        *(together.nearest(store, "ns", q, together.vectors(q), 0, _VerifierJudge(q, 0.25)) for q in asked)
+        *(together.nearest(store, "ns", q, together.vectors(q), 0, _verifier_judge(q, 0.25)) for q in asked)
     )
     worker.close()
     assert [key(f) for f in found] == expected and any(expected)
@@ -279,18 +264,11 @@ class _FixedJudge:
 
 
 async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minilm_pass(embedder) -> None:
-    from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
-
-    passes: list[list[str]] = []
-
-    async def full(batch: list[str]) -> np.ndarray:
-        passes.append(batch)
-        return embedder.embed_many(batch)
 
     static = StaticEmbedder.load()
     base, slope = static.gate_line or (0.0, 0.0)
-    search = TwoStageSearch(static, full)
+    search, passes = counted_search(embedder, static)
     store = EmbeddedStore(max_entries=100)
     asked = "How can I lose weight in a month?"
     near, far = "How do I lose weight in a month?", "What should I eat to lose weight?"
