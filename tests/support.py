@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -103,6 +104,14 @@ class FakeUpstream:
         self.proc.terminate()
         self.proc.wait(10)
         self._log.close()
+
+
+def recorded_upstream(workdir: Path, records: list[dict[str, Any]]) -> FakeUpstream:
+    """tests/fakes/fake_recorded.py serving `records`: each a prompt and its answer per upstream
+    model (a text, or a dict with the content, logprobs, finish_reason)."""
+    path = workdir / "answers.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return FakeUpstream(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
 
 
 class GatewayProcess:

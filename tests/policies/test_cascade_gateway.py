@@ -1,9 +1,9 @@
-"""Cascades, shadow sampling, breakers, the cost router and compression, through a running
-gateway (official openai SDK) in front of a fake upstream serving recorded answers."""
+"""Cascades, shadow sampling, breakers and fallbacks, through a running gateway (official
+openai SDK) in front of a fake upstream serving recorded answers. The cost router and prompt
+compression, on the same recorded answers: tests/policies/test_router_compression_gateway.py."""
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -16,8 +16,7 @@ import openai
 import pytest
 
 from gateway.tokens import count_text
-from policies.compress import SUMMARY_PREFIX, summary_request
-from tests.support import FakeUpstream, GatewayProcess, _env, model, wait_until
+from tests.support import FakeUpstream, GatewayProcess, _env, model, recorded_upstream, wait_until
 
 WEAK, STRONG = "rec-weak", "rec-strong"
 CONFIDENT = [-0.01] * 5
@@ -43,31 +42,10 @@ RECORDS = [
 
 
 GRADER = "rec-grader"
-HISTORY = [
-    m
-    for i in range(12)
-    for m in (
-        {"role": "user", "content": f"Question {i}: tell me about topic {i} in some detail please."},
-        {"role": "assistant", "content": f"Topic {i} is interesting. It has many aspects to it."},
-    )
-]
-LONG_CONVERSATION = [{"role": "system", "content": "Be brief."}, *HISTORY, {"role": "user", "content": "good question"}]
-SUMMARY = "We covered topics 0 to 11."
-RECORDS += [
-    # the judge's grades for two answers, and the summarizer's summary of the long conversation
+RECORDS += [  # the judge's grades for two answers
     {"prompt": "Question:\ngood question\n\nAnswer:\n3 + 4 = 7\n#### 7", "answers": {GRADER: "9"}},
     {"prompt": "Question:\nunsure question\n\nAnswer:\n#### 5", "answers": {GRADER: "2"}},
-    {"prompt": summary_request(LONG_CONVERSATION[1:-2], 256)[1]["content"], "answers": {GRADER: SUMMARY}},
 ]
-
-
-class RecordedFake(FakeUpstream):
-    """tests/fakes/fake_recorded.py serving RECORDS."""
-
-    def __init__(self, workdir: Path) -> None:
-        path = workdir / "answers.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-        super().__init__(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
 
 
 def config(base: str) -> dict:
@@ -108,28 +86,20 @@ def config(base: str) -> dict:
             },
         ],
         "breaker": {"min_requests": 3, "window_s": 60, "open_s": 600},
-        "cost_router": {"name": "fit", "models": ["weak", "strong"]},
-        "compression": {
-            "enabled": True,
-            "budget_tokens": 64,
-            "keep_recent": 2,
-            "models": ["weak"],
-            "summarizer": "grader",
-        },
         # These tests count the calls each request makes: a repeated question must not be a cache hit.
         "cache": {"exact": {"enabled": False}},
     }
 
 
 @pytest.fixture(scope="module")
-def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordedFake]:
-    f = RecordedFake(tmp_path_factory.mktemp("recorded"))
+def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeUpstream]:
+    f = recorded_upstream(tmp_path_factory.mktemp("recorded"), RECORDS)
     yield f
     f.stop()
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, fake: RecordedFake) -> Iterator[GatewayProcess]:
+def gw(tmp_path_factory: pytest.TempPathFactory, fake: FakeUpstream) -> Iterator[GatewayProcess]:
     g = GatewayProcess(config(fake.url), tmp_path_factory.mktemp("gw-cascade"))
     yield g
     g.stop()
@@ -150,7 +120,7 @@ def cost_of(usage_in: int, usage_out: int, price_in: str, price_out: str) -> Dec
     return (usage_in * Decimal(price_in) + usage_out * Decimal(price_out)) / 10**6
 
 
-def test_confident_cheap_answer_is_returned(client: openai.OpenAI, fake: RecordedFake) -> None:
+def test_confident_cheap_answer_is_returned(client: openai.OpenAI, fake: FakeUpstream) -> None:
     before = fake.stats().get(STRONG, 0)
     raw = ask(client, "auto", "good question")
     completion = raw.parse()
@@ -230,7 +200,7 @@ def wait_samples(gw: GatewayProcess, name: str, n: int) -> dict:
 
 
 def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(
-    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+    client: openai.OpenAI, gw: GatewayProcess, fake: FakeUpstream
 ) -> None:
     view = cascade_view(gw, "shadowed")
     assert view["escalate_all"] and view["samples"] == 0  # no calibration: nothing proven yet
@@ -248,7 +218,7 @@ def test_a_new_cascade_escalates_until_its_samples_prove_a_threshold(
 
 
 def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(
-    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+    client: openai.OpenAI, gw: GatewayProcess, fake: FakeUpstream
 ) -> None:
     # Runs after the test above certified threshold 0.0; the configured floor shadow_rate is 1.0.
     strong_before = fake.stats().get(STRONG, 0)
@@ -274,7 +244,7 @@ def test_accepted_answers_are_shadow_sampled_and_move_the_threshold(
 
 
 def test_a_rules_cascade_gives_up_on_the_cheap_tier(
-    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+    client: openai.OpenAI, gw: GatewayProcess, fake: FakeUpstream
 ) -> None:
     for _ in range(10):  # the rules accept these cheap answers, and each disagrees with the last tier
         assert ask(client, "rules-only", "unsure question").headers["x-costgate-model"] == "strong"
@@ -288,7 +258,7 @@ def test_a_rules_cascade_gives_up_on_the_cheap_tier(
 
 
 def test_failing_tier_falls_through_and_breaker_opens(
-    client: openai.OpenAI, gw: GatewayProcess, fake: RecordedFake
+    client: openai.OpenAI, gw: GatewayProcess, fake: FakeUpstream
 ) -> None:
     start = fake.stats().get("fail-500", 0)
     for _ in range(4):
@@ -307,54 +277,6 @@ def test_cascade_skips_a_failing_tier(client: openai.OpenAI) -> None:
 
 
 @pytest.mark.parametrize(
-    "max_cost, expected",
-    [
-        (None, "strong"),
-        ("0.01", "strong"),
-        ("0.001", "weak"),
-    ],
-)
-def test_cost_router_picks_best_model_that_fits(client: openai.OpenAI, max_cost: str | None, expected: str) -> None:
-    headers = {"x-costgate-max-cost-usd": max_cost} if max_cost else {}
-    raw = ask(client, "fit", "good question", max_tokens=100, extra_headers=headers)
-    assert raw.headers["x-costgate-model"] == expected
-
-
-def test_cost_router_refuses_with_402_when_nothing_fits(client: openai.OpenAI, gw: GatewayProcess) -> None:
-    with pytest.raises(openai.APIStatusError) as err:
-        ask(client, "fit", "good question", max_tokens=100, extra_headers={"x-costgate-max-cost-usd": "0.000001"})
-    assert err.value.status_code == 402
-    assert err.value.body["code"] == "cost_limit_exceeded"
-
-
-def test_long_conversation_is_compressed_by_the_summarizer(
-    client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess
-) -> None:
-    graded = fake.stats().get(GRADER, 0)
-    raw = client.chat.completions.with_raw_response.create(
-        model="weak", messages=LONG_CONVERSATION, extra_headers={"x-costgate-tags": "compressed"}
-    )
-    saved = int(raw.headers["x-costgate-compressed-tokens"])
-    assert saved > 100
-    completion = raw.parse()
-    assert completion.choices[0].message.content == "3 + 4 = 7\n#### 7"  # the last turn survived
-    assert fake.stats()[GRADER] == graded + 1  # the summary was a real call...
-    compressed_prompt = [
-        LONG_CONVERSATION[0],
-        {"role": "system", "content": SUMMARY_PREFIX + SUMMARY},
-        *LONG_CONVERSATION[-2:],
-    ]
-    from gateway.tokens import count_messages
-
-    assert completion.usage.prompt_tokens == count_messages(compressed_prompt)  # ...and its summary was sent
-    answer_cost = cost_of(completion.usage.prompt_tokens, completion.usage.completion_tokens, "0.6", "0.6")
-    assert Decimal(raw.headers["x-costgate-cost-usd"]) > answer_cost  # the summary call is charged too
-    short = client.chat.completions.with_raw_response.create(model="weak", messages=LONG_CONVERSATION[-3:])
-    assert "x-costgate-compressed-tokens" not in short.headers
-    assert 'costgate_compression_tokens_saved_total{model="weak"}' in httpx.get(gw.url + "/metrics").text
-
-
-@pytest.mark.parametrize(
     "question, served, calls",
     [
         ("good question", "weak", {WEAK: 1, GRADER: 1, STRONG: 0}),  # graded 9/10: accepted
@@ -362,7 +284,7 @@ def test_long_conversation_is_compressed_by_the_summarizer(
     ],
 )
 def test_judge_scorer_grades_with_a_charged_call(
-    client: openai.OpenAI, fake: RecordedFake, gw: GatewayProcess, question: str, served: str, calls: dict[str, int]
+    client: openai.OpenAI, fake: FakeUpstream, gw: GatewayProcess, question: str, served: str, calls: dict[str, int]
 ) -> None:
     before = fake.stats()
     raw = ask(client, "judged", question, extra_headers={"x-costgate-tags": f"judged-{served}"})

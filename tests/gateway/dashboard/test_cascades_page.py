@@ -13,13 +13,13 @@ import pytest
 
 from gateway.dashboard.pages import pct, usd_short
 from tests.gateway.dashboard.test_browser import browser, page, shoot, sign_in  # noqa: F401 (fixtures)
-from tests.gateway.routing.test_learning import QUESTIONS, RecordedFake, scorer_file
-from tests.support import GatewayProcess, model, wait_until
+from tests.gateway.routing.test_learning import QUESTIONS, RECORDS, scorer_file
+from tests.support import GatewayProcess, model, recorded_upstream, wait_until
 
 
 @pytest.fixture(scope="module")
 def cascaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    fake = RecordedFake(tmp_path_factory.mktemp("cascade-page-fake"))
+    fake = recorded_upstream(tmp_path_factory.mktemp("cascade-page-fake"), RECORDS)
     workdir = tmp_path_factory.mktemp("gw-cascade-page")
     learned = {
         "name": "learned-c",

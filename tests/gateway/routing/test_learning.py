@@ -5,7 +5,6 @@ escalation and the dollars saved, exactly as the calls that were made add up."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -18,7 +17,7 @@ from policies.pricing import Price, Usage, cost_of
 from policies.scorers import Scored
 from policies.scorers.features import features
 from policies.scorers.training import Matrix, train_matrix
-from tests.support import FakeUpstream, GatewayProcess, model, wait_until
+from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream, wait_until
 
 WEAK, STRONG = "learn-weak", "learn-strong"
 RIGHT = [("What is 3 + 4?", "3 + 4 = 7\n#### 7"), ("What is 6 * 7?", "6 * 7 = 42\n#### 42")]
@@ -58,22 +57,15 @@ def cascade(name: str, scorer: str) -> dict:
     }
 
 
-class RecordedFake(FakeUpstream):
-    def __init__(self, workdir: Path) -> None:
-        path = workdir / "answers.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-        super().__init__(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
-
-
 @pytest.fixture(scope="module")
-def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordedFake]:
-    f = RecordedFake(tmp_path_factory.mktemp("learn-fake"))
+def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeUpstream]:
+    f = recorded_upstream(tmp_path_factory.mktemp("learn-fake"), RECORDS)
     yield f
     f.stop()
 
 
 @pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, fake: RecordedFake) -> Iterator[GatewayProcess]:
+def gw(tmp_path_factory: pytest.TempPathFactory, fake: FakeUpstream) -> Iterator[GatewayProcess]:
     workdir = tmp_path_factory.mktemp("gw-learning")
     config = {
         "models": [
@@ -118,7 +110,7 @@ class Sent:
         return served
 
 
-def test_a_refit_replaces_a_worse_scorer_and_keeps_a_good_one(gw: GatewayProcess, fake: RecordedFake) -> None:
+def test_a_refit_replaces_a_worse_scorer_and_keeps_a_good_one(gw: GatewayProcess, fake: FakeUpstream) -> None:
     client = httpx.Client(base_url=gw.url, headers={"authorization": f"Bearer {gw.new_key('team-learn')}"}, timeout=30)
     sent = {"relearn": Sent(), "steady": Sent()}
     for name in sent:

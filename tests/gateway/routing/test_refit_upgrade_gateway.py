@@ -8,7 +8,6 @@ without labels, for fewer escalations."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from policies.scorers import Scored
 from policies.scorers.features import features
 from policies.scorers.training import Matrix, train_matrix
-from tests.support import FakeUpstream, GatewayProcess, model, wait_until
+from tests.support import GatewayProcess, model, recorded_upstream, wait_until
 
 WEAK, STRONG = "upgrade-weak", "upgrade-strong"
 # Worked answers the last tier agrees with; hedged guesses it never agrees with.
@@ -80,16 +79,9 @@ def labelled_scorer(path: Path) -> str:
     return str(path)
 
 
-class RecordedFake(FakeUpstream):
-    def __init__(self, workdir: Path) -> None:
-        path = workdir / "answers.jsonl"
-        path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-        super().__init__(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
-
-
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:
-    fake = RecordedFake(tmp_path_factory.mktemp("upgrade-fake"))
+    fake = recorded_upstream(tmp_path_factory.mktemp("upgrade-fake"), RECORDS)
     workdir = tmp_path_factory.mktemp("gw-upgrade")
     config = {
         "models": [

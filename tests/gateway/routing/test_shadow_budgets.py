@@ -5,7 +5,6 @@ them."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -16,7 +15,7 @@ import openai
 import pytest
 
 from tests.gateway.budget_support import SHARED_REDIS, redis_prefix
-from tests.support import FakeUpstream, GatewayProcess, model, wait_until
+from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream, wait_until
 
 WEAK, STRONG = "rec-weak", "rec-strong"
 RECORDS = [{"prompt": "what is 3 + 4?", "answers": {WEAK: "3 + 4 = 7\n#### 7", STRONG: "#### 7"}}]  # others echo
@@ -24,10 +23,7 @@ RECORDS = [{"prompt": "what is 3 + 4?", "answers": {WEAK: "3 + 4 = 7\n#### 7", S
 
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeUpstream]:
-    workdir = tmp_path_factory.mktemp("recorded")
-    path = workdir / "answers.jsonl"
-    path.write_text("\n".join(json.dumps(r) for r in RECORDS) + "\n")
-    f = FakeUpstream(workdir, "tests.fakes.fake_recorded", ("--answers", str(path)))
+    f = recorded_upstream(tmp_path_factory.mktemp("recorded"), RECORDS)
     yield f
     f.stop()
 
