@@ -77,16 +77,14 @@ class Gateway:
     batch_lane: BatchRunner
     responses: ResponseStore  # the Responses API's stored responses, per team
     feedback: Feedback  # verdicts on served answers (POST /v1/feedback)
+    # Deletes kept text past its team's keep_text_days (and creates the table, kept or not).
+    text_retention: Retention
     texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
-    text_retention: Retention | None = None  # deletes kept text past its team's keep_text_days
 
     async def start(self) -> None:
         await create_tables(self.db)
         await self.feedback.store.create()
-        if self.text_retention is not None:
-            await self.text_retention.start()  # creates the kept-text table, then purges it
-        elif self.texts is not None:
-            await self.texts.create()
+        await self.text_retention.start()  # creates the kept-text table, then purges it
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had
@@ -100,8 +98,7 @@ class Gateway:
         await self.routing.stop()  # shadow samples in flight still hold budgets and write rows
         if self.texts is not None:
             await self.texts.drain()  # the text of the last requests and shadow samples
-        if self.text_retention is not None:
-            await self.text_retention.stop()
+        await self.text_retention.stop()
         await self.spend.stop()
         await self.cache.stop()  # the embedded backend writes its snapshot
         await self.ledger.close()
@@ -168,6 +165,6 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         batch_lane,
         ResponseStore(db, settings.responses),
         feedback,
-        texts,
         Retention(texts or TextStore(db), settings.keep_text_days()),
+        texts,
     )
