@@ -108,7 +108,7 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
     import asyncio
     import dataclasses
 
-    from policies.semantic_cache.distill_static import GATE_SLOPE, fit_gate_line
+    from policies.semantic_cache.distill_static import GATE_SLOPE, OVERLAP_WEIGHT, fit_gate_lines
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
 
@@ -123,7 +123,7 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
     answer = CachedAnswer("a", "stop", MODEL, MODEL, 10, 10)
     parsed = {q: Parsed.of(q) for q in stored + asked}
 
-    class Known:  # MiniLM vectors already made, for `fit_gate_line`
+    class Known:  # MiniLM vectors already made, for `fit_gate_lines`
         def embed_many(self, texts: list[str]) -> np.ndarray:
             return np.stack([vectors[q] for q in texts])
 
@@ -153,22 +153,28 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
         return whole, staged, lost, passes[0]
 
     halves = [heldout[0::2], heldout[1::2]]
-    crossed = [  # each half's queries, with the line fitted on the other half
-        (
-            dataclasses.replace(static, gate_line=(fit_gate_line(static, Known(), pairs, other), GATE_SLOPE)),
-            [p.b for p in half],
-        )
-        for half, other in zip(halves, halves[::-1])
-    ]
+    crossed = []  # each half's queries, with the lines fitted on the other half
+    for half, other in zip(halves, halves[::-1]):
+        base, overlap_base = fit_gate_lines(static, Known(), pairs, other)
+        line = dataclasses.replace(static, gate_line=(base, GATE_SLOPE), overlap_line=(OVERLAP_WEIGHT, overlap_base))
+        crossed.append((line, [p.b for p in half]))
+    alone = dataclasses.replace(static, overlap_line=None)
+
+    def bases(line: StaticEmbedder) -> str:
+        return f"{line.gate_line and line.gate_line[0]} and {line.overlap_line and line.overlap_line[1]}"
+
     print(
         f"\nHits lost to the static stage ({len(stored):,} stored a, {len(asked):,} held-out b asked, in process;"
-        f" the shipped line's base {static.gate_line[0] if static.gate_line else '-'}, the halves' "
-        f"{', '.join(str(line.gate_line[0]) for line, _ in crossed if line.gate_line)}):"
+        f" the shipped lines' bases {bases(static)}, the halves' {', '.join(bases(line) for line, _ in crossed)}):"
         "\n\n| max_false_hit_rate | line | hits, MiniLM over the whole store | hits, two-stage search | of those lost "
         "| MiniLM texts per question |\n|---|---|---|---|---|---|"
     )
     for rate in rates:
-        for label, runs in (("shipped (fitted on these pairs)", [(static, asked)]), ("the other half's", crossed)):
+        for label, runs in (
+            ("shipped (fitted on these pairs)", [(static, asked)]),
+            ("the other half's", crossed),
+            ("shipped gate line alone", [(alone, asked)]),
+        ):
             whole, staged, lost, texts = asyncio.run(count(rate, runs))
             print(
                 f"| {rate} | {label} | {whole} | {staged} | {lost} ({lost / max(whole, 1):.1%}) "
@@ -180,19 +186,22 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
 def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None:
     """MiniLM texts per question, counted in process (no timing, so the load does not move it):
     the speed runs' first `n` questions against their fillers, through the gateway's two-stage
-    search, with the verifier judging the candidates first (as the gateway runs it) and without
-    (every candidate over the gate embedded, then the nearest judged). The hits must agree."""
+    search, with the verifier judging the candidates first (as the gateway runs it), the same
+    with the gate line alone (no overlap line), and without a judge (every candidate over the
+    gate embedded, then the nearest judged). The hits must agree."""
     import asyncio
+    import dataclasses
 
     from policies.semantic_cache.search import TwoStageSearch
     from policies.semantic_cache.static_embedder import StaticEmbedder
 
     texts = questions(qqp)
     asked, sources = texts[0::2][:n], texts[1::2]
-    static, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
+    shipped, verifier, embedder = StaticEmbedder.load(), Verifier.load(), Embedder()
+    alone = dataclasses.replace(shipped, overlap_line=None)
     answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
 
-    async def count(size: int, rate: float, judged: bool) -> tuple[float, float, int]:
+    async def count(size: int, rate: float, judged: bool, static: StaticEmbedder) -> tuple[float, float, int]:
         made = [0]
 
         async def full(batch: list[str]) -> np.ndarray:
@@ -216,17 +225,22 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
 
     print(
         f"\nMiniLM texts per question ({len(asked):,} new questions, in process; stored fillers without MiniLM "
-        "vectors: each candidate's is made once, then kept):\n\n| stored | max_false_hit_rate | questions that ran "
-        "MiniLM, every candidate / verify first | texts per question | hits |\n|---|---|---|---|---|"
+        "vectors: each candidate's is made once, then kept). Three searches: every candidate over the gate "
+        "embedded / verify first, gate line alone / verify first with the overlap line (the gateway's):"
+        "\n\n| stored | max_false_hit_rate | questions that ran MiniLM | texts per question | hits |"
+        "\n|---|---|---|---|---|"
     )
     for size in fill:
         for rate in rates:
-            every = asyncio.run(count(size, rate, judged=False))
-            first = asyncio.run(count(size, rate, judged=True))
-            same = "same" if every[2] == first[2] else f"{every[2] - first[2]:+d} by the gate line"
+            runs = [
+                asyncio.run(count(size, rate, judged, static))
+                for judged, static in ((False, shipped), (True, alone), (True, shipped))
+            ]
+            hits = [r[2] for r in runs]
+            same = "same" if len(set(hits)) == 1 else f"{hits[2] - hits[0]:+d} by the lines"
             print(
-                f"| {size:,} | {rate} | {every[0]:.1%} / {first[0]:.1%} | {every[1]:.2f} / {first[1]:.2f} "
-                f"| {every[2]} / {first[2]} ({same}) |",
+                f"| {size:,} | {rate} | {' / '.join(f'{r[0]:.1%}' for r in runs)} "
+                f"| {' / '.join(f'{r[1]:.2f}' for r in runs)} | {' / '.join(map(str, hits))} ({same}) |",
                 flush=True,
             )
 

@@ -234,6 +234,13 @@ class Parsed:
         )
 
 
+def word_overlap(a: Parsed, b: Parsed) -> float:
+    """The share of the two texts' words they have in common (Jaccard, 0 to 1): what the static
+    stage reads besides its cosine (`StaticEmbedder.clears`)."""
+    x, y = set(a.tokens), set(b.tokens)
+    return len(x & y) / len(x | y) if x or y else 1.0
+
+
 def negated(words: list[str]) -> bool:
     return any(w in NEGATIONS and not (w == "not" and i > 0 and words[i - 1] == "or") for i, w in enumerate(words))
 

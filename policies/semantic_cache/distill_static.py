@@ -15,9 +15,10 @@
    held-out pairs alone, it was 0.615 and kept only 98.2% on the odd half: the tail is thin
    (~440 queries a half), hence both halves and the rounding. That gate is for a search
    without a verifier; with one, the gate follows the MiniLM cosine the verifier needs
-   (5, `fit_gate_line`).
-5. The gate line, on the same held-out pairs: `StaticEmbedder.gate_for`. `--gate-line-only`
-   refits it alone for the shipped table (MiniLM over ~10k questions, a minute).
+   (5, `fit_gate_lines`).
+5. The gate line, on the same held-out pairs: `StaticEmbedder.gate_for`, and the overlap line
+   beside it (`StaticEmbedder.clears`). `--gate-line-only` refits the two alone for the shipped
+   table (MiniLM over ~10k questions, a minute).
 
 Rows are fitted on the QQP pairs outside the held-out part (`Pair.held_out`), so
 `bench/semantic_cache_speed.py --recall-only` measures on pairs the rows never saw (the gate,
@@ -38,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from policies.semantic_cache.differences import Parsed, word_overlap
 from policies.semantic_cache.embedder import MODEL_DIR, Embedder
 from policies.semantic_cache.static_embedder import GATE_AT, STATIC_FILE, StaticEmbedder
 
@@ -166,19 +168,32 @@ def gate_for(static: StaticEmbedder, full: Embedder, stored: list[Pair], asked: 
     return float(np.quantile(cleared, 1 - GATE_RECALL))
 
 
-GATE_SLOPE = 2.5  # static cosine per MiniLM cosine, of the gate line (see fit_gate_line)
+GATE_SLOPE = 2.5  # static cosine per MiniLM cosine, of the gate line (see fit_gate_lines)
 GATE_LINE_QUANTILE = 0.001
+OVERLAP_WEIGHT = 0.4  # of the word overlap, in the overlap line's score (see fit_gate_lines)
+OVERLAP_FROM = 0.93  # the overlap line is fitted on pairs at least this close by MiniLM
+OVERLAP_QUANTILE = 0.005
 
 
-def fit_gate_line(static: StaticEmbedder, full: Embedder, stored: list[Pair], asked: list[Pair]) -> float:
-    """The gate line's base (its static cosine at MiniLM `GATE_AT`), for `StaticEmbedder.gate_for`.
+def fit_gate_lines(
+    static: StaticEmbedder, full: Embedder, stored: list[Pair], asked: list[Pair]
+) -> tuple[float, float]:
+    """The bases (at MiniLM `GATE_AT`) of the gate line and of the overlap line, for
+    `StaticEmbedder.clears`.
 
-    Every `a` stored, each held-out `b` asked: over each query's `static.candidates` nearest by
-    static cosine whose MiniLM cosine m is >= GATE_AT, the line `base + GATE_SLOPE (m - GATE_AT)`
-    with 0.1% of them under it, rounded down to 0.01. The slope, 2.5, was chosen by a one-off
-    experiment on these pairs (not kept: the static cosines' lower tail rises about that fast
-    between MiniLM 0.85 and 1); what the line costs is counted by `bench/semantic_cache_speed.py
-    --recall-only`, the hits lost against MiniLM over the whole store.
+    Every `a` stored, each held-out `b` asked, over each query's `static.candidates` nearest by
+    static cosine s, with MiniLM cosine m and word overlap w (`differences.word_overlap`):
+    - the gate line `base + GATE_SLOPE (m - GATE_AT)` has 0.1% of the pairs with m >= GATE_AT
+      under s;
+    - the overlap line, at the same slope, has 0.5% of the pairs with m >= OVERLAP_FROM under
+      s + OVERLAP_WEIGHT w.
+    Both rounded down to 0.01. The slope, the weight and where the overlap line is fitted from
+    were chosen by one-off experiments on these pairs (not kept; docs/benchmarks.md has the
+    sweep): fitting each line on one half of the queries and counting the other half with it,
+    no default-bound hit was lost at weights 0.2 to 0.5; 0.4 passed over the most candidates
+    of the speed benchmark's traffic. What the lines cost is counted by
+    `bench/semantic_cache_speed.py --recall-only`, the hits lost against MiniLM over the whole
+    store, and its `--texts-only`, the MiniLM passes they save.
     """
     a_full, b_full = full.embed_many([p.a for p in stored]), full.embed_many([p.b for p in asked])
     a_static, b_static = static.embed_many([p.a for p in stored]), static.embed_many([p.b for p in asked])
@@ -186,9 +201,14 @@ def fit_gate_line(static: StaticEmbedder, full: Embedder, stored: list[Pair], as
     k = static.candidates
     top = np.argpartition(-by_static, k, axis=1)[:, :k]
     s, m = np.take_along_axis(by_static, top, 1).ravel(), np.take_along_axis(by_full, top, 1).ravel()
-    close = m >= GATE_AT
-    base = float(np.quantile(s[close] - GATE_SLOPE * (m[close] - GATE_AT), GATE_LINE_QUANTILE))
-    return math.floor(base * 100) / 100
+    a_parsed, b_parsed = [Parsed.of(p.a) for p in stored], [Parsed.of(p.b) for p in asked]
+    w = np.array([word_overlap(b_parsed[i], a_parsed[j]) for i, row in enumerate(top) for j in row])
+    close, closer = m >= GATE_AT, m >= OVERLAP_FROM
+    base = np.quantile(s[close] - GATE_SLOPE * (m[close] - GATE_AT), GATE_LINE_QUANTILE)
+    overlap_base = np.quantile(
+        s[closer] + OVERLAP_WEIGHT * w[closer] - GATE_SLOPE * (m[closer] - GATE_AT), OVERLAP_QUANTILE
+    )
+    return math.floor(base * 100) / 100, math.floor(overlap_base * 100) / 100
 
 
 def main() -> None:
@@ -203,8 +223,8 @@ def main() -> None:
     pairs = [Pair(r["a"], r["b"]) for r in rows]
     if args.gate_line_only:
         shipped = StaticEmbedder.load(args.out)
-        base = fit_gate_line(shipped, Embedder(), pairs, [p for p in pairs if p.held_out])
-        save(args.out, shipped.table, shipped.gate, shipped.candidates, base)
+        lines = fit_gate_lines(shipped, Embedder(), pairs, [p for p in pairs if p.held_out])
+        save(args.out, shipped.table, shipped.gate, shipped.candidates, *lines)
         return
     train = [p for p in pairs if not p.held_out]
     questions = sorted({q for p in train for q in (p.a, p.b)})
@@ -219,10 +239,10 @@ def main() -> None:
     static = StaticEmbedder.of(table, 0.0, CANDIDATES)
     heldout = [p for p in pairs if p.held_out]
     gate = math.floor(gate_for(static, embedder, pairs, heldout) / 0.05) * 0.05
-    save(args.out, table, gate, CANDIDATES, fit_gate_line(static, embedder, pairs, heldout))
+    save(args.out, table, gate, CANDIDATES, *fit_gate_lines(static, embedder, pairs, heldout))
 
 
-def save(path: Path, table: np.ndarray, gate: float, candidates: int, gate_base: float) -> None:
+def save(path: Path, table: np.ndarray, gate: float, candidates: int, gate_base: float, overlap_base: float) -> None:
     np.savez(
         path,
         table=table.astype(np.float16),
@@ -230,10 +250,13 @@ def save(path: Path, table: np.ndarray, gate: float, candidates: int, gate_base:
         candidates=np.array(candidates),
         gate_base=np.array(gate_base),
         gate_slope=np.array(GATE_SLOPE),
+        overlap_weight=np.array(OVERLAP_WEIGHT),
+        overlap_base=np.array(overlap_base),
     )
     print(
         f"{path}: {table.shape}, gate {gate:.3f}, gate line {gate_base:.2f} + {GATE_SLOPE} (MiniLM - {GATE_AT}), "
-        f"{candidates} candidates"
+        f"overlap line {overlap_base:.2f} + {GATE_SLOPE} (MiniLM - {GATE_AT}) under static + {OVERLAP_WEIGHT} x "
+        f"overlap, {candidates} candidates"
     )
 
 

@@ -18,12 +18,14 @@ qualifier or a question word of its own), and never a pair with another number, 
 a negation on one side... So the search takes only the candidates over the static gate for the
 least cosine the team's verifier could need (`StaticEmbedder.gate_for`), and embeds, with the
 question, only the *possible* ones: those the verifier does not refuse outright, each over the
-static gate for the cosine it needs. When none is possible, or when the nearest possible one
-is refused, the lookup is a miss; only when that one would be served are the rest embedded
-too, to check that none of them is nearer (then the verifier judges that one, as without a
-judge). What this can miss that embedding every candidate would serve: a pair whose static
-cosine is under the gate line while its MiniLM cosine is over what the verifier needs, which
-`bench/semantic_cache_speed.py --recall-only` counts on held-out pairs.
+static gate for the cosine it needs (`StaticEmbedder.clears`: the gate line on the static
+cosine, and a second line on the static cosine plus the share of words the two have in
+common). When none is possible, or when the nearest possible one is refused, the lookup is a
+miss; only when that one would be served are the rest embedded too, to check that none of them
+is nearer (then the verifier judges that one, as without a judge). What this can miss that
+embedding every candidate would serve: a pair under either line while its MiniLM cosine is over
+what the verifier needs, which `bench/semantic_cache_speed.py --recall-only` counts on held-out
+pairs.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Protocol
 
 import numpy as np
 
-from policies.semantic_cache.differences import Parsed
+from policies.semantic_cache.differences import Parsed, word_overlap
 from policies.semantic_cache.static_embedder import StaticEmbedder
 from policies.semantic_cache.store import CacheStore, Candidate, Entry, QuestionVectors
 from policies.semantic_cache.verifier import Verifier
@@ -63,6 +65,10 @@ class Judge(Protocol):
         ...
 
     def accepts(self, entry: Entry, cosine: float) -> bool: ...
+
+    def overlap(self, entry: Entry) -> float:
+        """The share of words the query and the stored question have in common (0 to 1)."""
+        ...
 
 
 class VerifierJudge:
@@ -92,6 +98,9 @@ class VerifierJudge:
 
     def accepts(self, entry: Entry, cosine: float) -> bool:
         return self.verifier.accepts(self.query, self.parse(entry.question), cosine, self.max_false_hit_rate)
+
+    def overlap(self, entry: Entry) -> float:
+        return word_overlap(self.query, self.parse(entry.question))
 
 
 @dataclass(frozen=True)
@@ -139,7 +148,9 @@ class TwoStageSearch:
 
     def _possible(self, judge: Judge, candidate: Candidate) -> bool:
         needed = judge.needed(candidate.entry)
-        return needed is not None and candidate.static_cosine >= self.static.gate_for(needed)
+        return needed is not None and self.static.clears(
+            needed, candidate.static_cosine, lambda: judge.overlap(candidate.entry)
+        )
 
     async def _nearest_of(
         self,

@@ -18,6 +18,7 @@ verifier, at MiniLM 0.85. `bench/semantic_cache_speed.py --recall-only` re-measu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,21 +38,30 @@ class StaticEmbedder:
     candidates: int  # stored questions re-ranked by their MiniLM vectors, at most
     tokenizer: Tokenizer
     gate_line: tuple[float, float] | None = None  # (static gate at MiniLM GATE_AT, slope); None: `gate`
+    overlap_line: tuple[float, float] | None = None  # (weight of the word overlap, base at GATE_AT); see `clears`
 
     @classmethod
     def load(cls, path: Path = STATIC_FILE) -> StaticEmbedder:
         with np.load(path) as data:
             line = (float(data["gate_base"]), float(data["gate_slope"])) if "gate_base" in data.files else None
-            return cls.of(data["table"], float(data["gate"]), int(data["candidates"]), line)
+            overlap = (
+                (float(data["overlap_weight"]), float(data["overlap_base"])) if "overlap_base" in data.files else None
+            )
+            return cls.of(data["table"], float(data["gate"]), int(data["candidates"]), line, overlap)
 
     @classmethod
     def of(
-        cls, table: np.ndarray, gate: float, candidates: int, gate_line: tuple[float, float] | None = None
+        cls,
+        table: np.ndarray,
+        gate: float,
+        candidates: int,
+        gate_line: tuple[float, float] | None = None,
+        overlap_line: tuple[float, float] | None = None,
     ) -> StaticEmbedder:
         tokenizer = Tokenizer.from_file(str(MODEL_DIR / "tokenizer.json"))
         tokenizer.no_padding()
         tokenizer.enable_truncation(MAX_TOKENS)
-        return cls(np.asarray(table, dtype=np.float32), gate, candidates, tokenizer, gate_line)
+        return cls(np.asarray(table, dtype=np.float32), gate, candidates, tokenizer, gate_line, overlap_line)
 
     def gate_for(self, needed: float) -> float:
         """The static cosine under which a stored question almost never has MiniLM cosine
@@ -62,6 +72,22 @@ class StaticEmbedder:
             return self.gate
         base, slope = self.gate_line
         return max(self.gate, base + slope * (needed - GATE_AT))
+
+    def clears(self, needed: float, static_cosine: float, overlap: Callable[[], float]) -> bool:
+        """Is a stored question at `static_cosine` worth a MiniLM pass when the verifier needs
+        MiniLM cosine `needed` to serve it? It must clear the gate line, and, where the file has
+        one, the overlap line: its static cosine plus `weight` x the share of words it has in
+        common with the query (`overlap()`, asked only past the first line) must reach
+        `base + slope (needed - GATE_AT)`, the same slope. The static sum blurs which words a
+        question has; the overlap keeps a question that shares half its words with the query
+        (a paraphrase of another question, or of half of it) from costing a pass at the static
+        cosine of a rewording (`distill_static.fit_gate_lines`)."""
+        if static_cosine < self.gate_for(needed):
+            return False
+        if self.overlap_line is None or self.gate_line is None:
+            return True
+        weight, base = self.overlap_line
+        return static_cosine + weight * overlap() >= base + self.gate_line[1] * (needed - GATE_AT)
 
     def token_ids(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids

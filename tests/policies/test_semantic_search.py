@@ -247,10 +247,11 @@ def test_the_shipped_gate_line_rises_with_the_cosine_needed() -> None:
 
 
 class _FixedJudge:
-    """Needs the given MiniLM cosine for each stored question; counts what it was asked."""
+    """Needs the given MiniLM cosine for each stored question; counts what it was asked. Word
+    overlaps are 1 (every word shared: the overlap line never binds) unless given."""
 
-    def __init__(self, least: float | None, needed: dict[str, float]) -> None:
-        self.least, self.need, self.asked = least, needed, []
+    def __init__(self, least: float | None, needed: dict[str, float], overlaps: dict[str, float] | None = None) -> None:
+        self.least, self.need, self.overlaps, self.asked = least, needed, overlaps or {}, []
 
     def least_needed(self) -> float | None:
         return self.least
@@ -261,6 +262,9 @@ class _FixedJudge:
 
     def accepts(self, entry: Entry, cosine: float) -> bool:
         return cosine >= self.need[entry.question]
+
+    def overlap(self, entry: Entry) -> float:
+        return self.overlaps.get(entry.question, 1.0)
 
 
 async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minilm_pass(embedder) -> None:
@@ -293,3 +297,57 @@ async def test_a_candidate_under_the_gate_for_the_cosine_it_needs_costs_no_minil
     strict = _FixedJudge(needing(s[near] + 0.01), {})
     assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=strict) is None
     assert passes == [] and strict.asked == []
+
+
+def test_word_overlap_is_the_share_of_words_in_common() -> None:
+    from policies.semantic_cache.differences import Parsed, word_overlap
+
+    a, b = Parsed.of("How do I learn Python?"), Parsed.of("How can I learn Python fast?")
+    assert word_overlap(a, b) == word_overlap(b, a) == pytest.approx(4 / 7)  # how, i, learn, python of 7 words
+    assert word_overlap(a, Parsed.of("how do i LEARN python")) == 1.0  # case and punctuation aside
+    assert word_overlap(a, Parsed.of("What is the capital of France?")) == 0.0
+
+
+def test_the_shipped_overlap_line_asks_for_more_static_cosine_from_fewer_shared_words() -> None:
+    from policies.semantic_cache.static_embedder import StaticEmbedder
+
+    static = StaticEmbedder.load()
+    assert static.overlap_line is not None and static.gate_line is not None
+    weight, base = static.overlap_line
+    assert 0 < weight < 1
+    needed = 0.95
+    first = static.gate_for(needed)  # the gate line alone: what the overlap line adds to
+    line = base + static.gate_line[1] * (needed - 0.85)
+    assert first < line < first + weight  # it binds for some overlaps, and for none when every word is shared
+    at = first + 0.02  # over the gate line: clears the overlap line from this share of words up
+    share = (line - at) / weight
+    assert 0 < share < 1
+    assert static.clears(needed, at, lambda: share + 0.01) and static.clears(needed, at, lambda: 1.0)
+    assert not static.clears(needed, at, lambda: share - 0.01)
+    assert not static.clears(needed, first - 0.01, lambda: pytest.fail("asked past a failed gate line"))
+    assert static.clears(-1.0, static.gate, lambda: 0.0)  # the same words up to case and punctuation: any
+    bare = StaticEmbedder.of(static.table, static.gate, 8, static.gate_line)  # a file without the overlap line
+    assert bare.clears(needed, first, lambda: 0.0)
+
+
+async def test_a_candidate_sharing_too_few_words_for_its_static_cosine_costs_no_minilm_pass(embedder) -> None:
+    from policies.semantic_cache.static_embedder import GATE_AT, StaticEmbedder
+
+    static = StaticEmbedder.load()
+    search, passes = counted_search(embedder, static)
+    store = EmbeddedStore(max_entries=100)
+    asked, near = "How can I lose weight in a month?", "How do I lose weight in a month?"
+    await store.put(entry("near", question=near), search.vectors(near))
+    s = float(search.vectors(asked).static @ search.vectors(near).static)
+    assert static.overlap_line is not None and static.gate_line is not None
+    (weight, overlap_base), (base, slope) = static.overlap_line, static.gate_line
+    needed = GATE_AT + (s - 0.1 - base) / slope  # its gate line 0.1 under the pair's static cosine
+    assert static.gate_for(needed) == pytest.approx(s - 0.1)
+    assert s < overlap_base + slope * (needed - GATE_AT) <= s + weight  # the overlap line binds
+    judge = _FixedJudge(GATE_AT, {near: needed}, overlaps={near: 0.0})  # no word shared
+    assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge) is None
+    assert passes == []
+    judge.overlaps[near] = 1.0  # every word shared: embedded and judged
+    found = await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge)
+    cosine = float(embedder.embed(asked) @ embedder.embed(near))
+    assert passes == [[asked, near]] and (found is not None) is (cosine >= needed)
