@@ -133,7 +133,7 @@ class TwoStageSearch:
             namespace, vectors.static, now, k, self.static.gate_for(SAME_WORDS if least is None else least)
         )
         full = {c.entry.key: c.full for c in found if c.full is not None}
-        possible = [c for c in found if self._possible(judge, c)]
+        possible = [c for c in found if self._possible(judge, c, least)]
         if not possible:
             return None
         best = await self._nearest_of(possible, full, store, question, vectors)
@@ -146,11 +146,12 @@ class TwoStageSearch:
             best = nearest
         return best
 
-    def _possible(self, judge: Judge, candidate: Candidate) -> bool:
+    def _possible(self, judge: Judge, candidate: Candidate, least: float | None) -> bool:
+        overlap = functools.cache(lambda: judge.overlap(candidate.entry))
+        if least is not None and overlap() < 1.0 and not self.static.clears(least, candidate.static_cosine, overlap):
+            return False  # under the lines even at the least cosine any pair could need: no verifier checks
         needed = judge.needed(candidate.entry)
-        return needed is not None and self.static.clears(
-            needed, candidate.static_cosine, lambda: judge.overlap(candidate.entry)
-        )
+        return needed is not None and self.static.clears(needed, candidate.static_cosine, overlap)
 
     async def _nearest_of(
         self,

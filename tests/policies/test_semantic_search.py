@@ -347,6 +347,12 @@ async def test_a_candidate_sharing_too_few_words_for_its_static_cosine_costs_no_
     judge = _FixedJudge(GATE_AT, {near: needed}, overlaps={near: 0.0})  # no word shared
     assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge) is None
     assert passes == []
+    assert judge.asked == [near]  # the verifier named what it needs; the lines refused it
+    # When even the least cosine any pair could need puts it under the overlap line, the
+    # verifier is not asked at all.
+    early = _FixedJudge(needed, {near: needed}, overlaps={near: 0.0})
+    assert await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=early) is None
+    assert passes == [] and early.asked == []
     judge.overlaps[near] = 1.0  # every word shared: embedded and judged
     found = await search.nearest(store, "ns", asked, search.vectors(asked), now=0, judge=judge)
     cosine = float(embedder.embed(asked) @ embedder.embed(near))
