@@ -36,6 +36,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -54,6 +55,12 @@ class Pair:
         """The 30% of pairs the table is never fitted on: a hash of the text, the same on every
         machine (the split issue 4's verifier calibration used)."""
         return int(hashlib.sha256(f"{self.a}\x00{self.b}".encode()).hexdigest()[:8], 16) % 10 >= 7
+
+
+class EmbedsMany(Protocol):
+    """MiniLM as the fits need it: the shipped `Embedder`, or vectors already made."""
+
+    def embed_many(self, texts: list[str]) -> np.ndarray: ...
 
 
 SIF_A = 1e-3
@@ -159,7 +166,7 @@ def augment(questions: list[str], rng: np.random.Generator) -> list[str]:
     return out
 
 
-def gate_for(static: StaticEmbedder, full: Embedder, stored: list[Pair], asked: list[Pair]) -> float:
+def gate_for(static: StaticEmbedder, full: EmbedsMany, stored: list[Pair], asked: list[Pair]) -> float:
     a_full, b_full = full.embed_many([p.a for p in stored]), full.embed_many([p.b for p in asked])
     a_static, b_static = static.embed_many([p.a for p in stored]), static.embed_many([p.b for p in asked])
     cosine = b_full @ a_full.T
@@ -176,7 +183,7 @@ OVERLAP_QUANTILE = 0.005
 
 
 def fit_gate_lines(
-    static: StaticEmbedder, full: Embedder, stored: list[Pair], asked: list[Pair]
+    static: StaticEmbedder, full: EmbedsMany, stored: list[Pair], asked: list[Pair]
 ) -> tuple[float, float]:
     """The bases (at MiniLM `GATE_AT`) of the gate line and of the overlap line, for
     `StaticEmbedder.clears`.
