@@ -18,10 +18,12 @@ stored entries before the run. Fillers are new texts spliced from two random que
 other half (the head of one, the tail of the other): like real traffic in vocabulary, rarely a
 paraphrase of anything asked, with no MiniLM vectors yet (the worst case for the lazy MiniLM
 vectors; `--vectors N`: those the first N questions meet over the static gate come with theirs,
-as once earlier lookups have met them). Spliced from the asked questions themselves, each question would meet a dozen
-fillers sharing half its words at 100k, all over the gate. Reported: p50
-at 1 connection (exact-only, semantic, the difference), requests/s at 32 connections and the
-ratio, the gateway's CPU per request, and the semantic hits the runs got.
+as once earlier lookups have met them; each run prints how many questions it asked, and says
+so when a faster machine took it past the first N, into the worst case). Spliced from the
+asked questions themselves, each question would meet a dozen fillers sharing half its words at
+100k, all over the gate. Reported: p50 at 1 connection (exact-only, semantic, the difference),
+requests/s at 32 connections and the ratio, the gateway's CPU per request, and the semantic
+hits the runs got.
 
 Recall, hits lost and MiniLM texts per question are counted in process, by
 bench/semantic_cache_stage.py (which also makes the question stream and the fillers).
@@ -297,9 +299,12 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
             for team in all_teams[:-1]:
                 results[team.name] = measure(gw, team, bodies, args)
                 m = results[team.name]
+                past = team.semantic and team.fill and 0 < args.vectors < m.wrk.requests
                 print(
                     f"  {team.name}: p50 {m.wrk.p50_ms:.3f} ms p99 {m.wrk.p99_ms:.3f} ms, {m.wrk.rps:.0f} req/s, "
-                    f"CPU {m.cpu_us:.0f} us/request (main thread {m.main_us:.0f}), hits {m.hits}",
+                    f"CPU {m.cpu_us:.0f} us/request (main thread {m.main_us:.0f}), hits {m.hits}, "
+                    f"{m.wrk.requests:,} questions"
+                    + (f" (past the first {args.vectors:,}: the rest met fillers in the worst case)" if past else ""),
                     flush=True,
                 )
             report(backend, fill, results)
