@@ -99,12 +99,14 @@ def recall(qqp: Path, fill: int) -> None:
 
 
 def served_recall(qqp: Path, rates: list[float]) -> None:
-    """The hits the gate line can lose: every `a` stored, each held-out `b` asked, the verifier
-    at each bound judging (1) the nearest stored question by MiniLM over the whole store, and
-    (2) what the gateway's two-stage search with the verifier as judge finds. Hits of (1) that
-    (2) misses are what the static stage costs. The shipped line was fitted on these same
-    pairs, so the count is repeated with lines it never saw: the held-out pairs in two halves,
-    each half's queries searched with the line `fit_gate_line` draws from the other half."""
+    """The hits the gate and overlap lines can lose: every `a` stored, each held-out `b` asked,
+    the verifier at each bound judging (1) the nearest stored question by MiniLM over the whole
+    store, and (2) what the gateway's two-stage search with the verifier as judge finds. Hits of
+    (1) that (2) misses are what the static stage costs. The shipped lines were fitted on these
+    same pairs, so the count is repeated with lines they never saw: the held-out pairs in two
+    halves, each half's queries searched with the lines `fit_gate_lines` draws from the other
+    half; and once more with the shipped gate line alone (no overlap line), to show what that
+    one adds."""
     import asyncio
     import dataclasses
 

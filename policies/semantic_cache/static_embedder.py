@@ -12,8 +12,10 @@ The file also carries the gates the table was measured with, and how many candid
 depends on the MiniLM cosine the verifier needs to serve it: a candidate that needs 0.95 (the
 default bound's least) can be passed over at static cosines where one that needs 0.85 cannot.
 `gate_for(needed)` is a line under the static cosines of held-out pairs of questions at each
-MiniLM cosine (`distill_static.fit_gate_line`); `gate` is the flat one for a search with no
-verifier, at MiniLM 0.85. `bench/semantic_cache_speed.py --recall-only` re-measures them.
+MiniLM cosine, and `clears` adds a second one under the static cosine plus the share of words
+the two questions have in common (`distill_static.fit_gate_lines` fits both); `gate` is the flat
+one for a search with no verifier, at MiniLM 0.85. `bench/semantic_cache_speed.py --recall-only`
+re-measures them.
 """
 
 from __future__ import annotations
