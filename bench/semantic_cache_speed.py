@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cache_fill import fill_namespaces  # noqa: E402
 from bench.harness import (  # noqa: E402
     ADMIN_KEY,
     MODEL,
@@ -64,8 +64,7 @@ from bench.harness import (  # noqa: E402
 )
 from bench.semantic_cache_stage import fillers, minilm_texts, miss_cpu, questions, recall, served_recall  # noqa: E402
 from gateway.settings import SemanticCacheConfig  # noqa: E402
-from policies.exact_cache import CachedAnswer, request_keys  # noqa: E402
-from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
+from policies.exact_cache import request_keys  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -178,63 +177,6 @@ class Gateway:
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def fill_namespaces(
-    gw: Gateway, backend: str, plan: list[tuple[str, list[str]]], asked: list[str], with_vectors: int
-) -> None:
-    """Store the fillers (namespace, texts) where the gateway will find them after a restart;
-    with `with_vectors`, those that the first `with_vectors` questions asked meet over the
-    static gate come with their MiniLM vectors (as a namespace's entries have them once earlier
-    lookups met them: the steady state, where the lazy vectors are made)."""
-    import asyncio
-
-    from policies.semantic_cache.embedder import Embedder
-    from policies.semantic_cache.index import VectorIndex
-    from policies.semantic_cache.static_embedder import StaticEmbedder
-
-    static = StaticEmbedder.load()
-    full = Embedder() if with_vectors else None
-    asked_static = static.embed_many(asked[:with_vectors])
-    now = time.time()
-    answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
-
-    def entries(namespace: str, texts: list[str]):  # type: ignore[no-untyped-def]
-        vectors = static.embed_many(texts)
-        made: dict[int, np.ndarray] = {}
-        if full is not None:
-            index = VectorIndex(static.dim)
-            index.add_many([str(k) for k in range(len(texts))], vectors)
-            met = sorted(
-                {int(k) for q in asked_static for k, c in index.search(q, static.candidates) if c >= static.gate}
-            )
-            made = dict(zip(met, full.embed_many([texts[k] for k in met]))) if met else {}
-            print(
-                f"  {len(met):,} fillers met by the first {with_vectors:,} questions: MiniLM vectors made", flush=True
-            )
-        for k, text in enumerate(texts):
-            key = f"fill-{namespace[:8]}-{k}"
-            yield (
-                Entry(key, "bench", namespace, text, answer, now, now + 86400, last_used=now),
-                QuestionVectors(vectors[k], made.get(k)),
-            )
-
-    async def fill() -> None:
-        if backend == "redis":
-            from policies.semantic_cache.redis_store import RedisStore
-
-            store = RedisStore(REDIS_URL, gw.prefix, 10**7)
-        else:
-            store = EmbeddedStore(10**7)
-        for namespace, texts in plan:
-            for entry, vectors in entries(namespace, texts):
-                await store.put(entry, vectors)
-        if backend == "redis":
-            await store.redis.aclose()  # type: ignore[attr-defined]
-        else:
-            store.save(gw.data_dir / "cache")  # type: ignore[attr-defined]
-
-    asyncio.run(fill())
-
-
 @dataclass(frozen=True)
 class Measured:
     wrk: WrkResult
@@ -284,7 +226,8 @@ def speed(backend: str, texts: list[str], sources: list[str], fill: list[int], a
                 if t.fill and t.semantic
             ]
             started = time.monotonic()
-            fill_namespaces(gw, backend, plan, texts, args.vectors)
+            redis_at = (REDIS_URL, gw.prefix) if backend == "redis" else None
+            fill_namespaces(plan, texts, args.vectors, gw.data_dir, redis_at)
             gw.start()
             print(
                 f"\n{backend}: filled {sum(len(p[1]) for p in plan):,} entries and restarted in "

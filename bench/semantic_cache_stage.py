@@ -23,12 +23,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.cache_fill import met_vectors  # noqa: E402
 from bench.harness import MODEL  # noqa: E402
 from policies.exact_cache import CachedAnswer  # noqa: E402
 from policies.semantic_cache.differences import Parsed  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.semantic_cache.index import VectorIndex  # noqa: E402
 from policies.semantic_cache.search import VerifierJudge  # noqa: E402
+from policies.semantic_cache.static_embedder import StaticEmbedder  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
 from policies.semantic_cache.verifier import Verifier  # noqa: E402
 
@@ -58,8 +61,6 @@ def fillers(texts: list[str], n: int, seed: int) -> list[str]:
 
 def recall(qqp: Path, fill: int) -> None:
     """The static stage against a full MiniLM search, on the held-out pairs and on all of them."""
-    from policies.semantic_cache.index import VectorIndex
-    from policies.semantic_cache.static_embedder import StaticEmbedder
 
     rows = [json.loads(line) for line in qqp.read_text().splitlines()]
     pairs = [Pair(r["a"], r["b"]) for r in rows]
@@ -112,7 +113,6 @@ def served_recall(qqp: Path, rates: list[float]) -> None:
 
     from policies.semantic_cache.distill_static import GATE_SLOPE, OVERLAP_WEIGHT, fit_gate_lines
     from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
 
     rows = [json.loads(line) for line in qqp.read_text().splitlines()]
     pairs = [Pair(r["a"], r["b"]) for r in rows]
@@ -195,7 +195,6 @@ def minilm_texts(qqp: Path, fill: list[int], n: int, rates: list[float]) -> None
     import dataclasses
 
     from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
 
     texts = questions(qqp)
     asked, sources = texts[0::2][:n], texts[1::2]
@@ -288,9 +287,7 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
     import asyncio
     import time
 
-    from policies.semantic_cache.index import VectorIndex
     from policies.semantic_cache.search import TwoStageSearch
-    from policies.semantic_cache.static_embedder import StaticEmbedder
 
     texts = questions(qqp)
     asked, filler = texts[0::2][:n], fillers(texts[1::2], size, seed=0)
@@ -298,8 +295,7 @@ def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...]
     vectors = static.embed_many(filler)
     index = VectorIndex(static.dim)
     index.add_many([str(k) for k in range(size)], vectors)
-    met = sorted({int(k) for q in static.embed_many(asked) for k, c in index.search(q, static.candidates, static.gate)})
-    made = dict(zip(met, embedder.embed_many([filler[k] for k in met])))
+    made = met_vectors(static, index, filler, static.embed_many(asked), embedder)
     answer = CachedAnswer("filler", "stop", MODEL, MODEL, 10, 10)
     parse = functools.lru_cache(maxsize=50_000)(Parsed.of)  # stored questions' parses, memoised as in the gateway
 
