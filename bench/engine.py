@@ -1,5 +1,7 @@
 """Local engine benchmark on SmolLM2-135M-Instruct: bf16 vs INT8 weights, KV capacity bf16 vs
-8-bit, n-gram speculation on vs off, greedy agreement and perplexity of INT8 against bf16.
+8-bit, n-gram speculation on vs off, greedy agreement and perplexity of INT8 against bf16, and
+float32 (what `dtype: auto` runs on an AMX CPU, engine/command.py `model_dtype_for`) with each
+configuration's answer to "What is the capital of France?".
 
     python bench/engine.py [--model DIR] [--text FILE] [--prompts 8] [--max-tokens 64]
 
@@ -64,6 +66,7 @@ def worker(spec: dict) -> dict:
     kwargs = {
         "model": spec["model"],
         "kv_cache_dtype": spec["kv"],
+        "dtype": spec.get("dtype", "auto"),
         "enforce_eager": True,
         "max_model_len": 1024,
         "seed": 0,
@@ -120,6 +123,7 @@ def worker(spec: dict) -> dict:
         "rss_mib": rss / 2**20,
         "kv_tokens": reported_kv_tokens("\n".join(records)),
         "tokens": tokens,
+        "texts": [o.outputs[0].text for o in outs],
         "ppl": ppl,
         "agree": agree,
         "reference": [
@@ -186,6 +190,7 @@ def main() -> None:
         results["int8_fp8kv"] = run("INT8 weights, 8-bit KV (fp8)", {**base, "model": str(int8), "kv": "fp8"})
     else:
         print("8-bit KV skipped: vLLM's CPU attention needs AVX-512 or AMX for it, and this CPU has neither")
+    results["fp32"] = run("float32 weights and KV", {**base, "model": str(bf16), "kv": "auto", "dtype": "float32"})
     results["bf16_ngram"] = run(
         "bf16 weights, n-gram speculation", {**base, "model": str(bf16), "kv": "auto", "speculative": spec}
     )
@@ -226,6 +231,11 @@ def main() -> None:
         "greedy agreement n-gram speculation vs plain bf16: "
         f"{agreement(results['bf16_ngram']['tokens'], b['tokens']):.3f}"
     )
+    france = PROMPTS.index("What is the capital of France? Answer in one sentence.")
+    if france < args.prompts:  # the content check no random-weight test can make (docs/engine.md)
+        for name, r in results.items():
+            answer = r["texts"][france].strip().split("\n")[0][:70]
+            print(f"{name:<14}{'Paris' if 'Paris' in answer else 'WRONG':>6}  {answer!r}")
 
 
 if __name__ == "__main__":

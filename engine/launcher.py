@@ -37,7 +37,7 @@ from pathlib import Path
 import httpx
 
 from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
-from engine.command import VLLM_SERVER, LaunchSpec, build_command, build_env, kv_dtype_for, last_error
+from engine.command import VLLM_SERVER, LaunchSpec, build_command, build_env, kv_dtype_for, last_error, model_dtype_for
 from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
 from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
@@ -98,6 +98,7 @@ class Replica:
         self.settings = spec.settings
         self.cpu = on_cpu_build() if cpu is None else cpu
         self.kv_cache_dtype = kv_dtype_for(spec.settings, self.cpu)
+        self.dtype = model_dtype_for(spec.settings, self.cpu)
         self.log_dir = log_dir
         self.meter = ThroughputMeter(spec.settings.cost)
         self.state = State.STOPPED
@@ -209,7 +210,13 @@ class Replica:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.log_dir / f"{self.spec.served_name.replace('/', '_')}-{self._port}.log"
         cmd = build_command(
-            self.spec, self._port, self.speculate, self.cpu, self.kv_cache_dtype, server_module=self._server_module
+            self.spec,
+            self._port,
+            self.speculate,
+            self.cpu,
+            self.kv_cache_dtype,
+            self.dtype,
+            server_module=self._server_module,
         )
         log.info(
             "starting vLLM for %s on port %d (speculation %s): log in %s",

