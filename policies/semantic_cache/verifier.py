@@ -95,10 +95,6 @@ class Verifier:
             return self.min_cosine if 1.0 / (1.0 + math.exp(-logit_without_cosine)) >= threshold else math.inf
         return max(self.min_cosine, (math.log(threshold / (1.0 - threshold)) - logit_without_cosine) / weight)
 
-    def could_accept(self, query: Parsed, candidate: Parsed, max_false_hit_rate: float) -> bool:
-        """False only when `accepts` refuses the pair at every cosine."""
-        return self.cosine_needed(query, candidate, max_false_hit_rate) is not None
-
     def save(self, path: Path) -> None:
         """Write the file whole or not at all (a gateway may be reading it: it reloads a
         verifier file that changes on disk), at `path` (numpy's `.npz` added when missing)."""

@@ -145,25 +145,28 @@ async def test_a_candidate_the_verifier_refuses_at_any_cosine_costs_no_minilm_pa
     assert len(passes[0]) == 3  # without a judge: the question and both candidates
 
 
-def test_could_accept_is_false_only_where_accepts_is_false_at_every_cosine() -> None:
+def test_cosine_needed_is_where_accepts_begins() -> None:
+    """`cosine_needed` is None only where `accepts` refuses at every cosine, and otherwise the
+    least cosine it serves at: the search relies on both to skip MiniLM."""
     from policies.semantic_cache.differences import Parsed
     from policies.semantic_cache.verifier import Verifier
 
     verifier = Verifier.load()
+    cosines = np.linspace(-1, 1, 81)
     for rate in (0.0, 0.05, 0.25):
         for stored in STORED:
             for asked in ASKED:
                 query, candidate = Parsed.of(asked), Parsed.of(stored)
-                if not verifier.could_accept(query, candidate, rate):
-                    assert not any(verifier.accepts(query, candidate, c, rate) for c in np.linspace(-1, 1, 41))
+                needed = verifier.cosine_needed(query, candidate, rate)
+                served = [bool(verifier.accepts(query, candidate, c, rate)) for c in cosines]
+                assert served == [needed is not None and c >= needed for c in cosines], (asked, stored, rate)
     refused = Parsed.of("How do I lose 50 kg in a month?"), Parsed.of("How do I lose 5 kg in a month?")
-    assert not verifier.could_accept(*refused, 0.25)
+    assert verifier.cosine_needed(*refused, 0.25) is None
     unlikely = Parsed.of("Is it safe to eat raw eggs?"), Parsed.of("Why is it safe to eat raw eggs and how much?")
-    assert not verifier.could_accept(*unlikely, 0.05)  # no veto, but under the default's threshold even at cosine 1
-    assert not any(verifier.accepts(*unlikely, c, 0.05) for c in np.linspace(-1, 1, 41))
-    assert verifier.could_accept(*unlikely, 0.25)
+    assert verifier.cosine_needed(*unlikely, 0.05) is None  # no veto, but under the default's threshold at cosine 1
+    assert verifier.cosine_needed(*unlikely, 0.25) is not None
     same = Parsed.of("why is the sky blue"), Parsed.of("Why is the sky blue?")
-    assert verifier.could_accept(*same, 0.0)  # the same words are served even with no calibrated bound
+    assert verifier.cosine_needed(*same, 0.0) == -1.0  # the same words are served even with no calibrated bound
 
 
 async def test_concurrent_lookups_through_the_worker_answer_as_one_at_a_time(embedder) -> None:
