@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import CONFIG_ERROR_EXIT, SAMPLE_CONFIG
+from gateway.cli import CONFIG_ERROR_EXIT, SAMPLE_CONFIG, main
 from gateway.settings import load_settings
 from tests.support import ROOT, _env
 
@@ -26,35 +26,56 @@ def _serve(config: Path, cwd: Path, port: int = 0) -> subprocess.CompletedProces
     )
 
 
-@pytest.mark.parametrize(
-    ("text", "says"),
-    [
-        (None, "no such file (copy costgate.example.yaml"),
-        ("models: [1, 2\nadmin_key: x\n", "not valid YAML at line 3"),
-        (
-            "models:\n  - {name: m, provider: nope}\n",
-            "models[0].provider: Input should be 'openai', 'litellm' or 'local'",
-        ),
-        ("cache: {exact: {enabled: true, colour: red}}\n", "cache.exact.colour: Extra inputs are not permitted"),
-        ("- just\n- a list\n", "top level: Input should be a valid dictionary"),
-        # caught when the app is built, not by the schema
-        (
-            "models:\n  - {name: m, api_base: 'http://127.0.0.1:9/v1', fallbacks: [ghost],\n"
-            "     price: {input_per_mtok: 1, output_per_mtok: 1}}\n",
-            "model 'm': unknown fallbacks ['ghost']",
-        ),
-    ],
-)
-def test_a_config_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str | None, says: str) -> None:
+CANNOT_USE = [
+    (None, "no such file (copy costgate.example.yaml"),
+    ("models: [1, 2\nadmin_key: x\n", "not valid YAML at line 3"),
+    (
+        "models:\n  - {name: m, provider: nope}\n",
+        "models[0].provider: Input should be 'openai', 'litellm' or 'local'",
+    ),
+    ("cache: {exact: {enabled: true, colour: red}}\n", "cache.exact.colour: Extra inputs are not permitted"),
+    ("- just\n- a list\n", "top level: Input should be a valid dictionary"),
+    # caught when the app is built, not by the schema
+    (
+        "models:\n  - {name: m, api_base: 'http://127.0.0.1:9/v1', fallbacks: [ghost],\n"
+        "     price: {input_per_mtok: 1, output_per_mtok: 1}}\n",
+        "model 'm': unknown fallbacks ['ghost']",
+    ),
+]
+
+
+def _config(tmp_path: Path, text: str | None) -> Path:
     config = tmp_path / "costgate.yaml"
     if text is not None:
         # the data dir in the test's folder (building the app writes the admin key there)
         config.write_text(text if text.startswith("-") else f"data_dir: {tmp_path / 'data'}\n" + text)
+    return config
+
+
+def _one_line(config: Path, stderr: str, says: str) -> None:
+    lines = [line for line in stderr.splitlines() if " WARNING " not in line]
+    assert len(lines) == 1 and lines[0].startswith(f"costgate: config {config}: "), stderr
+    assert says in lines[0] and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(("text", "says"), [CANNOT_USE[0], CANNOT_USE[-1]])
+def test_a_config_it_cannot_use_is_one_line_and_exit_2(tmp_path: Path, text: str | None, says: str) -> None:
+    """As a person runs it: the process's exit code and stderr (a missing file, and what only
+    building the app finds)."""
+    config = _config(tmp_path, text)
     result = _serve(config, tmp_path)
     assert result.returncode == CONFIG_ERROR_EXIT, result.stderr
-    lines = [line for line in result.stderr.splitlines() if " WARNING " not in line]
-    assert len(lines) == 1 and lines[0].startswith(f"costgate: config {config}: "), result.stderr
-    assert says in lines[0] and "Traceback" not in result.stderr
+    _one_line(config, result.stderr, says)
+
+
+@pytest.mark.parametrize(("text", "says"), CANNOT_USE)
+def test_every_config_error_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | None, says: str
+) -> None:
+    """The same command in this process (a new process costs seconds a case)."""
+    config = _config(tmp_path, text)
+    assert main(["serve", "--config", str(config), "--port", "0"]) == CONFIG_ERROR_EXIT
+    _one_line(config, capsys.readouterr().err, says)
 
 
 def test_a_taken_port_is_one_line_and_exit_2_before_anything_is_written(tmp_path: Path) -> None:
