@@ -10,10 +10,12 @@ imports torch or transformers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import shutil
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from engine.model_facts import ModelFacts, read_checkpoint, read_gguf
@@ -38,6 +40,23 @@ def default_available() -> bool:
     return importlib.util.find_spec("vllm") is not None and gguf_path() is not None
 
 
+@contextlib.contextmanager
+def _gguf_read_once() -> Iterator[None]:
+    """transformers parses the GGUF file three times (tokenizer, config, weights) and rebuilds
+    the tensor-name map for every submodule: memoised here, the conversion takes 21 s instead of
+    44 (2 cores, AVX2) and writes the same bytes. transformers imports both from `gguf` when it
+    calls them, so replacing the module's attributes for the conversion's length is enough."""
+    import gguf as gguf_module
+
+    reader, name_map = gguf_module.GGUFReader, gguf_module.get_tensor_name_map
+    gguf_module.GGUFReader = functools.cache(reader)  # type: ignore[misc,assignment]  # a class, memoised per path
+    gguf_module.get_tensor_name_map = functools.cache(name_map)
+    try:
+        yield
+    finally:
+        gguf_module.GGUFReader, gguf_module.get_tensor_name_map = reader, name_map  # type: ignore[misc]
+
+
 def convert(gguf: Path, dst: Path) -> Path:
     """GGUF -> bf16 safetensors + tokenizer in `dst` (written beside it, then renamed into place)."""
     import torch
@@ -45,8 +64,9 @@ def convert(gguf: Path, dst: Path) -> Path:
 
     tmp = dst.with_name(dst.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    with _gguf_read_once():
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The weights are dequantized on load; what is left of GGUF is a marker that forbids saving.
     model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as a module attribute
     if hasattr(model.config, "quantization_config"):

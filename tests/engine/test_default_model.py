@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine.default_model import CHECKPOINT_DIR, DEFAULT_LOCAL_MODEL, default_available, resolve_model
 from gateway.settings import DEFAULT_EMBEDDING_MODEL, default_local_models
 
@@ -28,3 +30,22 @@ def test_model_names_resolve_to_checkpoints(tmp_path: Path) -> None:
     assert resolve_model("/models/tiny", tmp_path) == (Path("/models/tiny"), None)
     path, prepare = resolve_model(DEFAULT_LOCAL_MODEL, tmp_path)
     assert path == tmp_path / "models" / CHECKPOINT_DIR and prepare is not None
+
+
+def test_the_conversion_reads_the_gguf_once_and_puts_gguf_back(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")  # with vLLM (the `engine` extra)
+    from engine.default_model import _gguf_read_once
+
+    path = tmp_path / "m.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_block_count(2)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with _gguf_read_once():
+        assert gguf.GGUFReader(str(path)) is gguf.GGUFReader(str(path))  # transformers asks three times
+        arch = gguf.MODEL_ARCH.LLAMA
+        assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    assert gguf.GGUFReader(str(path)) is not gguf.GGUFReader(str(path))
