@@ -47,28 +47,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.first_token import StreamRound, measure_stream, report_stream  # noqa: E402
 from bench.harness import (  # noqa: E402
-    ADMIN_KEY,
     BENCH,
     BODY,
-    MODEL,
     Processes,
     WrkResult,
     base_env,
-    bench_model,
     cpu_ms,
     free_port,
     run_wrk,
     wait_http,
 )
-
-LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
+from bench.proxies import LITELLM_MASTER_KEY, start_costgate, start_litellm  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -96,86 +91,6 @@ class Round:
     @property
     def added_p99_ms(self) -> float:
         return self.latency.p99_ms - self.direct.p99_ms
-
-
-def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str, int]:
-    """costgate with the bench model; returns (its chat URL, a key made through the admin API, its pid)."""
-    workdir = procs.workdir / "costgate"
-    workdir.mkdir()
-    config = {
-        "admin_key": ADMIN_KEY,
-        "database_url": f"sqlite:///{workdir}/costgate.db",
-        "data_dir": str(workdir),
-        "models": [bench_model(upstream)],
-        "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-    }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    proc = procs.start(
-        "costgate",
-        cpu,
-        [
-            sys.executable,
-            "-m",
-            "gateway.cli",
-            "serve",
-            "--config",
-            str(workdir / "config.yaml"),
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        base_env(),
-        workdir,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_http(url + "/healthz", proc, 120)
-    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
-    httpx.post(url + "/admin/teams", json={"name": "bench"}, headers=admin).raise_for_status()
-    response = httpx.post(url + "/admin/keys", json={"team": "bench"}, headers=admin)
-    response.raise_for_status()
-    return url + "/v1/chat/completions", response.json()["key"], proc.pid
-
-
-def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tuple[str, int]:
-    workdir = procs.workdir / "litellm"
-    workdir.mkdir()
-    config = {
-        "model_list": [
-            {
-                "model_name": MODEL,
-                "litellm_params": {"model": f"openai/{MODEL}", "api_base": upstream, "api_key": "fake"},
-            }
-        ],
-        "general_settings": {"master_key": LITELLM_MASTER_KEY},
-    }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    port = free_port()
-    env = base_env()
-    env.pop("PYTHONPATH")
-    env.update({"LITELLM_LOG": "ERROR", "DISABLE_SCHEMA_UPDATE": "True"})
-    env.pop("DATABASE_URL", None)
-    proc = procs.start(
-        "litellm",
-        cpu,
-        [
-            str(venv / "bin" / "litellm"),
-            "--config",
-            str(workdir / "config.yaml"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--num_workers",
-            "1",
-        ],
-        env,
-        workdir,
-    )
-    url = f"http://127.0.0.1:{port}"
-    wait_http(url + "/health/liveliness", proc, 300)
-    return url + "/v1/chat/completions", proc.pid
 
 
 def check_answers(url: str, key: str) -> None:
