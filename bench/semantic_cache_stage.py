@@ -61,7 +61,6 @@ def fillers(texts: list[str], n: int, seed: int) -> list[str]:
 
 def recall(qqp: Path, fill: int) -> None:
     """The static stage against a full MiniLM search, on the held-out pairs and on all of them."""
-
     rows = [json.loads(line) for line in qqp.read_text().splitlines()]
     pairs = [Pair(r["a"], r["b"]) for r in rows]
     static, full = StaticEmbedder.load(), Embedder()
