@@ -29,7 +29,7 @@ from policies.exact_cache import CachedAnswer  # noqa: E402
 from policies.semantic_cache.differences import Parsed  # noqa: E402
 from policies.semantic_cache.distill_static import Pair  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
-from policies.semantic_cache.index import VectorIndex  # noqa: E402
+from policies.semantic_cache.index import NPROBE, VectorIndex  # noqa: E402
 from policies.semantic_cache.search import VerifierJudge  # noqa: E402
 from policies.semantic_cache.static_embedder import StaticEmbedder  # noqa: E402
 from policies.semantic_cache.store import EmbeddedStore, Entry, QuestionVectors  # noqa: E402
@@ -277,7 +277,7 @@ def label_of(asked: list[Pair]) -> str:
     return f"held-out b ({len(asked):,})"
 
 
-def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...] = (16, 8)) -> None:
+def miss_cpu(qqp: Path, size: int, n: int, rate: float, nprobes: tuple[int, ...] = (NPROBE, NPROBE // 2)) -> None:
     """Where a miss's CPU goes, in process on this one thread: `n` new questions against `size`
     fillers in the steady state (the fillers they meet over the flat gate have their MiniLM
     vectors), each looked up through the gateway's two-stage search with the verifier judging

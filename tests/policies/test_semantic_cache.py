@@ -153,3 +153,12 @@ def test_index_search_with_a_floor_is_the_search_filtered() -> None:
             for floor in (-1.0, 0.3, 0.6, 0.95):
                 expected = [(k, c) for k, c in index.search(vectors[i], 8) if c >= floor]
                 assert index.search(vectors[i], 8, floor) == expected
+
+
+@pytest.mark.parametrize("lists_per_root", [1, 2, 4])
+def test_index_keeps_lists_per_root_sqrt_n_lists_and_finds_each_vector(lists_per_root: int) -> None:
+    vectors = _clustered(2500)
+    index = VectorIndex(DIM, ivf_min=512, lists_per_root=lists_per_root)
+    index.add_many([str(i) for i in range(len(vectors))], vectors)
+    assert len(index.blocks) == int(lists_per_root * np.sqrt(2500))
+    assert all(index.search(vectors[i], 1)[0][0] == str(i) for i in range(0, 2500, 25))
