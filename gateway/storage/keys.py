@@ -3,11 +3,13 @@
 A key carries 256 random bits, so a fast hash is the right one (a slow password hash buys
 nothing against a secret that cannot be guessed) and lets every request check in microseconds.
 Lookups are cached per process for `cache_ttl_s`: a revocation takes effect at once on the
-replica that made it and within that time on the others.
+replica that made it and within that time on the others. When a key's cached check expires,
+the requests that find it so together wait for one read of its row (`_load_once`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -73,6 +75,8 @@ class KeyStore:
         self._engine = engine
         self._ttl = cache_ttl_s
         self._cache: dict[str, _Cached] = {}
+        self._loading: dict[str, asyncio.Future[_Cached | None]] = {}  # by digest: one load at a time
+        self._changes = 0  # keys revoked or rotated by this process: a load begun before one is not cached
 
     # teams
     async def create_team(self, name: str) -> Team:
@@ -171,8 +175,13 @@ class KeyStore:
         return secret
 
     def _forget(self, key_id: str) -> None:
+        """After a revocation or rotation: the key's cached check is dropped, and so is any load
+        in flight (it may have read the row before the change): requests from now on read anew,
+        and what a load begun earlier reads is not cached."""
         for digest in [d for d, c in self._cache.items() if c.principal.key_id == key_id]:
             del self._cache[digest]
+        self._loading.clear()
+        self._changes += 1
 
     async def authenticate(self, secret: str | None) -> Principal:
         if not secret or not secret.startswith(KEY_PREFIX):
@@ -185,7 +194,7 @@ class KeyStore:
         cached = self._cache.get(digest)
         if cached is None or now - cached.checked_at > self._ttl:
             try:
-                cached = await self._load(digest, now)
+                cached = await self._load_once(digest, now)
             except SQLAlchemyError:
                 # The database is down: a key checked before keeps working from memory
                 # (a revocation waits for the database); an unknown key cannot be checked.
@@ -221,7 +230,26 @@ class KeyStore:
             raise AuthenticationFailed("the API key that submitted this work expired", code="expired_api_key")
         return _principal(row)
 
+    async def _load_once(self, digest: str, now: float) -> _Cached | None:
+        """The key's row, read by one query however many requests ask at once: when a key's
+        cached check expires, every request in flight with it finds it expired together (32
+        concurrent connections made 29-32 identical queries every `cache_ttl_s`, queued on the
+        database behind each other); they all wait for the first one's query instead. A waiter
+        that is cancelled does not cancel the query the others wait for."""
+        loading = self._loading.get(digest)
+        if loading is None:
+            loading = self._loading[digest] = asyncio.ensure_future(self._load(digest, now))
+            loading.add_done_callback(lambda done: self._loaded(digest, done))
+        return await asyncio.shield(loading)
+
+    def _loaded(self, digest: str, done: asyncio.Future[_Cached | None]) -> None:
+        if self._loading.get(digest) is done:
+            del self._loading[digest]
+        if not done.cancelled():
+            done.exception()  # retrieved here too: every waiter may have been cancelled
+
     async def _load(self, digest: str, now: float) -> _Cached | None:
+        changes = self._changes
         async with self._engine.connect() as conn:
             row = (
                 await conn.execute(
@@ -234,7 +262,8 @@ class KeyStore:
             self._cache.pop(digest, None)
             return None
         cached = _Cached(_principal(row), digest, row.expires_at, now)
-        self._cache[digest] = cached
+        if changes == self._changes:
+            self._cache[digest] = cached
         return cached
 
 
