@@ -232,9 +232,9 @@ class KeyStore:
 
     async def _load_once(self, digest: str, now: float) -> _Cached | None:
         """The key's row, read by one query however many requests ask at once: when a key's
-        cached check expires, every request in flight with it finds it expired together (32
-        concurrent connections made 29-32 identical queries every `cache_ttl_s`, queued on the
-        database behind each other); they all wait for the first one's query instead. A waiter
+        cached check expires, every request in flight with it finds it expired together (32 at once
+        made 32 identical queries, queued on the database behind each other:
+        tests/gateway/storage/test_keys_cache.py); they all wait for the first one's query. A waiter
         that is cancelled does not cancel the query the others wait for."""
         loading = self._loading.get(digest)
         if loading is None:
