@@ -40,7 +40,8 @@ from policies.quality_controller import Mode, Policy, QualityController  # noqa:
 from policies.scorers import Scored  # noqa: E402
 from policies.scorers.calibration import Calibration  # noqa: E402
 from policies.scorers.rules import rule_violation  # noqa: E402
-from policies.scorers.training import TrainingExample, train_scorer  # noqa: E402
+from policies.scorers.training import Matrix, TrainingExample, out_of_fold, train_scorer  # noqa: E402
+from policies.semantic_cache.embedder import Embedder  # noqa: E402
 
 # ../shared next to the checkout (a worktree under wt/ looks one level further up)
 DEFAULT_DATA = next(
@@ -70,15 +71,15 @@ def cost(prompt_tokens: int, completion_tokens: int, tier: str) -> Decimal:
 
 
 def load(path: Path) -> list[Problem]:
+    """The recorded problems, each query with its MiniLM vector (the scorer reads its topic)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    vectors = Embedder().embed_many([r["prompt"] for r in rows])
     problems = []
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        r = json.loads(line)
+    for r, vector in zip(rows, vectors):
         prompt = count_prompt({"model": "x", "messages": [{"role": "user", "content": r["prompt"]}]})
         problems.append(
             Problem(
-                Scored(r["prompt"], r["weak_response"]),
+                Scored(r["prompt"], r["weak_response"], query_vector=vector),
                 answers_agree(r["weak_response"], r["strong_response"]),
                 bool(r["weak_correct"]),
                 bool(r["strong_correct"]),
@@ -250,6 +251,35 @@ def fixed_thresholds(
     }
 
 
+def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int) -> None:
+    """What a scorer trained on every problem would do on problems like them it never saw: the
+    threshold its calibration starts from, applied to each problem's score by a model fitted
+    without it (10 folds), counted as the replay counts (shadow calls aside)."""
+    examples = training_examples(problems)
+    start = controller_for(policy, train_scorer(examples).model.calibration).promised
+    if start is None:
+        print("\nheld-out estimate: the scorer trained on all certifies no threshold")
+        return
+    m = Matrix.of(examples)
+    broken = np.array([rule_violation(p.item) is not None for p in problems])
+    weak = np.array([p.weak_right for p in problems])
+    strong = np.array([p.strong_right for p in problems])
+    weak_cost = np.array([float(p.weak_cost) for p in problems])
+    strong_cost = np.array([float(p.strong_cost) for p in problems])
+    ratios, costs, escalated = [], [], []
+    for seed in range(seeds):
+        accepted = (out_of_fold(m, 10, 1.0, seed) >= start) & ~broken
+        ratios.append(np.where(accepted, weak, strong).sum() / strong.sum())
+        costs.append((weak_cost.sum() + strong_cost[~accepted].sum()) / strong_cost.sum())
+        escalated.append(1 - accepted.mean())
+    print(
+        f"\nheld-out estimate (trained on all {len(problems)}, starts at {start:.2f}; 10-fold out-of-fold scores, "
+        f"{seeds} splits, before shadow calls):\n  accuracy vs strong {statistics.mean(ratios):.1%} "
+        f"({min(ratios):.1%}-{max(ratios):.1%})  cost vs strong {statistics.mean(costs):.1%} "
+        f"({min(costs):.1%}-{max(costs):.1%})  escalated {statistics.mean(escalated):.1%}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     defaults = Policy(0.95)
@@ -283,6 +313,14 @@ def main() -> int:
         action="store_true",
         help="also train on all and replay all (what bench/cascade.py measures with the bundled scorer)",
     )
+    parser.add_argument(
+        "--estimate",
+        type=int,
+        default=0,
+        metavar="SEEDS",
+        help="also estimate a held-out run of a scorer trained on all the data: its start threshold applied to "
+        "10-fold out-of-fold scores, over SEEDS fold splits (before shadow calls)",
+    )
     args = parser.parse_args()
     problems = load(Path(args.data))
     policies = {
@@ -304,6 +342,8 @@ def main() -> int:
     )
     for name, found in runs.items():
         summarize(f"{name} (cross-validated)", found)
+    if args.estimate:
+        estimate_held_out(problems, next(iter(policies.values())), args.estimate)
     if args.in_sample:
         model = train_scorer(training_examples(problems)).model
         policy = next(iter(policies.values()))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,17 @@ def read_examples(path: Path, args: argparse.Namespace) -> Matrix:
             )
         except KeyError as err:
             raise SystemExit(f"{PREFIX}{path}:{n}: missing field {err}") from None
-    return Matrix.of(examples)
+    return Matrix.of(with_query_vectors(examples))
+
+
+def with_query_vectors(examples: list[TrainingExample]) -> list[TrainingExample]:
+    """The examples with their queries' MiniLM vectors, which the features read for the topic."""
+    from policies.semantic_cache.embedder import Embedder  # onnxruntime: only to train
+
+    if not examples:
+        return []
+    vectors = Embedder().embed_many([e.item.query for e in examples])
+    return [replace(e, item=replace(e.item, query_vector=v)) for e, v in zip(examples, vectors)]
 
 
 async def read_samples(config: str, cascade: str | None) -> Matrix:

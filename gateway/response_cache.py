@@ -22,6 +22,7 @@ from typing import Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
+from gateway.minilm import MiniLM
 from gateway.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
 from policies.semantic_cache.differences import Parsed
@@ -133,7 +134,7 @@ class ResponseCache:
     teams: dict[str, CachePolicy] = field(init=False)
     feedback_window_s: float = field(init=False)
     _search: TwoStageSearch | None = field(default=None, init=False)
-    _worker: object | None = field(default=None, init=False)  # embedder.EmbedWorker, once loaded
+    minilm: MiniLM = field(default_factory=MiniLM)  # shared with the cascades (gateway/service.py)
     _verifiers: dict[str, _LoadedVerifier] = field(default_factory=dict, init=False)  # by file
     clock: Callable[[], float] = time.monotonic  # when to look at the verifier files again
     # A bounded memo of stored questions' parses, least recently used out first.
@@ -160,19 +161,17 @@ class ResponseCache:
 
     async def stop(self) -> None:
         await self.store.stop()
-        if self._worker is not None:
-            self._worker.close()  # type: ignore[attr-defined]
+        self.minilm.close()  # after the cascades have stopped (Gateway.stop)
 
     def policy_for(self, team_name: str) -> CachePolicy:
         return self.teams.get(team_name, self.base)
 
     def _searcher(self) -> TwoStageSearch:
         if self._search is None:
-            from policies.semantic_cache.embedder import Embedder, EmbedWorker  # onnxruntime: only when used
             from policies.semantic_cache.static_embedder import StaticEmbedder
 
-            worker = self._worker = EmbedWorker(Embedder())
-            self._search = TwoStageSearch(StaticEmbedder.load(), worker.embed_many)
+            self.minilm.load()
+            self._search = TwoStageSearch(StaticEmbedder.load(), self.minilm.embed_many)
         return self._search
 
     async def embed(self, text: str) -> QuestionVectors:
@@ -336,7 +335,11 @@ def backend_of(config: CacheConfig, redis_url: str | None) -> Literal["embedded"
 
 
 def build_cache(
-    config: CacheConfig, redis_url: str | None, data_dir: str, registry: CollectorRegistry
+    config: CacheConfig,
+    redis_url: str | None,
+    data_dir: str,
+    registry: CollectorRegistry,
+    minilm: MiniLM | None = None,
 ) -> ResponseCache:
     store: CacheStore
     backend = backend_of(config, redis_url)
@@ -347,4 +350,4 @@ def build_cache(
     else:
         store = EmbeddedStore(config.max_entries, Path(data_dir) / "cache")
     verifier = Path(config.verifier) if config.verifier else SHIPPED
-    return ResponseCache(config, store, CacheMetrics(registry), verifier, backend)
+    return ResponseCache(config, store, CacheMetrics(registry), verifier, backend, minilm or MiniLM())

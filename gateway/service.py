@@ -18,6 +18,7 @@ from gateway.deployments import Deployment, build_deployments
 from gateway.feedback import Feedback
 from gateway.inflight import StreamJournal, recover_streams
 from gateway.metrics import Metrics
+from gateway.minilm import MiniLM
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
 from gateway.providers.replicas import ReplicaCollector
 from gateway.response_cache import ResponseCache, build_cache
@@ -133,9 +134,10 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     spend = SpendControl(settings, db, ledger, metrics.registry)
     texts, keep_text = kept_texts(settings, db)
     side_lane = Pipeline(build_side_stages(ledger, metrics, spend, keep_text))  # shadow samples: held and recorded
-    routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics)  # joins targets
+    minilm = MiniLM()  # the semantic cache's second stage and the cascades' query topics: one model
+    routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics, minilm)  # joins targets
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
-    cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry)
+    cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry, minilm)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
     streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks, b.journal_every_s)
     stages = build_stages(

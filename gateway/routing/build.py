@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.deployments import Deployment
 from gateway.metrics import Metrics
+from gateway.minilm import MiniLM
 from gateway.routing.cascade import CascadeTarget, Services, SideLane, build_cascade
 from gateway.routing.confidence import Confidence, PureConfidence
 from gateway.routing.judge import JudgeScorer
@@ -56,11 +57,14 @@ class RoutingPolicies:
         db: AsyncEngine,
         side_lane: SideLane,
         metrics: Metrics,
+        minilm: MiniLM | None = None,
     ) -> None:
         self.metrics = PolicyMetrics(metrics.registry)
         self.store = SampleStore(db)
         self.breakers = breakers
-        services = Services(breakers, side_lane, metrics, self.metrics, self.store, settings.log_prompts)
+        self.minilm = minilm  # the queries' topics (policies/scorers/topic.py); None: every query at the mean
+        embed = minilm.embed_many if minilm is not None else None
+        services = Services(breakers, side_lane, metrics, self.metrics, self.store, settings.log_prompts, embed)
         self.cascades: dict[str, CascadeTarget] = {}
         for config in settings.cascades:
             if config.name in targets or config.name in self.cascades:
@@ -83,6 +87,8 @@ class RoutingPolicies:
 
     async def start(self) -> None:
         if self.cascades:
+            if self.minilm is not None:
+                self.minilm.load()  # now, not on the first request
             await self.store.create()
             for cascade in self.cascades.values():
                 await cascade.load()

@@ -46,13 +46,13 @@ from typing import Any, Protocol
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from gateway.bodies import answer_text
+from gateway.bodies import answer_text, query_text
 from gateway.calls import call, complete, open_relay, upstream_body
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.metrics import Metrics
-from gateway.routing.confidence import Confidence, scored_answer
+from gateway.routing.confidence import Confidence, Embed, QueryVector, scored_answer
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import circuit_open
 from gateway.settings import CascadeConfig
@@ -137,6 +137,7 @@ class Services:
     policy_metrics: PolicyMetrics
     store: SampleStore
     log_prompts: bool = False
+    embed: Embed | None = None  # the queries' MiniLM vectors, for their topic; None: taken as the mean
 
 
 @dataclass(slots=True)
@@ -188,16 +189,20 @@ class CascadeTarget:
             return await self._answer_last(ctx, self.tiers[-1], None)
         tried: list[TierAnswer] = []
         error: UpstreamError | None = None
-        for tier, dep in enumerate(self.tiers[:-1]):
-            try:
-                answer = await self._ask(ctx, tier, dep)
-            except UpstreamError as err:
-                error = err
-                continue
-            tried.append(answer)
-            threshold = self.threshold(tier)
-            if threshold is not None and answer.confidence >= threshold:
-                return self._deliver(ctx, answer, tried)
+        vector = QueryVector.start(self.services.embed, query_text(ctx.body))
+        try:
+            for tier, dep in enumerate(self.tiers[:-1]):
+                try:
+                    answer = await self._ask(ctx, tier, dep, vector)
+                except UpstreamError as err:
+                    error = err
+                    continue
+                tried.append(answer)
+                threshold = self.threshold(tier)
+                if threshold is not None and answer.confidence >= threshold:
+                    return self._deliver(ctx, answer, tried)
+        finally:
+            vector.cancel()  # every tier asked has it; a pass still pending is not needed
         last = self.tiers[-1]
         try:
             return await self._answer_last(ctx, last, tried, route.weight)
@@ -208,7 +213,7 @@ class CascadeTarget:
         assert error is not None
         raise error
 
-    async def _ask(self, ctx: RequestContext, tier: int, dep: Deployment) -> TierAnswer:
+    async def _ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer:
         if not self.services.breakers.allow(dep.name):
             raise circuit_open(self.services.breakers, dep.name)
         body = upstream_body(ctx, dep, False)
@@ -230,7 +235,7 @@ class CascadeTarget:
             after.completion_tokens - before.completion_tokens,
             after.cached_tokens - before.cached_tokens,
         )
-        item = scored_answer(ctx.body, completion.body)
+        item = await vector.on(scored_answer(ctx.body, completion.body))
         answer_body, raw = completion.body, completion.raw
         if added_logprobs:  # the client did not ask for them: it does not get them
             answer_body = {
@@ -400,8 +405,9 @@ class ShadowSample:
 
     async def run(self, ctx: RequestContext) -> None:
         c, tried = self.cascade, list(self.tried)
+        vector = QueryVector.known(tried[0].item.query_vector if tried else None)
         for tier in range(len(tried), len(c.tiers) - 1):
-            tried.append(await c._ask(ctx, tier, c.tiers[tier]))
+            tried.append(await c._ask(ctx, tier, c.tiers[tier], vector))
         completion = await call(ctx, c.tiers[-1])
         ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
         await c._record(self.request_id, tried, answer_text(completion.body), self.weight)

@@ -4,14 +4,22 @@ one that makes a charged call of its own (the judge, gateway/routing/judge.py)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Protocol
+
+import numpy as np
 
 from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
 from gateway.context import RequestContext
 from policies.scorers import Scored, Scorer
 from policies.scorers.calibration import Calibration
+
+log = logging.getLogger("costgate.cascade")
+Embed = Callable[[list[str]], Awaitable[np.ndarray]]  # texts -> MiniLM's unit rows (gateway/minilm.py)
 
 
 class Confidence(Protocol):
@@ -65,3 +73,39 @@ def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:
         wants_json=isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"),
         has_tool_calls=bool(message.get("tool_calls")) if message else False,
     )
+
+
+class QueryVector:
+    """The query's MiniLM vector, which the learned scorer reads for what the question is about
+    (policies/scorers/topic.py). Started before the first tier is asked, so the pass runs on the
+    model's worker thread while that tier answers: one pass a request, whatever the tiers."""
+
+    def __init__(self, vector: asyncio.Future[np.ndarray | None] | None) -> None:
+        self._vector = vector
+
+    @classmethod
+    def start(cls, embed: Embed | None, text: str) -> QueryVector:
+        return cls(asyncio.ensure_future(_embedded(embed, text)) if embed is not None else None)
+
+    @classmethod
+    def known(cls, vector: np.ndarray | None) -> QueryVector:
+        done: asyncio.Future[np.ndarray | None] = asyncio.get_running_loop().create_future()
+        done.set_result(vector)
+        return cls(done)
+
+    async def on(self, item: Scored) -> Scored:
+        """`item` with the vector (None where there is no model or its pass failed)."""
+        return item if self._vector is None else replace(item, query_vector=await self._vector)
+
+    def cancel(self) -> None:
+        """No tier will be scored: a pass not yet run is not needed."""
+        if self._vector is not None:
+            self._vector.cancel()
+
+
+async def _embedded(embed: Embed, text: str) -> np.ndarray | None:
+    try:
+        return (await embed([text]))[0]
+    except Exception as err:  # a scorer without the topic still scores, from the answer alone
+        log.warning("cascade: no vector for the query (%s); its topic is taken as the mean", err)
+        return None

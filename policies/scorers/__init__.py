@@ -17,8 +17,10 @@ they read a `Scored`, never a request or a body.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from policies.scorers.calibration import Calibration
 
@@ -33,6 +35,7 @@ class Scored:
     logprobs: tuple[float, ...] | None = None  # per generated token, when the upstream sent them
     wants_json: bool = False  # response_format demanded a JSON object
     has_tool_calls: bool = False
+    query_vector: np.ndarray | None = field(default=None, compare=False)  # MiniLM's, for the query's topic
 
 
 class Scorer(Protocol):

@@ -8,7 +8,9 @@ AUC 0.66 against 0.74 for these alone), because they memorize topics instead of 
 The features describe how an answer was reached — its length and structure, whether its
 arithmetic checks out, whether it uses the question's numbers, whether the final number looks
 like a clean result — which is what separates a weak model's right answers from its wrong
-ones on reasoning tasks, and is neutral (near-constant) on answers without numbers.
+ones on reasoning tasks, and is neutral (near-constant) on answers without numbers. The last
+few say what the question is about (policies/scorers/topic.py): its MiniLM vector on a fixed
+basis, which tells the kinds of question a cheap model gets wrong more often.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 import re
 
 from policies.scorers import Scored
+from policies.scorers.topic import AXES, basis
 
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 ANNOTATION = re.compile(r"<<([^=<>]+)=([^<>]+)>>")  # calculator annotations: <<2*60=120>>
@@ -52,6 +55,7 @@ NAMES = (
     "equals_signs",
     "distinct_query_numbers",
     "query_numbers_unused",
+    *(f"query_topic_{i}" for i in range(1, AXES + 1)),
 )
 
 
@@ -146,4 +150,5 @@ def features(item: Scored) -> list[float]:
         a.count("=") / 10,
         len(distinct_q) / 10,
         float(coverage < 1),
+        *basis().coordinates(item.query_vector),
     ]

@@ -52,7 +52,10 @@ class LogisticModel:
     bias: float
 
     def probability(self, x: Sequence[float]) -> float:
-        z = float(((np.asarray(x, dtype=float) - self.mean) / self.scale) @ self.weights) + self.bias
+        """P(label | x), `x` a row of features.NAMES (or a longer one: the model reads its first
+        `len(names)`, so a file trained before later features were added still scores)."""
+        row = np.asarray(x, dtype=float)[: len(self.names)]
+        z = float(((row - self.mean) / self.scale) @ self.weights) + self.bias
         return float(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))))
 
     def to_json(self) -> dict:
@@ -66,10 +69,11 @@ class LogisticModel:
 
     @classmethod
     def from_json(cls, data: dict) -> LogisticModel:
-        if tuple(data["features"]) != NAMES:
+        names = tuple(data["features"])
+        if names != NAMES[: len(names)]:  # the features it was trained on are no longer these
             raise ValueError("not a learned scorer for this version's features; retrain it")
         return cls(
-            tuple(data["features"]),
+            names,
             np.array(data["mean"]),
             np.array(data["scale"]),
             np.array(data["weights"]),
@@ -145,7 +149,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iterations: int 
         w -= step
         if np.max(np.abs(step)) < 1e-8:
             break
-    return LogisticModel(NAMES, mean, scale, w[:-1], float(w[-1]))
+    return LogisticModel(NAMES[: x.shape[1]], mean, scale, w[:-1], float(w[-1]))
 
 
 def train(examples: Sequence[Example], l2: float = 1.0) -> LogisticModel:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gateway.cascade_cli import with_query_vectors
 from policies.quality_controller import Policy, QualityController
 from policies.scorers.calibration import Calibration
 from policies.scorers.features import features
@@ -88,7 +89,7 @@ def test_the_calibration_curve_round_trips(tmp_path: Path) -> None:
     result = train(tmp_path, data, "--last-label-field", "last_ok", "--last-answer-field", "last")
     assert result.returncode == 0, result.stderr
     loaded = LearnedModel.load(tmp_path / "scorer.json")
-    in_process = train_matrix(Matrix.of(data)).model
+    in_process = train_matrix(Matrix.of(with_query_vectors(data))).model  # as the command embeds them
     assert loaded.calibration == in_process.calibration  # the same counts, through the file
     assert Calibration.from_json(loaded.calibration.to_json()) == loaded.calibration
     cal = loaded.calibration

@@ -26,8 +26,9 @@ WORKED = [(f"A crate holds {a} rows of {b} jars. How many jars?", a * b) for a, 
 WORKED += [(f"A crate holds {a} rows of {b} jars. How many jars?", a * b) for a, b in [(8, 9), (11, 3), (4, 15)]]
 GUESSED = [(f"A shelf has {a} boxes of {b} pins. How many pins?", a * b) for a, b in [(7, 8), (9, 6), (13, 4)]]
 GUESSED += [(f"A shelf has {a} boxes of {b} pins. How many pins?", a * b) for a, b in [(5, 14), (16, 3), (2, 21)]]
-# Two answers that look exactly alike (the same features), one agreeing and one not.
-ALIKE = [("What is 2 + 5?", "2 + 5 = 7\n#### 7", "#### 7"), ("What is 5 + 2?", "5 + 2 = 7\n#### 7", "#### 8")]
+# Two questions and cheap answers that look exactly alike (the same features; the questions,
+# one with a trailing space, the same MiniLM vector, so the same topic), one agreeing and one not.
+ALIKE = [("What is 2 + 5?", "2 + 5 = 7\n#### 7", "#### 7"), ("What is 2 + 5? ", "2 + 5 = 7\n#### 7", "#### 8")]
 
 RECORDS = [
     {"prompt": q, "answers": {WEAK: f"{q.split()[3]} * {q.split()[6]} = {r}\n#### {r}", STRONG: f"#### {r}"}}
