@@ -22,6 +22,7 @@ import os
 import random
 import statistics
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -73,7 +74,11 @@ def cost(prompt_tokens: int, completion_tokens: int, tier: str) -> Decimal:
 def load(path: Path) -> list[Problem]:
     """The recorded problems, each query with its MiniLM vector (the scorer reads its topic)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    vectors = Embedder().embed_many([r["prompt"] for r in rows])
+    embedder = Embedder()
+    started = time.perf_counter()
+    vectors = embedder.embed_many([r["prompt"] for r in rows])
+    took = time.perf_counter() - started
+    print(f"the queries' MiniLM vectors: {len(rows)} in {took:.1f} s, {took / len(rows) * 1000:.1f} ms each (1 thread)")
     problems = []
     for r, vector in zip(rows, vectors):
         prompt = count_prompt({"model": "x", "messages": [{"role": "user", "content": r["prompt"]}]})
@@ -251,14 +256,14 @@ def fixed_thresholds(
     }
 
 
-def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int) -> None:
+def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int, name: str = "") -> None:
     """What a scorer trained on every problem would do on problems like them it never saw: the
     threshold its calibration starts from, applied to each problem's score by a model fitted
     without it (10 folds), counted as the replay counts (shadow calls aside)."""
     examples = training_examples(problems)
     start = controller_for(policy, train_scorer(examples).model.calibration).promised
     if start is None:
-        print("\nheld-out estimate: the scorer trained on all certifies no threshold")
+        print(f"  learned{name}: certifies no threshold")
         return
     m = Matrix.of(examples)
     broken = np.array([rule_violation(p.item) is not None for p in problems])
@@ -273,10 +278,9 @@ def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int) -> No
         costs.append((weak_cost.sum() + strong_cost[~accepted].sum()) / strong_cost.sum())
         escalated.append(1 - accepted.mean())
     print(
-        f"\nheld-out estimate (trained on all {len(problems)}, starts at {start:.2f}; 10-fold out-of-fold scores, "
-        f"{seeds} splits, before shadow calls):\n  accuracy vs strong {statistics.mean(ratios):.1%} "
-        f"({min(ratios):.1%}-{max(ratios):.1%})  cost vs strong {statistics.mean(costs):.1%} "
-        f"({min(costs):.1%}-{max(costs):.1%})  escalated {statistics.mean(escalated):.1%}"
+        f"  learned{name}: starts at {start:.2f}; accuracy vs strong {statistics.mean(ratios):.1%} "
+        f"({min(ratios):.1%}-{max(ratios):.1%}), cost vs strong {statistics.mean(costs):.1%} "
+        f"({min(costs):.1%}-{max(costs):.1%}), escalated {statistics.mean(escalated):.1%}"
     )
 
 
@@ -343,7 +347,12 @@ def main() -> int:
     for name, found in runs.items():
         summarize(f"{name} (cross-validated)", found)
     if args.estimate:
-        estimate_held_out(problems, next(iter(policies.values())), args.estimate)
+        print(
+            f"\nheld-out estimate: a scorer trained on all {len(problems)} problems, from the threshold its "
+            f"calibration starts at, on 10-fold out-of-fold scores over {args.estimate} splits (before shadow calls)"
+        )
+        for name, policy in policies.items():
+            estimate_held_out(problems, policy, args.estimate, name)
     if args.in_sample:
         model = train_scorer(training_examples(problems)).model
         policy = next(iter(policies.values()))

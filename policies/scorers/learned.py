@@ -14,9 +14,10 @@ The confidence is one minus the quality that accepting the answer is expected to
 since P(last right) - P(cheap right) is exactly the expected accuracy lost by accepting (it
 equals P(cheap wrong, last right) - P(cheap right, last wrong)). Without last-tier labels the
 last tier is taken to be right, and the confidence is P(acceptable). On the GSM8K dev data
-(3-fold cross-validation, 12 splits, the cheapest threshold in hindsight) this ranking
-escalates 54% of always-strong's cost to keep 96% of its accuracy, against 56% when ranking
-by P(cheap right) alone; weighing the loss by each request's escalation cost gained nothing.
+(3-fold cross-validation, 12 splits, the cheapest threshold in hindsight; the answer-shape
+features alone, before the query's topic was added) this ranking escalates 54% of
+always-strong's cost to keep 96% of its accuracy, against 56% when ranking by P(cheap right)
+alone; weighing the loss by each request's escalation cost gained nothing.
 """
 
 from __future__ import annotations
