@@ -13,6 +13,11 @@ same floor and number of candidates:
 - candidates found: the share of all exhaustive candidates over the floor the index returns;
 - the time a search takes on the stream, timed in alternating rounds, as a ratio to the
   first layout's in the same run, and the index's build time.
+
+With `--doubling` it instead fills an index from empty, one question at a time as the cache
+does on a miss (a search, then an add), training each doubling's lists in the call that
+reaches it and on the worker thread (the default), and prints the slowest calls: what a request
+that arrives at a doubling waits.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ def main() -> None:
         "--layouts", default="1x16,2x16,4x16,4x20", help="lists_per_root x nprobe, the first the baseline"
     )
     parser.add_argument("--stream", type=int, default=2000, help="new questions timed")
+    parser.add_argument("--doubling", action="store_true", help="time the fill's calls through the doublings")
     args = parser.parse_args()
     layouts = [(float(a), int(b)) for a, b in (x.split("x") for x in args.layouts.split(","))]
 
@@ -57,6 +63,9 @@ def main() -> None:
     static, verifier = StaticEmbedder.load(), Verifier.load()
     floor, k = static.gate_for(verifier.least_cosine_needed(0.05) or 1.0), static.candidates
     vectors = static.embed_many(stored)
+    if args.doubling:
+        doubling(vectors, k, floor)
+        return
     asked = static.embed_many([r["b"] for r in rows])
     stream = static.embed_many(texts[0::2][: args.stream])
     position = {q: i for i, q in enumerate(stored)}
@@ -106,6 +115,31 @@ def main() -> None:
         print(
             f"| {per_root:g} | {len(index.blocks)} | {nprobe} | {pairs:.2%} | {candidates:.2%} | "
             f"{median * 1e6:.0f} us | {median / base:.2f} | {build:.1f} s |"
+        )
+
+
+def doubling(vectors: np.ndarray, k: int, floor: float) -> None:
+    """Each vector searched then added, from empty; every call's wall time, for the trainings in
+    the call (background=False, as before) and on the worker thread."""
+    print(f"filling an index with {len(vectors):,} questions, a search and an add each\n")
+    print("| training | slowest call | 2nd | 3rd | calls over 50 ms | p99.9 | fill |")
+    print("|---|---|---|---|---|---|---|")
+    for background in (False, True):
+        index = VectorIndex(vectors.shape[1], background=background)
+        spent = np.zeros(len(vectors))
+        started = time.perf_counter()
+        for i, vector in enumerate(vectors):
+            t = time.perf_counter()
+            index.search(vector, k, floor)
+            index.add(str(i), vector)
+            spent[i] = time.perf_counter() - t
+        index.settle()
+        fill = time.perf_counter() - started
+        top = np.sort(spent)[::-1][:3] * 1000
+        p999 = np.quantile(spent, 0.999) * 1000
+        print(
+            f"| {'worker thread' if background else 'in the call'} | {top[0]:.1f} ms | {top[1]:.1f} ms | "
+            f"{top[2]:.1f} ms | {int((spent > 0.05).sum())} | {p999:.2f} ms | {fill:.1f} s |"
         )
 
 

@@ -266,7 +266,7 @@ class RedisStore:
             await self.redis.srem(team_key, *expired)
         for namespace, index in list(self.indexes.items()):
             for key in expired:
-                if key in index.where:
+                if key in index:
                     self._index_remove(namespace, key)
         return int(removed)
 

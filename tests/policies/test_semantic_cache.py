@@ -38,6 +38,7 @@ def test_index_finds_near_duplicates_exhaustively_and_as_ivf() -> None:
         index = VectorIndex(DIM, ivf_min=ivf_min)
         for i, v in enumerate(vectors):
             index.add(str(i), v)
+        index.settle()  # the last doubling's training, on its thread
         assert (len(index.blocks) > 1) is (ivf_min == 512)
         found = 0
         for i in rng.choice(len(vectors), 100, replace=False):
