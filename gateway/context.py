@@ -182,7 +182,7 @@ class RequestContext:
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
     read_body: BodyReader | None = None  # the client's body, read and parsed by the pipeline (stages/read_body.py)
-    side_call: SideCall | None = None  # what a side request runs (gateway/routing/cascade.py's shadow samples)
+    side_call: SideCall | None = None  # what a side request runs (gateway/routing/sampling.py's shadow samples)
     # Run by the pipeline once this request has settled (its hold released, its row written): a
     # shadow sample starts there, so its own hold never meets the request's.
     after_settle: list[Callable[[], None]] = field(default_factory=list)

@@ -11,12 +11,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.deployments import Deployment
 from gateway.metrics import Metrics
 from gateway.minilm import MiniLM
-from gateway.routing.cascade import CascadeTarget, Services, SideLane, build_cascade
+from gateway.routing.cascade import CascadeTarget, build_cascade
 from gateway.routing.confidence import Confidence, PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.learning import Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.router import CostRouterTarget
+from gateway.routing.services import Services, SideLane
 from gateway.routing.target import RouteTarget
 from gateway.settings import Settings
 from gateway.storage.cascade_samples import SampleStore

@@ -1,13 +1,14 @@
-"""How a cascade rates a tier's answer: the answer as scorers read it (`scored_answer`), and the
-`Confidence` a cascade asks — a pure scorer of policies/scorers wrapped as `PureConfidence`, or
-one that makes a charged call of its own (the judge, gateway/routing/judge.py)."""
+"""How a cascade rates a tier's answer: the answer as scorers read it (`scored_answer`, with the
+query's vector: `QueryVector`), the `Confidence` a cascade asks — a pure scorer of
+policies/scorers wrapped as `PureConfidence`, or one that makes a charged call of its own (the
+judge, gateway/routing/judge.py) — and the rated answer (`TierAnswer`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Protocol
 
@@ -15,6 +16,8 @@ import numpy as np
 
 from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
 from gateway.context import RequestContext
+from gateway.deployments import Deployment
+from policies.pricing import Usage
 from policies.scorers import Scored, Scorer
 from policies.scorers.calibration import Calibration
 
@@ -58,6 +61,19 @@ class PureConfidence:
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         return Decimal(0)
+
+
+@dataclass(slots=True)
+class TierAnswer:
+    """One tier's answer to a cascade's request, rated."""
+
+    tier: int
+    dep: Deployment
+    body: dict[str, Any]  # as the client would see it (logprobs it did not ask for removed)
+    raw: bytes
+    item: Scored
+    confidence: float
+    usage: Usage = field(default_factory=Usage)  # of this tier's own call
 
 
 def scored_answer(request: dict[str, Any], answer: dict[str, Any]) -> Scored:

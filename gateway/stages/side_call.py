@@ -1,5 +1,5 @@
 """Stage: the last stage of the side pipeline — run the calls a side request carries (a cascade's
-shadow sample, gateway/routing/cascade.py). Record and the budget hold come before it, so side
+shadow sample, gateway/routing/sampling.py). Record and the budget hold come before it, so side
 calls are recorded and charged to the same budgets as the request they belong to."""
 
 from __future__ import annotations

@@ -20,10 +20,11 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.routing import learning as learning_module
-from gateway.routing.cascade import CascadeTarget, Services, build_controller
+from gateway.routing.cascade import CascadeTarget, build_controller
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.learning import UPGRADED, Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.services import Services
 from gateway.settings import CascadeConfig
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import AnsweredRequest, FeedbackRow

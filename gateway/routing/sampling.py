@@ -1,0 +1,187 @@
+"""A cascade's samples: what its quality controller and its learner learn from.
+
+Every request that reached the last tier is a sample at no extra cost (`record_after`); an
+accepted answer becomes one with the probability the quality controller sets
+(policies/quality_controller.py, `shadow_after`): once the request has settled, a background
+task calls the tiers the request did not reach (the last one always) as a side request
+(gateway/pipeline.py `build_side_stages`): its worst case held against every budget the
+request hit, its real cost charged to them and to a ledger row of its own (request id
+`<id>-shadow`, the same user, trace id and tags plus `cascade-shadow`); a budget that cannot
+hold it refuses it, and no sample is taken. Each sample weighs 1 / the probability it was
+drawn; it goes to the controller, to the database (with each cheaper answer's features, and
+the text when `log_prompts` is on) and to the cascade's learner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol
+
+from gateway.bodies import answer_text
+from gateway.calls import call
+from gateway.context import RequestContext
+from gateway.deployments import Deployment
+from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
+from gateway.routing.services import Learner, Services, Tally
+from gateway.storage.cascade_samples import SampleRecord
+from gateway.worst_case import worst_case
+from policies.agreement import answers_agree
+from policies.quality import Sample
+from policies.quality_controller import QualityController
+from policies.scorers.features import features
+
+log = logging.getLogger("costgate.cascade")
+SHADOW_TAG = "cascade-shadow"
+
+
+class Sampled(Protocol):
+    """The cascade, as its sampling reads it (gateway/routing/cascade.py `CascadeTarget`): its
+    controller, scorer and learner are read at each use, since a refit swaps them."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tiers(self) -> list[Deployment]: ...
+
+    @property
+    def scorer(self) -> Confidence: ...
+
+    @property
+    def controller(self) -> QualityController: ...
+
+    @property
+    def learner(self) -> Learner | None: ...
+
+    @property
+    def services(self) -> Services: ...
+
+    @property
+    def rng(self) -> random.Random: ...
+
+    @property
+    def tally(self) -> Tally: ...
+
+    async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer: ...
+
+
+@dataclass
+class Sampling:
+    cascade: Sampled
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def shadow_after(self, ctx: RequestContext, tried: list[TierAnswer]) -> None:
+        """An answer of `tried[-1]` was accepted: with the controller's probability, ask the
+        tiers it skipped once the request has settled."""
+        # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
+        if not tried or [a.tier for a in tried] != list(range(len(tried))):
+            return
+        probability = self.cascade.controller.shadow_probability()
+        if probability <= 0 or self.cascade.rng.random() >= probability:
+            return
+        ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
+        taken, weight = list(tried), 1.0 / probability
+        # Once the request settled: its hold is released and its row written before the
+        # shadow's own hold is taken, so the two never compete for one budget.
+        ctx.after_settle.append(lambda: self._spawn(self._shadow(ctx, taken, weight)))
+
+    def record_after(self, ctx: RequestContext, tried: list[TierAnswer], last_text: str, weight: float) -> None:
+        """The last tier answered after every cheaper one: a sample, at no extra cost."""
+        self._spawn(self.record(ctx.request_id, tried, last_text, weight))
+
+    async def record_after_stream(
+        self, relay: AsyncIterator[bytes], ctx: RequestContext, tried: list[TierAnswer], weight: float
+    ) -> AsyncIterator[bytes]:
+        """The last tier's stream, passed on; a sample once it has ended well."""
+        async for chunk in relay:
+            yield chunk
+        if ctx.error is None:
+            self.record_after(ctx, tried, "".join(ctx.completion_text), weight)
+
+    async def record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
+        c = self.cascade
+        sample = Sample(
+            tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text) for a in tried), weight
+        )
+        c.controller.add(sample)
+        vectors = tuple(tuple(features(a.item)) for a in tried)
+        texts = None
+        if c.services.log_prompts:
+            texts = {
+                "query": tried[0].item.query if tried else "",
+                "answers": [a.item.answer for a in tried] + [last_text],
+            }
+        await c.services.store.add(SampleRecord(c.name, request_id, sample, vectors, texts))
+        if c.learner is not None:  # once stored: the refit it may start reads it back
+            c.learner.sampled(request_id, sample, vectors)
+
+    def worst_case(self, ctx: RequestContext, reached: int) -> Decimal:
+        """The most a shadow sample that starts at tier `reached` can cost."""
+        tiers, scorer = self.cascade.tiers, self.cascade.scorer
+        cost = sum((worst_case(ctx, dep) for dep in tiers[reached:]), Decimal(0))
+        return cost + sum((scorer.worst_case_cost(ctx) for _ in tiers[reached:-1]), Decimal(0))
+
+    async def drain(self) -> None:
+        """Let in-flight shadow work finish (at shutdown), so its calls reach the ledger."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=30)
+
+    async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer], weight: float) -> None:
+        """After an accepted cheaper answer: ask the tiers it skipped, as a side request of its own
+        (its own ledger row and budget hold, the same team, user, tags and trace)."""
+        body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
+        shadow = RequestContext(
+            request_id=f"{ctx.request_id}-shadow",
+            endpoint=ctx.endpoint,
+            body=body,
+            api_key=None,
+            headers={},
+            principal=ctx.principal,
+            user=ctx.user,
+            tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))),
+            trace_id=ctx.trace_id,
+            requested_model=ctx.requested_model,
+            side_call=ShadowSample(self, ctx.request_id, tried, weight),
+        )
+        c = self.cascade
+        await c.services.side_lane.handle(shadow)
+        c.tally.shadow += shadow.cost
+        status = "ok" if shadow.error is None else "error"
+        c.services.policy_metrics.cascade_shadow_calls.labels(c.name, status).inc()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cascade %s: shadow work failed", self.cascade.name, exc_info=task.exception())
+
+
+@dataclass(frozen=True, slots=True)
+class ShadowSample:
+    """The side call of a shadow sample: the tiers an accepted answer skipped, then the last."""
+
+    sampling: Sampling
+    request_id: str  # the request the sample belongs to
+    tried: list[TierAnswer]
+    weight: float
+
+    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        return self.sampling.worst_case(ctx, len(self.tried))
+
+    async def run(self, ctx: RequestContext) -> None:
+        c, tried = self.sampling.cascade, list(self.tried)
+        vector = QueryVector.known(tried[0].item.query_vector if tried else None)
+        for tier in range(len(tried), len(c.tiers) - 1):
+            tried.append(await c.ask(ctx, tier, c.tiers[tier], vector))
+        completion = await call(ctx, c.tiers[-1])
+        ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
+        await self.sampling.record(self.request_id, tried, answer_text(completion.body), self.weight)
