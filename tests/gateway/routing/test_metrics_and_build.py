@@ -1,5 +1,6 @@
 """The routing policies' live gauges, read at scrape time (gateway/routing/metrics.py), and the
-scorer a cascade's `scorer:` setting names (gateway/routing/build.py)."""
+scorer a cascade's `scorer:` setting names (gateway/routing/build.py), and the MiniLM its
+cascades share with the semantic cache."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from gateway.routing.build import build_scorer
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.metrics import PolicyMetrics
+from gateway.service import build_gateway
+from gateway.settings import Settings
 from policies.breaker import BreakerConfig, Breakers
 from policies.quality_controller import Estimate, Mode
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
 from policies.scorers.rules import RuleScorer
 from tests.gateway.fakes import deployment
+from tests.support import model
 
 
 def estimate(threshold: float | None, samples: int, agreement: float | None, lower: float | None) -> Estimate:
@@ -98,3 +102,27 @@ def test_a_judge_scores_with_the_named_deployment() -> None:
 def test_a_scorer_that_cannot_be_built_is_a_config_error(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_scorer(spec, {"small": deployment("small")})
+
+
+async def test_the_cache_and_the_cascades_share_one_minilm(tmp_path) -> None:
+    """One model and one worker thread a gateway: the semantic cache's second stage and the
+    cascades' query vectors (gateway/minilm.py)."""
+    settings = Settings.model_validate(
+        {
+            "admin_key": "k",
+            "database_url": f"sqlite:///{tmp_path}/costgate.db",
+            "data_dir": str(tmp_path / "data"),
+            "models": [model("weak", "w", "http://127.0.0.1:9/v1"), model("strong", "s", "http://127.0.0.1:9/v1")],
+            "cascades": [{"name": "auto", "tiers": ["weak", "strong"], "scorer": "learned"}],
+        }
+    )
+    gateway = build_gateway(settings)
+    try:
+        minilm = gateway.routing.minilm
+        assert minilm is not None and gateway.cache.minilm is minilm
+        assert gateway.routing.cascades["auto"].services.embed == minilm.embed_many
+        vectors = await minilm.embed_many(["How far is the moon?"])
+        assert vectors.shape == (1, 384)
+    finally:
+        gateway.cache.minilm.close()
+        await gateway.db.dispose()
