@@ -1,14 +1,15 @@
 """What a question is about, in a few numbers: its MiniLM vector on a fixed basis.
 
 Some kinds of question are harder for a cheap model than others, and the answer's shape does
-not show it: on the GSM8K dev data (10-fold cross-validation, 16 splits) adding the query's
-coordinates on these 12 axes to the learned scorer's features cut the cost of keeping 96% of
-GPT-4's accuracy from 53.5% to 50.6% of always-strong's (3 folds: 56.4% -> 53.1%). The axes are
-the top principal components of 3,000 Quora questions (`../shared/data/qqp_dev.jsonl`), not
-of the math problems themselves: a basis of what people ask in general, so a cascade that
-learns from other traffic gets the same kind of numbers (a basis fitted on GSM8K's own
-questions did no better on its folds; random axes nearly as well: the weights, not the axes,
-carry what is learned).
+not show it: with the query's coordinates on these 12 axes among its features, the bundled
+scorer keeps the same share of GPT-4's accuracy on the GSM8K dev data for ~2.4 points less of
+always-strong's cost (`bench/cascade_offline.py --estimate 8`: 96.3% at 53.9% -> 96.4% at
+51.5%; docs/benchmarks.md). The axes are the top principal components of 3,000 Quora questions
+(`../shared/data/qqp_dev.jsonl`), not of the math problems themselves: a basis of what people
+ask in general, so a cascade that learns from other traffic gets the same kind of numbers. In
+exploratory cross-validation (not kept as a bench) a basis fitted on GSM8K's own questions did
+no better, random axes nearly as well (the weights, not the axes, carry what is learned), and
+the whole 384-d vector worse (too many weights for 659 problems).
 
 The vector is the shipped MiniLM's (policies/semantic_cache/embedder.py), on the query's first
 128 tokens. `python -m policies.scorers.topic QQP_JSONL` rebuilds `topic-basis.npz`.
