@@ -53,6 +53,7 @@ DEFAULT_DATA = next(
     ),
     ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl",
 )
+DRAWS = 200  # bootstrap runs a split, for the held-out estimate's spread
 PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal(10), Decimal(30))}
 
 
@@ -271,16 +272,23 @@ def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int, name:
     strong = np.array([p.strong_right for p in problems])
     weak_cost = np.array([float(p.weak_cost) for p in problems])
     strong_cost = np.array([float(p.strong_cost) for p in problems])
-    ratios, costs, escalated = [], [], []
+    ratios, costs, escalated, drawn_ratios, drawn_costs = [], [], [], [], []
+    rng = np.random.default_rng(0)
     for seed in range(seeds):
         accepted = (out_of_fold(m, 10, 1.0, seed) >= start) & ~broken
         ratios.append(np.where(accepted, weak, strong).sum() / strong.sum())
         costs.append((weak_cost.sum() + strong_cost[~accepted].sum()) / strong_cost.sum())
         escalated.append(1 - accepted.mean())
+        for _ in range(DRAWS):  # runs of as many problems like these: how far one run strays
+            i = rng.integers(0, len(problems), len(problems))
+            drawn_ratios.append(np.where(accepted[i], weak[i], strong[i]).sum() / strong[i].sum())
+            drawn_costs.append((weak_cost[i].sum() + strong_cost[i][~accepted[i]].sum()) / strong_cost[i].sum())
     print(
         f"  learned{name}: starts at {start:.2f}; accuracy vs strong {statistics.mean(ratios):.1%} "
         f"({min(ratios):.1%}-{max(ratios):.1%}), cost vs strong {statistics.mean(costs):.1%} "
-        f"({min(costs):.1%}-{max(costs):.1%}), escalated {statistics.mean(escalated):.1%}"
+        f"({min(costs):.1%}-{max(costs):.1%}), escalated {statistics.mean(escalated):.1%}; "
+        f"one run of {len(problems)} such problems (bootstrap): accuracy sd {np.std(drawn_ratios):.1%}, "
+        f"below 95% in {np.mean(np.array(drawn_ratios) < 0.95):.0%} of draws; cost sd {np.std(drawn_costs):.1%}"
     )
 
 
