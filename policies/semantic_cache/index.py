@@ -95,7 +95,7 @@ def kmeans(vectors: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS, seed: int =
 def nearest(vectors: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     """Each vector's nearest centroid, a chunk of vectors at a time."""
     chunks = range(0, len(vectors), ASSIGN_CHUNK)
-    return np.concatenate([np.argmax(vectors[i : i + ASSIGN_CHUNK] @ centroids.T, axis=1) for i in chunks] or [[]])
+    return np.concatenate([np.argmax(vectors[i : i + ASSIGN_CHUNK] @ centroids.T, axis=1) for i in chunks])
 
 
 class _Lists:
@@ -136,6 +136,8 @@ class _Lists:
 
     def extend(self, keys: list[str], vectors: np.ndarray) -> None:
         """Add keys not in the lists, each to its nearest list (one product for them all)."""
+        if not keys:
+            return
         for key, vector, block in zip(keys, vectors, nearest(vectors, self.centroids)):
             self.where[key] = (int(block), self.blocks[int(block)].add(key, vector))
 
@@ -276,5 +278,5 @@ class VectorIndex:
         for key in touched:
             trained.remove(key)
         live = [key for key in touched if key in self._lists.where]
-        trained.extend(live, np.array([self._lists.vector(key) for key in live]).reshape(len(live), self.dim))
+        trained.extend(live, np.array([self._lists.vector(key) for key in live]))
         self._lists = trained
