@@ -206,9 +206,8 @@ class VectorIndex:
             for key, vector in zip(keys, vectors):
                 self.add(key, vector)
             return
-        block = self.blocks[0]
         for key, vector in zip(keys, np.asarray(vectors, dtype=np.float32)):
-            self._lists.where[key] = (0, block.add(key, vector))
+            self._lists.add(key, vector)  # one list yet: no training until all are in
         if len(self) >= self.ivf_min:
             self._train(background=False)
 
