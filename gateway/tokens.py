@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+from collections.abc import Iterator
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,14 @@ TOKENS_PER_REPLY = 3
 # OpenAI reads at most 100 PDF pages per request, each as text and as an image: a file part
 # counts at that many worst-case page images (its bytes count as text too).
 FILE_PAGES = 100
+# tiktoken's o200k pattern backtracks over a whole run of whitespace and gives up past a million
+# steps (a Rust panic, raised as a BaseException: a run of ~1M tabs, spaces, \x0b or \x0c); its
+# BPE also slows with the length of one piece. So no text reaches it longer than SAFE_SPAN
+# characters: a longer one is counted in spans, cut where tiktoken's own pieces meet.
+SAFE_SPAN = 4096
+# The last place in a span where a word ends and whitespace begins ("hello| world"): tiktoken
+# never merges across it, so a cut there leaves the count as it was.
+LAST_WORD_END = re.compile(r".*\S(?=\s)", re.DOTALL)
 
 
 def _point_tiktoken_at_litellm() -> None:
@@ -41,13 +51,35 @@ def encoding_for(model: str) -> tiktoken.Encoding:
     return tiktoken.get_encoding(name)
 
 
+def spans(text: str) -> Iterator[str]:
+    """`text` in spans of at most SAFE_SPAN characters, cut at a word's end where there is one in
+    the span's second half; else (one long run of whitespace or of one word) at SAFE_SPAN, which
+    costs at most one token more than the count of the whole."""
+    start = 0
+    while len(text) - start > SAFE_SPAN:
+        end = start + SAFE_SPAN
+        found = LAST_WORD_END.match(text, start + SAFE_SPAN // 2, end)
+        cut = found.end() if found else end
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+def encoded_length(enc: tiktoken.Encoding, text: str) -> int:
+    """How many tokens `text` is (special tokens' text counted as ordinary text). Every count in
+    costgate goes through here: no text, however hostile, makes tiktoken fail."""
+    if len(text) <= SAFE_SPAN:
+        return len(enc.encode_ordinary(text))
+    return sum(len(enc.encode_ordinary(span)) for span in spans(text))
+
+
 def count_text(text: str, model: str = "") -> int:
-    return len(encoding_for(model).encode(text, disallowed_special=()))
+    return encoded_length(encoding_for(model), text)
 
 
 @lru_cache(maxsize=16_384)
 def _count_piece(text: str, model: str) -> int:
-    return len(encoding_for(model).encode_ordinary(text))
+    return encoded_length(encoding_for(model), text)
 
 
 def count_delta(text: str, model: str = "") -> int:
@@ -69,12 +101,12 @@ def count_messages(messages: list[dict[str, Any]], model: str = "") -> int:
     total = TOKENS_PER_REPLY
     for message in messages:
         total += TOKENS_PER_MESSAGE
-        total += len(enc.encode(_content_text(message.get("content")), disallowed_special=()))
+        total += encoded_length(enc, _content_text(message.get("content")))
         if message.get("name"):
             total += 1
         for call in message.get("tool_calls") or ():
             fn = call.get("function") or {}
-            total += len(enc.encode(str(fn.get("name", "")) + str(fn.get("arguments", "")), disallowed_special=()))
+            total += encoded_length(enc, str(fn.get("name", "")) + str(fn.get("arguments", "")))
     return total
 
 
@@ -88,7 +120,7 @@ def count_prompt(body: dict[str, Any], model: str = "") -> int:
     total = 0
     for item in items:
         if isinstance(item, str):
-            total += len(enc.encode(item, disallowed_special=()))
+            total += encoded_length(enc, item)
         elif isinstance(item, list):  # already tokens
             total += len(item)
     return total

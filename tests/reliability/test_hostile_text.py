@@ -1,0 +1,172 @@
+"""Issue 24, items 1 and 2: text that tokenizers choke on (a million tabs, spaces, \\x0b, \\x0c…;
+tiktoken's o200k pattern gave up on such a run with a Rust panic) gets an answer, and the ledger
+still equals what the provider billed, on every endpoint, streamed and not; nothing stays held.
+
+In process: the gateway app is driven over httpx's ASGI transport; the provider is
+tests/fakes/fake_bytes.py on a thread (real HTTP, so litellm's Anthropic provider reaches it
+too), billing every UTF-8 byte of the prompt as a token, as the worst byte-level tokenizer would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from gateway.app import create_app
+from gateway.service import Gateway
+from gateway.settings import Settings
+from tests.fakes.fake_bytes import BytesUpstream
+
+ADMIN = "sk-cg-admin-hostile-text"
+IN, OUT = Decimal("2.5"), Decimal("10")  # $ per million tokens, every model here
+RUN = 1_000_000  # past tiktoken's backtracking limit in one run
+TAB_RUN = "\t" * RUN
+BUDGET = "100"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[BytesUpstream]:
+    fake = BytesUpstream()
+    yield fake
+    fake.stop()
+
+
+def models(api_base: str, root: str) -> list[dict[str, Any]]:
+    price = {"input_per_mtok": str(IN), "output_per_mtok": str(OUT)}
+    openai = {"provider": "openai", "api_base": api_base, "api_key": "fake", "price": price}
+    return [
+        {"name": "gpt", "model": "gpt-4o-mini", **openai},
+        {"name": "native", "model": "gpt-4o", **openai, "apis": ["chat", "responses", "messages"]},
+        {"name": "claude", "provider": "litellm", "model": "anthropic/claude-haiku-4-5", "api_base": root,
+         "api_key": "fake", "price": price},
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+async def gateway(tmp_path_factory: pytest.TempPathFactory, upstream: BytesUpstream) -> AsyncIterator[FastAPI]:
+    work: Path = tmp_path_factory.mktemp("hostile-text")
+    settings = Settings.model_validate(
+        {
+            "admin_key": ADMIN,
+            "database_url": f"sqlite:///{work}/db.sqlite",
+            "data_dir": str(work / "data"),
+            "max_body_bytes": 8 * 1024 * 1024,  # room for a million \x0b, each "\u000b" in JSON
+            "models": models(upstream.url, upstream.root),
+        }
+    )
+    app = create_app(settings)
+    gw: Gateway = app.state.gateway
+    await gw.start()
+    yield app
+    await gw.stop()
+
+
+def http(app: FastAPI, key: str | None = None) -> httpx.AsyncClient:
+    headers = {"authorization": f"Bearer {key or ADMIN}"}
+    transport = httpx.ASGITransport(app=app)
+    return httpx.AsyncClient(transport=transport, base_url="http://gw.test", headers=headers, timeout=120)
+
+
+class Team:
+    """A fresh team with a budget, and the admin's view of what it spent and holds."""
+
+    def __init__(self, gw: FastAPI, key: str, team_id: str) -> None:
+        self.gw, self.key, self.id = gw, key, team_id
+
+    @classmethod
+    async def create(cls, gw: FastAPI, name: str) -> Team:
+        team = await gw.state.gateway.keys.create_team(name)
+        _, key = await gw.state.gateway.keys.create_key(name)
+        async with http(gw) as admin:
+            put = await admin.put(
+                "/admin/budgets", json={"scope": "team", "id": name, "amount_usd": BUDGET, "period": "total"}
+            )
+            assert put.status_code == 200, put.text
+        return cls(gw, key, team.id)
+
+    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        async with http(self.gw, self.key) as client:
+            return await client.post(path, json=body, headers={"anthropic-version": "2023-06-01"})
+
+    async def ledger(self) -> Decimal:
+        async with http(self.gw) as admin:
+            rows = (await admin.get("/admin/spend?group_by=team")).json()["rows"]
+        return sum((Decimal(r["cost_usd"]) for r in rows if r["group"] == self.id), Decimal(0))
+
+    async def reserved(self) -> Decimal:
+        async with http(self.gw) as admin:
+            budgets = (await admin.get("/admin/budgets")).json()["data"]
+        return sum((Decimal(b["reserved_usd"]) for b in budgets if b["subject"] == self.id), Decimal(0))
+
+
+def bill_cost(before: dict[str, int], after: dict[str, int]) -> Decimal:
+    prompt = after["prompt_tokens"] - before["prompt_tokens"]
+    completion = after["completion_tokens"] - before["completion_tokens"]
+    return (prompt * IN + completion * OUT) / 10**6
+
+
+# (path, gateway model, upstream model the fake bills, body with the text in it)
+def chat(model: str, text: str) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 16}
+
+
+ENDPOINTS = {
+    "chat": ("/v1/chat/completions", "gpt-4o-mini", lambda t: chat("gpt", t)),
+    "completions": ("/v1/completions", "gpt-4o-mini", lambda t: {"model": "gpt", "prompt": t, "max_tokens": 16}),
+    "responses": ("/v1/responses", "gpt-4o-mini", lambda t: {"model": "gpt", "input": t, "max_output_tokens": 16}),
+    "messages": ("/v1/messages", "gpt-4o-mini", lambda t: {**chat("gpt", t)}),
+    "responses-native": ("/v1/responses", "gpt-4o", lambda t: {"model": "native", "input": t, "max_output_tokens": 16}),
+    "messages-native": ("/v1/messages", "gpt-4o", lambda t: {**chat("native", t)}),
+    "litellm-chat": ("/v1/chat/completions", "claude-haiku-4-5", lambda t: chat("claude", t)),
+    "litellm-messages": ("/v1/messages", "claude-haiku-4-5", lambda t: {**chat("claude", t)}),
+}
+
+
+async def send(team: Team, upstream: BytesUpstream, endpoint: str, text: str, stream: bool) -> tuple[int, Decimal]:
+    """One request; its status and what the provider billed for it."""
+    path, billed_model, body = ENDPOINTS[endpoint]
+    before = upstream.billed(billed_model)
+    response = await team.post(path, {**body(text), "stream": stream})
+    return response.status_code, bill_cost(before, upstream.billed(billed_model))
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("endpoint", list(ENDPOINTS))
+async def test_a_run_of_tabs_is_answered_and_billed(
+    gateway: FastAPI, upstream: BytesUpstream, endpoint: str, stream: bool
+) -> None:
+    team = await Team.create(gateway, f"tabs-{endpoint}-{stream}")
+    status, billed = await send(team, upstream, endpoint, TAB_RUN, stream)
+    assert status == 200
+    assert billed > 0
+    assert await team.ledger() == billed  # was $0: the stream aborted before it was charged
+    assert await team.reserved() == 0  # the hold is settled when the answer ends, not at restart
+
+
+@pytest.mark.parametrize("text", ["\x0b" * RUN, "\x0c" * RUN, " " * RUN, "\u3000" * RUN, "\xa0" * RUN, " \t" * RUN])
+async def test_every_whitespace_run_is_answered_and_billed(
+    gateway: FastAPI, upstream: BytesUpstream, text: str
+) -> None:
+    team = await Team.create(gateway, f"run-{ord(text[0])}-{len(text)}")
+    total = Decimal(0)
+    for stream in (True, False):
+        status, billed = await send(team, upstream, "chat", text, stream)
+        assert status == 200
+        total += billed
+    assert await team.ledger() == total
+    assert await team.reserved() == 0
+
+
+async def test_count_tokens_counts_a_run_of_tabs(gateway: FastAPI) -> None:
+    team = await Team.create(gateway, "count-tabs")
+    response = await team.post(
+        "/v1/messages/count_tokens", {"model": "gpt", "messages": [{"role": "user", "content": TAB_RUN}]}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["input_tokens"] > 0
