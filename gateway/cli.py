@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine import cli as engine_cli
-from gateway import cascade_cli, distill_cli
+from gateway import cascade_cli, db_cli, distill_cli
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
 
@@ -109,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     distill_cli.add_commands(commands)  # `costgate distill export` (issue 13)
     add_cache_commands(commands, team_labels)  # `costgate cache calibrate FILE | --team NAME` (issues 4, 12)
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
+    db_cli.add_commands(commands)  # `costgate db upgrade | current` (issue 28)
     return parser
 
 
@@ -117,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     # httpx logs every upstream request at INFO: a formatted, written line per request on the
     # hot path (the access log is off for the same reason). Its warnings still show.
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate.py says what changed, in one line
     args = build_parser().parse_args(argv)
     return args.run(args)
 

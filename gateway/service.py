@@ -78,14 +78,13 @@ class Gateway:
     batch_lane: BatchRunner
     responses: ResponseStore  # the Responses API's stored responses, per team
     feedback: Feedback  # verdicts on served answers (POST /v1/feedback)
-    # Deletes kept text past its team's keep_text_days (and creates the table, kept or not).
+    # Deletes kept text past its team's keep_text_days.
     text_retention: Retention
     texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
 
     async def start(self) -> None:
-        await create_tables(self.db)
-        await self.feedback.store.create()
-        await self.text_retention.start()  # creates the kept-text table, then purges it
+        await create_tables(self.db)  # every store's tables, migrated under a lock (gateway/storage/migrate.py)
+        await self.text_retention.start()
         await self.routing.start()
         await self.ledger.recover()
         await recover_streams(self.streams, self.ledger, self.spend)  # after the rows the ledger journal had

@@ -90,7 +90,6 @@ class RoutingPolicies:
         if self.cascades:
             if self.minilm is not None:
                 self.minilm.load()  # now, not on the first request
-            await self.store.create()
             for cascade in self.cascades.values():
                 await cascade.load()
 

@@ -13,10 +13,10 @@ import json
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, inspect, select, text
-from sqlalchemy.engine import Connection
+from sqlalchemy import Column, Float, Index, Integer, MetaData, String, Table, Text, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.storage.migrate import upgrade_schema
 from policies.quality import Sample
 from policies.scorers.features import NAMES
 from policies.scorers.refit import TrainingRow
@@ -64,9 +64,8 @@ class SampleStore:
         self.engine = engine
 
     async def create(self) -> None:
-        async with self.engine.begin() as conn:
-            await conn.run_sync(metadata.create_all)
-            await conn.run_sync(_add_missing_columns)
+        """Every table at its newest revision, this one among them (gateway/storage/migrate.py)."""
+        await upgrade_schema(self.engine)
 
     async def add(self, record: SampleRecord) -> None:
         async with self.engine.begin() as conn:
@@ -134,17 +133,3 @@ class SampleStore:
             for vector, agreed in zip(json.loads(r.features or "[]"), json.loads(r.agrees)):
                 out.append(TrainingRow(tuple(vector), bool(agreed), r.weight or 1.0))
         return out
-
-
-def _add_missing_columns(conn: Connection) -> None:
-    """`create_all` skips an existing table whole: a column a later release added is added here."""
-    present = {c["name"] for c in inspect(conn).get_columns(cascade_samples.name)}
-    guard = "IF NOT EXISTS " if conn.dialect.name == "postgresql" else ""  # replicas may start together
-    for column in cascade_samples.columns:
-        if column.name not in present:
-            conn.execute(
-                text(
-                    f"ALTER TABLE {cascade_samples.name} ADD COLUMN {guard}{column.name} "
-                    f"{column.type.compile(conn.dialect)}"
-                )
-            )

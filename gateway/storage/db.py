@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, event, text
-from sqlalchemy.engine import Connection, Dialect, make_url
+from sqlalchemy import BigInteger, Column, Float, Index, Integer, MetaData, String, Table, Text, event
+from sqlalchemy.engine import Dialect, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.schema import CreateIndex
 
+from gateway.storage.migrate import upgrade_schema
 from gateway.storage.private import private_file
 
 metadata = MetaData()
@@ -121,22 +121,6 @@ def _connect_or_operational_error(dialect: Dialect, _record: object, cargs: tupl
         raise dialect.loaded_dbapi.OperationalError(f"cannot connect to the database: {err!r}") from err
 
 
-SCHEMA_LOCK = 0x636F737467617465  # "costgate": the advisory lock that serialises schema set-up
-
-
 async def create_tables(engine: AsyncEngine) -> None:
-    """Tables that are missing, and indexes that are missing on tables that exist: `create_all`
-    skips an existing table whole, so an index added in a later release (the dashboard's
-    ix_ledger_live, the budgets' ix_ledger_key_day) would reach only new databases."""
-    async with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":  # replicas starting together take turns (IF NOT EXISTS
-            # still races in PostgreSQL's catalog); the lock ends with the transaction
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-        await conn.run_sync(metadata.create_all)
-        await conn.run_sync(_create_missing_indexes)
-
-
-def _create_missing_indexes(conn: Connection) -> None:
-    for table in metadata.sorted_tables:
-        for index in table.indexes:
-            conn.execute(CreateIndex(index, if_not_exists=True))
+    """The schema at its newest revision: Alembic's, under a lock (gateway/storage/migrate.py)."""
+    await upgrade_schema(engine)

@@ -36,14 +36,13 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    text,
     true,
 )
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.storage.db import SCHEMA_LOCK
 from gateway.storage.feedback import feedback
+from gateway.storage.migrate import upgrade_schema
 from policies.feedback import Verdict
 
 log = logging.getLogger("costgate.distill")
@@ -85,10 +84,8 @@ class TextStore:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def create(self) -> None:
-        async with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":  # replicas starting together take turns (gateway/storage/db.py)
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-            await conn.run_sync(metadata.create_all)
+        """Every table at its newest revision, this one among them (gateway/storage/migrate.py)."""
+        await upgrade_schema(self.engine)
 
     def keep(self, row: KeptText) -> None:
         """Insert `row` on a task of its own: the request does not wait for it."""
@@ -171,7 +168,6 @@ class Retention:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        await self.store.create()
         await self.purge_once()
         self._task = asyncio.get_running_loop().create_task(self._run())
 

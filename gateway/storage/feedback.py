@@ -16,10 +16,11 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import Column, Float, Index, MetaData, String, Table, Text, func, insert, select, text, update
+from sqlalchemy import Column, Float, Index, MetaData, String, Table, Text, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.storage.db import SCHEMA_LOCK, ledger
+from gateway.storage.db import ledger
+from gateway.storage.migrate import upgrade_schema
 from policies.feedback import Verdict, VerdictCount
 from policies.semantic_cache.calibration import Labelled
 
@@ -80,10 +81,8 @@ class FeedbackStore:
         self.engine = engine
 
     async def create(self) -> None:
-        async with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":  # replicas starting together take turns (gateway/storage/db.py)
-                await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
-            await conn.run_sync(metadata.create_all)
+        """Every table at its newest revision, this one among them (gateway/storage/migrate.py)."""
+        await upgrade_schema(self.engine)
 
     async def answered(self, request_id: str) -> AnsweredRequest | None:
         c = ledger.c

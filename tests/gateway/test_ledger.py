@@ -160,7 +160,7 @@ def test_client_leaving_mid_stream_is_charged_for_what_was_generated(gateway: Ga
 def test_an_existing_database_gets_the_indexes_a_later_release_added(backend: str, tmp_path, request) -> None:
     """A database created before an index existed gains it at the next start, and starting
     again (or two replicas starting together) changes nothing."""
-    from sqlalchemy import inspect
+    from sqlalchemy import inspect, text
 
     import gateway.dashboard.rollup  # noqa: F401  (defines ix_ledger_live on the ledger table)
     from gateway.storage.db import create_engine, create_tables, ledger
@@ -176,9 +176,10 @@ def test_an_existing_database_gets_the_indexes_a_later_release_added(backend: st
         engine = create_engine(url)
         try:
             await create_tables(engine)
-            async with engine.begin() as conn:  # as an older release left it
+            async with engine.begin() as conn:  # as an older release, before migrations, left it
                 for index in added_later:
                     await conn.run_sync(lambda c, ix=index: ix.drop(c))
+                await conn.execute(text("DROP TABLE alembic_version"))
             before = await names(engine)
             await asyncio.gather(create_tables(engine), create_tables(engine))
             return before, await names(engine)
