@@ -50,6 +50,7 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
     completion = await dep.provider.complete(
         UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
     )
+    ctx.call_answered()
     charge(
         ctx, dep, completion.usage, answer_text(completion.body, all_choices=True) if completion.usage is None else ""
     )
@@ -62,6 +63,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
     stream = await dep.provider.open_stream(
         UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
     )
+    ctx.call_answered()
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
@@ -133,6 +135,7 @@ async def complete(
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
     completion = await dep.provider.complete(UpstreamCall(endpoint, body))
+    ctx.call_answered()
     usage = completion.usage
     if usage is None:  # count this call's own body, not the client's
         model = dep.config.upstream_model

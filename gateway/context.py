@@ -16,6 +16,8 @@ from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Usage, in_picos
 from policies.ratelimit import RateCheck
 
+UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
+
 if TYPE_CHECKING:
     from starlette.responses import Response
 
@@ -177,6 +179,11 @@ class RequestContext:
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
+    # Upstream calls that answered (the provider bills them) and are not charged yet: settling
+    # charges them the request's hold (stages/budget.py), so a failure to count, price or relay
+    # an answer never charges $0.
+    unmetered_calls: int = 0
+    settled: bool = False  # the pipeline settled this request (it does so once)
     cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
@@ -203,6 +210,18 @@ class RequestContext:
             self._view = RequestView.of(self.body)
         return self._view
 
+    def call_answered(self) -> None:
+        """An upstream call answered (or opened its stream): it is billed, whatever happens next,
+        and counts as unmetered until `add_call` records its cost."""
+        self.unmetered_calls += 1
+
+    def charge_unmetered(self, worst: Decimal) -> None:
+        """Fail closed: charge calls that answered but were never metered `worst` (the request's
+        hold), the most the provider can have billed them."""
+        self.cost = max(self.cost, in_picos(worst))
+        self.unmetered_calls = 0
+        self.error = self.error or UNMETERED
+
     def add_call(self, usage: Usage, cost: Decimal) -> None:
         """Record one upstream call's usage and cost (a request may make several)."""
         u = self.usage
@@ -213,6 +232,8 @@ class RequestContext:
             u.reasoning_tokens + usage.reasoning_tokens,
         )
         # The lane's discount: what is not charged is recorded as saved.
+        if self.unmetered_calls:
+            self.unmetered_calls -= 1
         charged = in_picos(cost * self.price_factor)
         self.cost += charged
         self.saved += in_picos(cost) - charged

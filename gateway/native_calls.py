@@ -109,6 +109,7 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
     completion = await dep.provider.complete(UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority))
+    ctx.call_answered()
     ctx.response_body = api.chat_answer(completion.body)
     text = ctx.response_body["choices"][0]["message"]["content"] or ""
     charge(ctx, dep, api.usage_of(completion.body), text)
@@ -125,6 +126,7 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     stream = await dep.provider.open_stream(
         UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority)
     )
+    ctx.call_answered()
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     return _relay(ctx, dep, api, stream)
 

@@ -11,12 +11,14 @@ written and the ledger row recorded, and why nothing leaks when a request fails.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 import anyio
 from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from gateway.context import CacheStatus, RequestContext
 from gateway.deployments import Deployment
@@ -124,10 +126,11 @@ class Pipeline:
             log.exception("unhandled error in the pipeline", exc_info=err)
             return await self._refuse(GatewayError("internal error in the gateway"), entered, ctx)
         if isinstance(response, StreamingResponse):
-            response.body_iterator = self._settle_after(response.body_iterator, entered, ctx)
+            settled = self._settle_after(response.body_iterator, entered, ctx)
+            body: AsyncIterator[bytes | str | memoryview] = settled
             if ctx.shape is not None:  # outside the settling: its last event follows the held [DONE]
-                response.body_iterator = ctx.shape.stream(ctx, response.body_iterator)
-            return with_headers(response, ctx)
+                body = settling_when_done(ctx.shape.stream(ctx, settled), settled)
+            return with_headers(SettledStream(response, body, partial(self._settle, entered, ctx)), ctx)
         await self._settle(entered, ctx)
         return with_headers(response, ctx)
 
@@ -141,7 +144,7 @@ class Pipeline:
 
     async def _settle_after(
         self, body: AsyncIterable[bytes | str | memoryview], entered: list[Stage], ctx: RequestContext
-    ) -> AsyncIterator[bytes | str | memoryview]:
+    ) -> AsyncGenerator[bytes | str | memoryview, None]:
         done = None
         watch = self.streams.watch(ctx) if self.streams is not None else None
         try:
@@ -163,6 +166,10 @@ class Pipeline:
             yield done
 
     async def _settle(self, entered: list[Stage], ctx: RequestContext) -> None:
+        """Settle every stage entered, once (a stream may get here from its body and its end)."""
+        if ctx.settled:
+            return
+        ctx.settled = True
         ctx.finish()
         for stage in reversed(entered):
             # Whether the stage is a Settles, without a runtime Protocol check per stage per
@@ -179,6 +186,43 @@ class Pipeline:
                 hook()
             except Exception as err:  # a side request that cannot start must not fail the answer
                 log.exception("after-settle hook failed", exc_info=err)
+
+
+class SettledStream(StreamingResponse):
+    """A streamed answer that settles its request once the response is over, however it ended:
+    also when the client left before the body's first chunk was asked for (an async generator
+    that never started runs no `finally`, so its settling would never run)."""
+
+    def __init__(
+        self,
+        response: StreamingResponse,
+        body: AsyncIterator[bytes | str | memoryview],
+        settle: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.__dict__.update(response.__dict__)  # the route's status, headers and background, as they are
+        self.body_iterator = body
+        self.settle = settle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.settle()
+
+
+async def settling_when_done(
+    outer: AsyncIterator[bytes | str | memoryview], settled: AsyncGenerator[bytes | str | memoryview, None]
+) -> AsyncIterator[bytes | str | memoryview]:
+    """`outer` (a translation of `settled`), closing `settled` as soon as `outer` ends, fails or
+    is abandoned: its settling runs then, not whenever the garbage collector gets to it (a
+    broken translated stream held its budget until restart)."""
+    try:
+        async for chunk in outer:
+            yield chunk
+    finally:
+        with anyio.CancelScope(shield=True):
+            await settled.aclose()
 
 
 def with_headers(response: Response, ctx: RequestContext) -> Response:

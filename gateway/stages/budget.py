@@ -12,6 +12,7 @@ everything. When the store is unreachable the stage fails closed (503) or open, 
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Mapping
 from decimal import Decimal
@@ -26,6 +27,8 @@ from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUn
 from policies.budgets import Budget, Hold, Scope, distinct_by_counter
 from policies.pricing import format_usd, from_pico, to_pico
 from policies.ratelimit import Limit
+
+log = logging.getLogger("costgate.budgets")
 
 
 class ReserveBudget:
@@ -88,6 +91,18 @@ class ReserveBudget:
             f"${format_usd(from_pico(want))}, which does not fit"
         )
 
+    def charge_unmetered(self, ctx: RequestContext) -> None:
+        """The one place a request fails closed: an upstream call answered but was never charged
+        (its counting, pricing or relay failed, or the client left before the relay began), so
+        the provider billed what nobody metered. It is charged the request's hold, or, where no
+        budget held it, the same worst case computed now: never $0."""
+        hold = ctx.reservation
+        worst = from_pico(hold.want_pusd) if hold is not None and hold.budgets else self.worst_case(ctx)
+        log.error(
+            "request %s: %d upstream call(s) not metered, charged $%s", ctx.request_id, ctx.unmetered_calls, worst
+        )
+        ctx.charge_unmetered(worst)
+
     def worst_case(self, ctx: RequestContext) -> Decimal:
         """What the request's calls can cost at most: its route target's worst case, or, for a
         side request (a cascade's shadow sample), the worst case of the calls it carries."""
@@ -96,6 +111,8 @@ class ReserveBudget:
         return self.targets[ctx.requested_model].worst_case_cost(ctx)
 
     async def settle(self, ctx: RequestContext) -> None:
+        if ctx.unmetered_calls:
+            self.charge_unmetered(ctx)
         hold = ctx.reservation
         if hold is None or ctx.principal is None:
             return

@@ -101,6 +101,8 @@ class ExactCache:
         """The answer to keep: only a complete, successful, text answer of a miss."""
         if ctx.cache_status is not CacheStatus.MISS or ctx.status_code != 200 or ctx.error or not ctx.served_model:
             return None
+        if ctx.unmetered_calls:  # its charge failed: an answer nobody could meter is not one to replay
+            return None
         if not ctx.stream:
             return answer_of(ctx.response_body, ctx.served_model)
         text = "".join(ctx.completion_text)

@@ -9,12 +9,14 @@ too), billing every UTF-8 byte of the prompt as a token, as the worst byte-level
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from fastapi import FastAPI
 
@@ -170,3 +172,43 @@ async def test_count_tokens_counts_a_run_of_tabs(gateway: FastAPI) -> None:
     )
     assert response.status_code == 200, response.text
     assert response.json()["input_tokens"] > 0
+
+
+async def test_a_stream_the_client_left_before_its_first_chunk_is_charged_its_hold(
+    gateway: FastAPI, upstream: BytesUpstream
+) -> None:
+    """The upstream answered (and bills) but the relay never ran: the connection broke as the
+    answer started. Settled at once, at the hold (fail closed): it was $0, held until restart."""
+    team = await Team.create(gateway, "left-early")
+    before = upstream.billed("gpt-4o-mini")
+    body = orjson.dumps({**chat("gpt", "hello there"), "stream": True})
+    headers = [(b"host", b"gw.test"), (b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [*headers, (b"authorization", f"Bearer {team.key}".encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("gw.test", 80),
+    }
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            raise OSError("the client's connection broke")
+
+    with contextlib.suppress(Exception):
+        await gateway(scope, receive, send)
+    billed = bill_cost(before, upstream.billed("gpt-4o-mini"))
+    assert billed > 0  # the provider answered, and bills it
+    assert await team.reserved() == 0
+    assert await team.ledger() >= billed
