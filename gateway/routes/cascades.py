@@ -89,6 +89,7 @@ async def list_breakers(request: Request) -> dict:
                 "outcomes": v.outcomes,
                 "errors": v.errors,
                 "retry_after_s": v.retry_after_s,
+                "teams_open": v.teams_open,  # teams cut off by their own failures, the others served
             }
             for name, v in views.items()
         ]

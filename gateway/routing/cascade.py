@@ -48,7 +48,7 @@ from gateway.errors import InvalidRequest, UpstreamError
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer, scored_answer
 from gateway.routing.sampling import Sampling
 from gateway.routing.services import Learner, Services, Tally
-from gateway.routing.target import circuit_open
+from gateway.routing.target import breaker_team, circuit_open
 from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.worst_case import worst_case
@@ -128,8 +128,8 @@ class CascadeTarget:
 
     async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer:
         """Tier `tier`'s whole answer, rated (`vector`: the query's, for the scorer)."""
-        if not self.services.breakers.allow(dep.name):
-            raise circuit_open(self.services.breakers, dep.name)
+        if not self.services.breakers.allow(dep.name, breaker_team(ctx)):
+            raise circuit_open(self.services.breakers, dep.name, breaker_team(ctx))
         body = upstream_body(ctx, dep, False)
         body.pop("stream", None)
         body.pop("stream_options", None)
@@ -140,9 +140,9 @@ class CascadeTarget:
         try:
             completion = await complete(ctx, dep, body)
         except UpstreamError as err:
-            self._failed(dep, err)
+            self._failed(ctx, dep, err)
             raise
-        self.services.breakers.record(dep.name, ok=True)
+        self.services.breakers.record(dep.name, True, breaker_team(ctx))
         after = ctx.usage
         usage = Usage(
             after.prompt_tokens - before.prompt_tokens,
@@ -168,10 +168,10 @@ class CascadeTarget:
             log.warning("cascade %s: scorer failed (%s); escalating", self.name, err.message)
             return 0.0
 
-    def _failed(self, dep: Deployment, err: UpstreamError) -> None:
+    def _failed(self, ctx: RequestContext, dep: Deployment, err: UpstreamError) -> None:
         self.services.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
         if err.deployment_fault:
-            self.services.breakers.record(dep.name, ok=False)
+            self.services.breakers.record(dep.name, False, breaker_team(ctx))
 
     def _deliver(self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None) -> Response:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
@@ -198,8 +198,8 @@ class CascadeTarget:
     async def _answer_last(
         self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0
     ) -> Response:
-        if not self.services.breakers.allow(dep.name):
-            raise circuit_open(self.services.breakers, dep.name)
+        if not self.services.breakers.allow(dep.name, breaker_team(ctx)):
+            raise circuit_open(self.services.breakers, dep.name, breaker_team(ctx))
         before = ctx.cost  # what the last tier's own call costs is what it adds (known once settled)
         try:
             if ctx.stream:
@@ -207,9 +207,9 @@ class CascadeTarget:
             else:
                 completion = await call(ctx, dep)
         except UpstreamError as err:
-            self._failed(dep, err)
+            self._failed(ctx, dep, err)
             raise
-        self.services.breakers.record(dep.name, ok=True)
+        self.services.breakers.record(dep.name, True, breaker_team(ctx))
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         ctx.after_settle.append(lambda: self.tally.count(ctx, True, ctx.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1

@@ -15,7 +15,7 @@ from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
 from gateway.metrics import Metrics
 from gateway.native_calls import call_native, open_native_relay, serves_natively
-from gateway.routing.target import circuit_open
+from gateway.routing.target import breaker_team, circuit_open
 from gateway.sse import SSE_HEADERS
 from gateway.worst_case import worst_case
 from policies.breaker import Breakers
@@ -37,19 +37,20 @@ class DirectTarget:
 
     async def answer(self, ctx: RequestContext) -> Response:
         error: UpstreamError | None = None
+        team = breaker_team(ctx)
         for dep in self.chain:
-            if not self.breakers.allow(dep.name):
-                error = error or circuit_open(self.breakers, dep.name)
+            if not self.breakers.allow(dep.name, team):
+                error = error or circuit_open(self.breakers, dep.name, team)
                 continue
             try:
                 response = await self._call(ctx, dep)
             except UpstreamError as err:
                 self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
                 if err.deployment_fault:
-                    self.breakers.record(dep.name, ok=False)
+                    self.breakers.record(dep.name, False, team)
                 error = err
                 continue
-            self.breakers.record(dep.name, ok=True)
+            self.breakers.record(dep.name, True, team)
             return response
         assert error is not None
         raise error

@@ -51,10 +51,17 @@ class _LiveState(Collector):
         state = GaugeMetricFamily(
             "costgate_breaker_state", "1 for each deployment's current breaker state", labels=["deployment", "state"]
         )
+        teams_open = GaugeMetricFamily(
+            "costgate_breaker_teams_open",
+            "Teams cut off from a deployment by their own failures (the others still served)",
+            labels=["deployment"],
+        )
         for name, view in self.breakers.views().items():
             for s in State:
                 state.add_metric([name, s.value], 1.0 if view.state is s else 0.0)
+            teams_open.add_metric([name], float(view.teams_open))
         yield state
+        yield teams_open
         families = {
             "threshold": GaugeMetricFamily(
                 "costgate_cascade_threshold",

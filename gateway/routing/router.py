@@ -13,10 +13,10 @@ from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import CostLimitExceeded
 from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.target import RouteTarget
+from gateway.routing.target import RouteTarget, breaker_team
 from gateway.settings import CostRouterConfig
 from gateway.worst_case import worst_case
-from policies.breaker import Breakers, State
+from policies.breaker import Breakers
 from policies.pricing import format_usd
 from policies.router import Candidate, choose
 
@@ -46,7 +46,7 @@ class CostRouterTarget:
         asked = ctx.view.max_output_tokens
         out = []
         for dep in self.models:
-            if self.breakers[dep.name].view().state is State.OPEN:
+            if not self.breakers.admits(dep.name, breaker_team(ctx)):
                 continue
             expected = None if asked is not None else min(self.config.expected_output_tokens, dep.max_output_tokens)
             out.append(Candidate(dep.name, dep.config.quality, worst_case(ctx, dep, expected)))

@@ -22,7 +22,17 @@ class RouteTarget(Protocol):
         ...
 
 
-def circuit_open(breakers: Breakers, name: str) -> CircuitOpen:
-    """The error a caller raises when `name` was skipped for its open breaker."""
-    retry = breakers[name].view().retry_after_s
-    return CircuitOpen(f"the circuit breaker for {name!r} is open after repeated upstream failures", retry_after=retry)
+def breaker_team(ctx: RequestContext) -> str:
+    """Whose outcomes a call counts as (policies/breaker.py: a team's own failures cut off only that
+    team); a request without a principal (never one from a client) counts as nobody's team."""
+    return ctx.principal.team_id if ctx.principal is not None else ""
+
+
+def circuit_open(breakers: Breakers, name: str, team: str) -> CircuitOpen:
+    """The error a caller raises when `name` was skipped for an open breaker."""
+    blocking = breakers.blocking(name, team)
+    whose = "" if blocking is breakers[name] else " for this team's requests"
+    return CircuitOpen(
+        f"the circuit breaker for {name!r} is open{whose} after repeated upstream failures",
+        retry_after=blocking.view().retry_after_s,
+    )

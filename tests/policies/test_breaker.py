@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.settings import BreakerConfig
-from policies.breaker import Breaker, State, should_open
+from policies.breaker import Breaker, Breakers, State, Tally, should_open, should_open_across
 
 
 @pytest.mark.parametrize(
@@ -66,14 +66,14 @@ def test_breaker_script() -> None:
         elif action == "state":
             assert breaker.state is expected, step
         else:
-            breaker.record(ok=action == "ok")
+            breaker.record(action == "ok", "team")
             assert breaker.state is expected, step
 
 
 def test_stale_probe_lets_another_through() -> None:
     clock = Clock()
     breaker = Breaker(BreakerConfig(min_requests=1, open_s=1, probe_timeout_s=3), clock)
-    breaker.record(ok=False)
+    breaker.record(False, "team")
     clock.now = 2
     assert breaker.allow() is True  # the probe, which never reports (its request was cancelled)
     clock.now = 4
@@ -84,5 +84,76 @@ def test_stale_probe_lets_another_through() -> None:
 
 def test_disabled_breaker_always_allows() -> None:
     breaker = Breaker(BreakerConfig(enabled=False, min_requests=1))
-    breaker.record(ok=False)
+    breaker.record(False, "team")
     assert breaker.allow() is True
+
+
+@pytest.mark.parametrize(
+    "tallies, spared, expected",
+    [
+        ([(40, 40), (10, 0)], 1, False),  # one team's failures: left out, the other team is fine
+        ([(40, 40), (10, 0)], 0, True),  # a plain breaker would open
+        ([(32, 0), (2, 2)], 1, False),  # the litellm case: 2 failures in 34 calls
+        ([(20, 20), (20, 20)], 1, True),  # two teams failing: the provider's fault
+        ([(30, 30), (5, 5)], 1, False),  # the second team alone is too little evidence
+        ([(20, 20), (20, 20), (20, 0)], 2, False),  # spared 2: it takes three teams
+        ([(10, 1), (10, 1), (10, 1)], 1, True),  # failures everywhere, each small: 10% of 20
+        ([], 1, False),
+    ],
+)
+def test_should_open_across_teams(tallies: list[tuple[int, int]], spared: int, expected: bool) -> None:
+    assert should_open_across([Tally(o, e) for o, e in tallies], spared, 20, 0.05) is expected
+
+
+TEAMS = BreakerConfig(window_s=60, min_requests=4, max_error_rate=0.05, open_s=5, probe_timeout_s=3)
+
+
+def test_one_teams_failures_cut_off_that_team_only() -> None:
+    breakers = Breakers(TEAMS, Clock())
+    for _ in range(40):
+        if breakers.allow("m", "hostile"):
+            breakers.record("m", False, "hostile")
+    assert not breakers.allow("m", "hostile")  # its own breaker
+    assert [breakers.allow("m", "other") for _ in range(10)] == [True] * 10
+    view = breakers.views()["m"]
+    assert (view.state, view.teams_open) == (State.CLOSED, 1)
+
+
+def test_an_outage_every_team_sees_opens_the_deployment_for_all() -> None:
+    breakers = Breakers(TEAMS, Clock())
+    for team in ("a", "b", "a", "b", "a", "b", "a", "b"):
+        breakers.record("m", False, team)
+    assert breakers.views()["m"].state is State.OPEN
+    assert not breakers.allow("m", "c")  # a team that never failed is refused too
+    assert not breakers.admits("m", "c")
+
+
+def test_a_half_open_probe_must_fail_for_two_teams_to_open_again() -> None:
+    clock = Clock()
+    breakers = Breakers(TEAMS, clock)
+    for team in ("a", "b") * 4:
+        breakers.record("m", False, team)
+    clock.now = 6  # open_s passed: probes
+    assert breakers.allow("m", "c")
+    breakers.record("m", False, "c")  # one team's probe failed: another team's call may probe
+    assert breakers.views()["m"].state is State.HALF_OPEN
+    assert breakers.allow("m", "d")
+    breakers.record("m", False, "d")  # a second team's failed too: the provider is down
+    assert breakers.views()["m"].state is State.OPEN
+
+
+def test_a_refusal_by_one_breaker_leaves_the_others_probe_free() -> None:
+    clock = Clock()
+    breakers = Breakers(TEAMS, clock)
+    for _ in range(4):
+        breakers.record("m", False, "a")  # team a's own breaker opens at 0
+    clock.now = 3
+    for team in ("b", "c") * 2:
+        breakers.record("m", False, team)  # the whole deployment's at 3
+    clock.now = 6  # a's own is half-open, the deployment's still open: refused, no probe claimed
+    assert not breakers.allow("m", "a")
+    clock.now = 8  # the deployment's half-open too (and a claimed probe would not be stale yet)
+    assert breakers.allow("m", "a")
+    breakers.record("m", True, "a")
+    assert breakers.views()["m"].state is State.CLOSED
+    assert breakers.own("m", "a").state is State.CLOSED

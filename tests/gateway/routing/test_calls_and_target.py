@@ -58,9 +58,9 @@ def test_an_open_breaker_is_a_503_with_the_time_until_its_probe() -> None:
     now = [1000.0]
     breakers = Breakers(BreakerConfig(min_requests=2, max_error_rate=0.5, open_s=30), clock=lambda: now[0])
     for _ in range(2):
-        breakers.record("small", ok=False)
-    assert not breakers.allow("small")
+        breakers.record("small", False, "team")
+    assert not breakers.allow("small", "team")
     now[0] += 10
-    err = circuit_open(breakers, "small")
+    err = circuit_open(breakers, "small", "team")
     assert isinstance(err, CircuitOpen) and (err.status, err.code) == (503, "circuit_open")
     assert err.retry_after == 20 and "'small'" in err.message

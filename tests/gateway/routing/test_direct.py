@@ -86,7 +86,7 @@ async def test_when_every_deployment_fails_the_last_error_is_the_answer_and_noth
 async def test_an_open_breaker_is_skipped_without_a_call() -> None:
     deployments, primary, backup = chain([], [chat_answer("from backup", Usage(1, 1))])
     breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.5))
-    breakers.record("primary", ok=False)  # open
+    breakers.record("primary", False, TEAM_A.team_id)  # open for team A
     ctx = ask()
     await target(deployments, breakers).answer(ctx)
     assert primary.calls == [] and len(backup.calls) == 1 and ctx.served_model == "backup"
@@ -96,7 +96,7 @@ async def test_with_every_breaker_open_the_answer_is_503_circuit_open() -> None:
     deployments, primary, backup = chain([], [])
     breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.5))
     for name in ("primary", "backup"):
-        breakers.record(name, ok=False)
+        breakers.record(name, False, TEAM_A.team_id)
     with pytest.raises(CircuitOpen) as refused:
         await target(deployments, breakers).answer(ask())
     assert refused.value.status == 503 and "'primary'" in refused.value.message  # the first one skipped

@@ -46,10 +46,10 @@ def estimate(threshold: float | None, samples: int, agreement: float | None, low
 
 def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
     registry = CollectorRegistry()
-    breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0), clock=lambda: 0.0)
+    breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0, min_failing_teams=1), clock=lambda: 0.0)
     estimates: dict[str, Estimate] = {"auto": estimate(None, 3, None, None)}
     PolicyMetrics(registry).watch(breakers, lambda: estimates)
-    breakers.record("small", ok=True)
+    breakers.record("small", True, "team")
     value = registry.get_sample_value
     assert value("costgate_breaker_state", {"deployment": "small", "state": "closed"}) == 1
     assert value("costgate_breaker_state", {"deployment": "small", "state": "open"}) == 0
@@ -58,10 +58,11 @@ def test_breaker_states_and_cascade_estimates_are_read_when_scraped() -> None:
     assert value("costgate_cascade_threshold", {"cascade": "auto"}) is None
     assert value("costgate_cascade_agreement", {"cascade": "auto"}) is None
 
-    breakers.record("small", ok=False)  # the state changes; the next scrape shows it
+    breakers.record("small", False, "team")  # the state changes; the next scrape shows it
     estimates["auto"] = estimate(0.7, 150, 0.96, 0.93)
     assert value("costgate_breaker_state", {"deployment": "small", "state": "open"}) == 1
     assert value("costgate_breaker_state", {"deployment": "small", "state": "closed"}) == 0
+    assert value("costgate_breaker_teams_open", {"deployment": "small"}) == 1
     assert value("costgate_cascade_threshold", {"cascade": "auto"}) == 0.7
     assert value("costgate_cascade_agreement", {"cascade": "auto"}) == 0.96
     assert value("costgate_cascade_agreement_lower_bound", {"cascade": "auto"}) == 0.93
