@@ -19,6 +19,9 @@ of the quality, or nothing. So:
         every disagreement counts as a loss;
     A   comes from labelled feedback, else the config's `last_tier_quality`, else the
         calibration's labels, else DEFAULT_LAST_TIER_QUALITY (`LastTierQuality.source` says which).
+        The feedback is the teams' verdicts, each team weighted by its share of the last tier's
+        answers (a team without verdicts counts at the value A would have without feedback),
+        so no team moves A by more than its share of the traffic: `feedback_quality`.
 
 The bound is ratio - z·SE at the configured one-sided confidence, SE by the delta method over
 the three estimates.
@@ -53,6 +56,16 @@ class LastTierQuality:
     value: float
     variance: float  # of the estimate; 0 for a stated value
     source: str  # feedback | config | calibration | default
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TeamVerdicts:
+    """One team's verdicts on a cascade's last-tier answers, and how many such answers it got."""
+
+    team: str
+    right: int
+    labelled: int
+    answered: int  # the team's last-tier answers, judged or not: its share of the traffic
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,12 +180,35 @@ def contributions(sample: Sample, candidates: np.ndarray) -> tuple[np.ndarray, n
 
 
 def last_tier_quality(
-    configured: float | None, calibration: Calibration | None, feedback: tuple[int, int] | None = None
+    configured: float | None, calibration: Calibration | None, feedback: Sequence[TeamVerdicts] | None = None
 ) -> LastTierQuality:
-    """Where A comes from: labelled feedback (right, labelled), the config, the calibration, a default."""
-    if feedback is not None and feedback[1] > 0:
-        right, n = feedback
-        return LastTierQuality(right / n, (right / n) * (1 - right / n) / n, "feedback")
+    """Where A comes from: the teams' verdicts, the config, the calibration, a default."""
+    stated = _stated_quality(configured, calibration)
+    if feedback is not None and sum(t.labelled for t in feedback) > 0:
+        return feedback_quality(feedback, stated)
+    return stated
+
+
+def feedback_quality(teams: Sequence[TeamVerdicts], otherwise: LastTierQuality) -> LastTierQuality:
+    """A from the teams' verdicts: each team's own share judged right, weighted by its share of
+    the last tier's answers; a team that gave no verdict counts at `otherwise` (A without
+    feedback). Pooling every verdict instead would let one team that judges much (45 `wrong`s)
+    set A for all; this way a team with a tenth of the traffic moves A by a tenth at most."""
+    weights = [max(t.answered, t.labelled) for t in teams]
+    total = sum(weights)
+    value = variance = 0.0
+    for team, weight in zip(teams, weights, strict=True):
+        share = weight / total
+        if team.labelled:
+            q = team.right / team.labelled
+            value, variance = value + share * q, variance + share * share * q * (1 - q) / team.labelled
+        else:
+            value, variance = value + share * otherwise.value, variance + share * share * otherwise.variance
+    return LastTierQuality(value, variance, "feedback")
+
+
+def _stated_quality(configured: float | None, calibration: Calibration | None) -> LastTierQuality:
+    """A without feedback: the config, the calibration, a default."""
     if configured is not None:
         return LastTierQuality(configured, 0.0, "config")
     if calibration is not None and calibration.last_right is not None and calibration.examples:

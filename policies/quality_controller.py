@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,6 +39,7 @@ from policies.quality import (
     Bound,
     Bounds,
     Sample,
+    TeamVerdicts,
     TrafficCurve,
     bounds,
     cheapest_certified,
@@ -139,7 +141,7 @@ class QualityController:
         self.samples: deque[Sample] = deque()
         self.evidence = Evidence(candidates)
         self.rejected = False  # the traffic contradicts the calibration, which is set aside
-        self.feedback: tuple[int, int] | None = None  # (right, labelled) verdicts on the last tier's answers
+        self.feedback: tuple[TeamVerdicts, ...] | None = None  # each team's verdicts on the last tier's answers
         self.promised: float | None = None  # the threshold the calibration alone certifies
         self._mode = Mode.LEARNING  # until the first decision
         self._resolve_last()
@@ -158,11 +160,13 @@ class QualityController:
             alone = bounds(nothing, calibration, self._last_with, p.confidence, p.prior_weight, self.candidates)
             self.promised = cheapest_certified(alone, p.target)
 
-    def last_tier_feedback(self, right: int, labelled: int) -> None:
+    def last_tier_feedback(self, teams: Sequence[TeamVerdicts]) -> None:
         """Teams' verdicts on the last tier's answers (POST /v1/feedback): once there are
-        `min_feedback` of them they are the last tier's quality A (source `feedback`), in place of
+        `min_feedback` of them they set the last tier's quality A (source `feedback`), each team
+        weighted by its share of the traffic (policies/quality.py `feedback_quality`), in place of
         the config's, the calibration's or the default."""
-        feedback = (right, labelled) if labelled >= self.policy.min_feedback else None
+        enough = sum(t.labelled for t in teams) >= self.policy.min_feedback
+        feedback = tuple(sorted(teams)) if enough else None
         if feedback == self.feedback:
             return
         self.feedback = feedback

@@ -24,8 +24,10 @@ and kept across restarts the same way (`refit_of` names the configured scorer).
 
 The verdicts also set the last tier's quality A (policies/quality_controller.py
 `last_tier_feedback`): the share of the cascade's last-tier answers judged right, once there are
-enough of them. That is read at start and every `refit_every` samples for every cascade,
-whatever its scorer; a judge's is neither refitted nor upgraded.
+enough of them, each team's verdicts weighted by its share of those answers (so one team that
+reports much cannot set the figure every team's requests are routed by). That is read at start
+and every `refit_every` samples for every cascade, whatever its scorer; a judge's is neither
+refitted nor upgraded.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from gateway.routing.confidence import PureConfidence
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import QualityController
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
@@ -277,23 +279,34 @@ class Learning:
     async def _last_tier_quality(self, controller: QualityController) -> None:
         counts = await self._last_tier_counts()
         if counts is not None:
-            controller.last_tier_feedback(*counts)
+            controller.last_tier_feedback(counts)
 
-    async def _last_tier_counts(self) -> tuple[int, int] | None:
-        """(judged right, judged) of the teams' verdicts on the last tier's answers; None: not read."""
+    async def _last_tier_counts(self) -> tuple[TeamVerdicts, ...] | None:
+        """Each team's verdicts on the last tier's fresh answers, with how many such answers it
+        got (its share of the traffic); None: not read."""
         if self.feedback is None:
             return None
         c = self.cascade
+        last = c.tiers[-1].name
         try:
             counts = await self.feedback.counts()
+            answered = await self.feedback.answered_counts(c.name, last)
         except SQLAlchemyError as err:
             log.warning("cascade %s: verdicts not read (%s)", c.name, err)
             return None
-        last = c.tiers[-1].name
         mine = [
             n for n in counts if n.requested_model == c.name and n.served_model == last and n.cache_status == "miss"
         ]
-        return sum(n.count for n in mine if n.verdict is Verdict.RIGHT), sum(n.count for n in mine)
+        teams = {n.team_id for n in mine} | set(answered)
+        return tuple(
+            TeamVerdicts(
+                team,
+                sum(n.count for n in mine if n.team_id == team and n.verdict is Verdict.RIGHT),
+                sum(n.count for n in mine if n.team_id == team),
+                answered.get(team, 0),
+            )
+            for team in sorted(teams)
+        )
 
     def _read_saved(self) -> LearnedModel | None:
         if not self.path.is_file():

@@ -159,6 +159,24 @@ class FeedbackStore:
             for r in rows
         ]
 
+    async def answered_counts(self, requested_model: str, served_model: str) -> dict[str, int]:
+        """Per team, the fresh answers (not cache hits) `served_model` gave to requests for
+        `requested_model`: what each team's verdicts on them are weighed by."""
+        c = ledger.c
+        query = (
+            select(c.team_id, func.count().label("n"))
+            .where(
+                c.requested_model == requested_model,
+                c.served_model == served_model,
+                c.cache_status == "miss",
+                c.status < 400,
+                c.team_id.is_not(None),
+            )
+            .group_by(c.team_id)
+        )
+        async with self.engine.connect() as conn:
+            return {r.team_id: int(r.n) for r in await conn.execute(query)}
+
     async def labelled(self, team_id: str) -> list[Labelled]:
         """The team's semantic hits with a verdict, as labelled pairs (wrong: not the same)."""
         f = feedback.c

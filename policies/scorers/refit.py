@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers.learned import LearnedModel
 from policies.scorers.training import Matrix, train_matrix
@@ -125,20 +125,20 @@ class Incumbent:
     policy: Policy
     samples: Sequence[tuple[Sample, Vectors]]
     escalation: float
-    last_tier_feedback: tuple[int, int] | None = None
+    last_tier_feedback: tuple[TeamVerdicts, ...] | None = None
 
 
 def controller_for(
     model: LearnedModel,
     policy: Policy,
     samples: Sequence[tuple[Sample, Vectors]],
-    last_tier_feedback: tuple[int, int] | None = None,
+    last_tier_feedback: tuple[TeamVerdicts, ...] | None = None,
 ) -> QualityController:
     """The quality controller a cascade would have on `model`: its calibration, the samples
     rescored by it, the teams' verdicts on the last tier."""
     controller = QualityController(policy, model.calibration)
     if last_tier_feedback is not None:
-        controller.last_tier_feedback(*last_tier_feedback)
+        controller.last_tier_feedback(last_tier_feedback)
     controller.add(*(rescored(sample, vectors, model) for sample, vectors in samples))
     return controller
 
@@ -213,7 +213,7 @@ def upgrade(
     rows: Sequence[TrainingRow],
     samples: Sequence[tuple[Sample, Vectors]],
     policy: Policy,
-    last_tier_feedback: tuple[int, int] | None = None,
+    last_tier_feedback: tuple[TeamVerdicts, ...] | None = None,
     held_back: float = 0.3,
     folds: int = 10,
     l2: float = 1.0,
@@ -221,8 +221,8 @@ def upgrade(
     """A learned scorer in place of one that is not (`rules`, `logprob`), from the cascade's own
     samples: `rows` (`rows_of`, oldest first, each with the confidence the scorer in use gave
     it) to fit and compare on, `samples` (each with its cheap answers' feature vectors) to
-    rebuild the controller on, `policy` the cascade's, `last_tier_feedback` (right, labelled)
-    the teams' verdicts on its last tier. The candidate must rank the newest `held_back` share
+    rebuild the controller on, `policy` the cascade's, `last_tier_feedback` the
+    teams' verdicts on its last tier. The candidate must rank the newest `held_back` share
     better than the stored confidences did (`decide`, as a refit); then, fitted on every row with
     a `folds`-fold calibration, its controller must certify a threshold at the target."""
     cut = int(len(rows) * (1 - held_back))

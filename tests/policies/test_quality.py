@@ -12,10 +12,12 @@ from policies.quality import (
     Bounds,
     LastTierQuality,
     Sample,
+    TeamVerdicts,
     Traffic,
     cheapest_certified,
     contradicts,
     contributions,
+    feedback_quality,
     last_tier_quality,
     loss_per_disagreement,
     outcome,
@@ -79,7 +81,7 @@ def test_contributions_follow_the_outcome_rule(sample: Sample) -> None:
         (0.9, None, None, (0.9, 0.0, "config")),
         (None, Calibration(100, 80, ()), None, (0.8, 0.8 * 0.2 / 100, "calibration")),
         (0.9, Calibration(100, 80, ()), None, (0.9, 0.0, "config")),  # the operator's word first
-        (0.9, Calibration(100, 80, ()), (60, 100), (0.6, 0.6 * 0.4 / 100, "feedback")),  # labels on this traffic
+        (0.9, Calibration(100, 80, ()), [TeamVerdicts("t", 60, 100, 100)], (0.6, 0.6 * 0.4 / 100, "feedback")),
         (None, Calibration(100, None, ()), None, (0.5, 0.0, "default")),  # a calibration without labels
     ],
 )
@@ -230,3 +232,29 @@ def test_calibration_counts_and_round_trip() -> None:
     ]
     assert cal.at(0.55).threshold == 0.5 and cal.at(0.6).threshold == 0.6
     assert Calibration.from_json(cal.to_json()) == cal
+
+
+STATED = LastTierQuality(0.5, 0.0, "default")
+
+
+@pytest.mark.parametrize(
+    "teams, expected",
+    [
+        ([TeamVerdicts("h", 0, 45, 45)], 0.0),  # the only team: its verdicts are all the evidence
+        ([TeamVerdicts("h", 0, 45, 45), TeamVerdicts("o", 0, 0, 45)], 0.25),  # half the traffic: half the way
+        ([TeamVerdicts("h", 0, 45, 10), TeamVerdicts("o", 0, 0, 90)], 0.5 * 90 / 135),  # answered < verdicts: verdicts
+        ([TeamVerdicts("h", 0, 45, 5), TeamVerdicts("o", 30, 40, 95)], 95 * 0.75 / 140),
+        ([TeamVerdicts("h", 0, 45, 10), TeamVerdicts("o", 0, 0, 990)], 0.5 * 990 / 1035),
+        ([TeamVerdicts("a", 30, 40, 40), TeamVerdicts("b", 10, 20, 20)], (40 * 0.75 + 20 * 0.5) / 60),
+    ],
+)
+def test_a_teams_verdicts_move_the_last_tiers_quality_by_its_share_of_the_traffic(
+    teams: list[TeamVerdicts], expected: float
+) -> None:
+    got = last_tier_quality(None, None, teams)
+    assert got.source == "feedback" and got.value == pytest.approx(expected)
+
+
+def test_without_verdicts_the_last_tiers_quality_is_the_stated_one() -> None:
+    assert last_tier_quality(0.8, None, [TeamVerdicts("o", 0, 0, 100)]) == LastTierQuality(0.8, 0.0, "config")
+    assert feedback_quality([TeamVerdicts("h", 0, 10, 10), TeamVerdicts("o", 0, 0, 90)], STATED).value == 0.45

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers.calibration import Calibration, calibrate, labelled
 
@@ -189,9 +189,11 @@ def test_teams_verdicts_set_the_last_tiers_quality_once_there_are_enough() -> No
     cal = calibration_of(traffic(rng, 600, SEPARATES))
     controller = QualityController(Policy(0.95, min_feedback=30), cal)
     before = controller.estimate()
-    controller.last_tier_feedback(10, 10)  # too few to say
+    controller.last_tier_feedback([TeamVerdicts("team_a", 10, 10, 10)])  # too few to say
     assert controller.estimate().last_tier_source == before.last_tier_source == "calibration"
-    controller.last_tier_feedback(40, 80)  # the last tier is right half the time: each disagreement costs more
+    controller.last_tier_feedback(
+        [TeamVerdicts("team_a", 40, 80, 80)]
+    )  # the last tier is right half the time: each disagreement costs more
     e = controller.estimate()
     assert e.last_tier_source == "feedback" and e.last_tier_quality == 0.5
     assert controller.promised is None or before.threshold is None or controller.promised >= before.threshold

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, Policy
 from policies.scorers import Scored
 from policies.scorers.features import features
@@ -109,7 +109,7 @@ def test_the_teams_verdicts_on_the_last_tier_set_a_for_the_certification() -> No
     rng = random.Random(6)
     rows, samples = traffic(rng, 240, 1.0, 0.0)
     default = upgrade(rows, samples, POLICY).controller
-    judged = upgrade(rows, samples, POLICY, last_tier_feedback=(40, 40)).controller
+    judged = upgrade(rows, samples, POLICY, last_tier_feedback=(TeamVerdicts("t", 40, 40, 40),)).controller
     assert default is not None and judged is not None
     assert judged.estimate().last_tier_source == "feedback" and default.estimate().last_tier_source == "default"
     assert judged.estimate().quality_lower_bound >= default.estimate().quality_lower_bound

@@ -79,6 +79,7 @@ class FakeFeedback:
 
     def __init__(self, counts: list[VerdictCount] | None = None, rows: list[FeedbackRow] | None = None) -> None:
         self.counts_list = counts or []
+        self.answered: dict[tuple[str, str], dict[str, int]] = {}  # (cascade, tier) -> team -> fresh answers
         self.rows = rows or []
         self.gate: asyncio.Event | None = None
         self.reading = asyncio.Event()
@@ -88,6 +89,9 @@ class FakeFeedback:
         if self.down:
             raise SQLAlchemyError("store down")
         return list(self.counts_list)
+
+    async def answered_counts(self, requested_model: str, served_model: str) -> dict[str, int]:
+        return dict(self.answered.get((requested_model, served_model), {}))
 
     async def verdicts(self, requested_model: str | None = None) -> list[FeedbackRow]:
         self.reading.set()
@@ -324,11 +328,29 @@ async def test_verdicts_on_the_last_tier_set_its_quality_at_start_and_at_each_up
     learn.upgrades = False  # only the verdicts are read at an update
     await learn.load()
     controller = learn.cascade.controller
-    assert controller.feedback == (27, 36) and controller.last.source == "feedback"
+    assert controller.last.value == 27 / 36 and controller.last.source == "feedback"
     assert controller.last.value < 0.76  # 27/36 = 0.75, not the default
     feedback.counts_list = counts(35, 5)
     assert await learn.update() is None  # neither refitted nor upgraded
-    assert controller.feedback == (35, 40)
+    assert controller.last.value == 35 / 40
+
+
+async def test_one_team_moves_the_last_tiers_quality_no_further_than_its_share_of_the_traffic(
+    tmp_path: Path,
+) -> None:
+    """Issue 24, item 6: 45 `wrong` verdicts of one team moved a cascade's A from 0.5 to 0.0 for
+    every team. Weighed by its share of the last tier's answers (half here), it moves A by half."""
+    feedback = FakeFeedback([VerdictCount("team_h", NAME, "best", "miss", Verdict.WRONG, 45)])
+    feedback.answered[(NAME, "best")] = {"team_h": 45, "team_o": 45}
+    learn = learning(tmp_path, FakeSamples(stored(5)), feedback, current=RuleScorer())
+    learn.upgrades = False
+    await learn.load()
+    last = learn.cascade.controller.last
+    assert last.source == "feedback" and last.value == pytest.approx(0.25)  # 0.5 x 0 + 0.5 x 0.5 (the default)
+    # the other team's verdicts count as much as its traffic: 10 `right`s out of its 45 answers
+    feedback.counts_list.append(VerdictCount("team_o", NAME, "best", "miss", Verdict.RIGHT, 10))
+    await learn.update()
+    assert learn.cascade.controller.last.value == pytest.approx(0.5)  # 0.5 x 0 + 0.5 x 1
 
 
 async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loaded_back(
