@@ -153,5 +153,21 @@ class LivePrice(Price):
     def reasoning_output(self) -> Decimal | None:
         return None
 
+    @property
+    def cache_write(self) -> Decimal | None:
+        return None
+
+    @property
+    def cache_write_1h(self) -> Decimal | None:
+        return None
+
+    @property
+    def batch(self) -> Price | None:  # the engine's own lane discount is the batch runner's (docs/batch.md)
+        return None
+
+    @property
+    def flex(self) -> Price | None:
+        return None
+
     def __repr__(self) -> str:
         return f"LivePrice(input={self.input}, output={self.output})"

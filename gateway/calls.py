@@ -26,7 +26,7 @@ from gateway.sse import chunk_text, stream_tail
 from gateway.sse import event as sse_event
 from gateway.tokens import count_prompt, count_text
 from gateway.worst_case import StreamMeter
-from policies.pricing import PICO_USD, Usage, cost_of, format_usd
+from policies.pricing import PICO_USD, Tier, Usage, bill, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
@@ -37,12 +37,16 @@ def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[st
     return body
 
 
-def charge(ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "") -> Usage:
-    """Add one call's cost to the request; count tokens when the upstream reported none."""
+def charge(
+    ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "", tier: Tier = Tier.STANDARD
+) -> Usage:
+    """Add one call's cost to the request, as its provider bills it at `tier`; count tokens when
+    the upstream reported none."""
     if usage is None:
         model = dep.config.upstream_model
         usage = Usage(count_prompt(ctx.body, model), count_text(completion_text, model) if completion_text else 0)
-    ctx.add_call(usage, cost_of(usage, dep.price))
+    ctx.add_call(usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
+    ctx.tier = tier if dep.price.at(tier) is not None else Tier.STANDARD
     return usage
 
 

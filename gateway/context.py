@@ -13,7 +13,7 @@ from engine.admission import Priority
 from gateway.request_view import RequestView
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
-from policies.pricing import ZERO, Usage, in_picos
+from policies.pricing import ZERO, Bill, Tier, Usage, in_picos
 from policies.ratelimit import RateCheck
 
 UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
@@ -142,8 +142,11 @@ class RequestContext:
     (every cascade tier asked, a judge's grading calls); a cache hit leaves it at zero and
     records the avoided cost in `saved`. A cascade's shadow sample is not one of them: it is a
     side request with a context, a budget hold and a ledger row of its own (`SideCall`).
-    In the batch lane each call is charged at `price_factor` of its list price, and the rest
-    is recorded in `saved` too.
+    In the batch lane each call the bundled engine (provider `local`) answers is charged at
+    `price_factor` of its price, and the rest is recorded in `saved` too: idle capacity is the
+    operator's to give away. An external API's call is charged what its provider bills (its
+    batch or flex tier's price when it ran at one, `tier`); what the provider's own discounts
+    saved is kept apart (`provider_cache_saved`, `provider_tier_saved`), never in `saved`.
     """
 
     request_id: str
@@ -161,13 +164,16 @@ class RequestContext:
     cache_control: CacheControl = CacheControl.DEFAULT
     max_cost: Decimal | None = None
     priority: Priority = Priority.INTERACTIVE  # the class it runs in (x-costgate-priority or the key's plan)
-    price_factor: Decimal = Decimal(1)  # the share of list price charged: 1 - the batch discount in the batch lane
+    price_factor: Decimal = Decimal(1)  # share of the local engine's price charged: 1 - the batch lane's discount
+    tier: Tier = Tier.STANDARD  # the service tier the provider billed the answering call at
     requested_model: str = ""
     served_model: str | None = None
     provider: str | None = None
     usage: Usage = field(default_factory=Usage)
     cost: Decimal = ZERO
-    saved: Decimal = ZERO
+    saved: Decimal = ZERO  # what the gateway itself avoided: its caches, cheaper cascade tiers, the local lane
+    provider_cache_saved: Decimal = ZERO  # what the providers' prompt caches saved (negative while writes cost more)
+    provider_tier_saved: Decimal = ZERO  # what the providers' batch and flex tiers saved against list price
     cache_status: CacheStatus = CacheStatus.MISS
     status_code: int = 200
     error: str | None = None
@@ -222,21 +228,20 @@ class RequestContext:
         self.unmetered_calls = 0
         self.error = self.error or UNMETERED
 
-    def add_call(self, usage: Usage, cost: Decimal) -> None:
-        """Record one upstream call's usage and cost (a request may make several)."""
-        u = self.usage
-        self.usage = Usage(
-            u.prompt_tokens + usage.prompt_tokens,
-            u.completion_tokens + usage.completion_tokens,
-            u.cached_tokens + usage.cached_tokens,
-            u.reasoning_tokens + usage.reasoning_tokens,
-        )
-        # The lane's discount: what is not charged is recorded as saved.
+    def lane_factor(self, provider: str) -> Decimal:
+        """The share of a call's price charged: the batch lane's discount is the local engine's."""
+        return self.price_factor if provider == "local" else Decimal(1)
+
+    def add_call(self, usage: Usage, billed: Bill, lane_factor: Decimal = Decimal(1)) -> None:
+        """Record one upstream call's usage and bill (a request may make several)."""
+        self.usage = self.usage + usage
         if self.unmetered_calls:
             self.unmetered_calls -= 1
-        charged = in_picos(cost * self.price_factor)
+        charged = in_picos(billed.cost * lane_factor)
         self.cost += charged
-        self.saved += in_picos(cost) - charged
+        self.saved += in_picos(billed.cost) - charged  # the lane's discount
+        self.provider_cache_saved += in_picos(billed.cache_saved)
+        self.provider_tier_saved += in_picos(billed.tier_saved)
 
     def finish(self) -> None:
         if self.finished_at is None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import httpx
 
@@ -11,8 +12,8 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.request_fields import FieldPolicy, for_provider
-from gateway.settings import ModelConfig
-from policies.pricing import FREE, Price, lookup
+from gateway.settings import ModelConfig, TierPriceConfig
+from policies.pricing import FREE, MILLION, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
@@ -36,16 +37,28 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
     limit = config.max_output_tokens or (info.max_output_tokens if info else None) or DEFAULT_MAX_OUTPUT_TOKENS
     if config.price is not None:
         p = config.price
-        price = Price.per_million(
-            p.input_per_mtok, p.output_per_mtok, p.cached_input_per_mtok, p.reasoning_output_per_mtok
-        )
-        return price, limit
+        batch, flex = (None if tier is None else _per_token(tier) for tier in (p.batch, p.flex))
+        return replace(_per_token(p), batch=batch, flex=flex), limit
     if info is not None:
         return info.price, limit
     if config.provider == "local":
         return FREE, limit
     raise ValueError(
         f"model {config.name!r}: {config.upstream_model!r} is not in the price map; give it a `price:` in the config"
+    )
+
+
+def _per_token(p: TierPriceConfig) -> Price:
+    def rate(per_mtok: Decimal | None) -> Decimal | None:
+        return None if per_mtok is None else Decimal(per_mtok) / MILLION
+
+    return Price(
+        Decimal(p.input_per_mtok) / MILLION,
+        Decimal(p.output_per_mtok) / MILLION,
+        rate(p.cached_input_per_mtok),
+        rate(p.reasoning_output_per_mtok),
+        rate(p.cache_write_per_mtok),
+        rate(p.cache_write_1h_per_mtok),
     )
 
 

@@ -152,13 +152,8 @@ class StreamWatch:
         if new:
             self.completion_tokens += count_text("".join(new), model)
         stream = Usage(self.prompt_tokens, self.completion_tokens)
-        usage = Usage(
-            ctx.usage.prompt_tokens + stream.prompt_tokens,
-            ctx.usage.completion_tokens + stream.completion_tokens,
-            ctx.usage.cached_tokens,
-            ctx.usage.reasoning_tokens,
-        )
-        return usage, ctx.cost + in_picos(cost_of(stream, dep.price) * ctx.price_factor)
+        factor = ctx.lane_factor(dep.config.provider)
+        return ctx.usage + stream, ctx.cost + in_picos(cost_of(stream, dep.price) * factor)
 
 
 async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: SpendControl) -> int:

@@ -24,7 +24,7 @@ def saving_reason(ctx: RequestContext) -> str:
     """Why a request cost less than list price: a cache hit (`exact`/`semantic`) or the batch lane."""
     if ctx.cache_status is not CacheStatus.MISS:
         return ctx.cache_status.value
-    return "batch" if ctx.price_factor < 1 else "other"
+    return "batch" if ctx.price_factor < 1 and ctx.provider == "local" else "other"
 
 
 class Metrics:
@@ -37,7 +37,19 @@ class Metrics:
         self.tokens = Counter("costgate_tokens", "Tokens used upstream", ["team", "model", "kind"], registry=r)
         self.cost = Counter("costgate_cost_usd", "Dollars charged", ["team", "model"], registry=r)
         self.saved = Counter(
-            "costgate_saved_usd", "Dollars avoided (cache hits, cheaper tiers)", ["team", "model", "reason"], registry=r
+            "costgate_saved_usd",
+            "Dollars avoided (cache hits, cheaper tiers, the providers' prompt caches and batch/flex tiers)",
+            ["team", "model", "reason"],
+            registry=r,
+        )
+        # A request whose prompt the provider wrote to its cache cost more than list price (1.25x
+        # or 2x input for those tokens): counters only rise, so that premium is its own counter;
+        # the provider cache's net saving is saved{reason="provider_cache"} minus it.
+        self.cache_write_premium = Counter(
+            "costgate_provider_cache_write_premium_usd",
+            "Dollars provider prompt-cache writes cost beyond plain input",
+            ["team", "model"],
+            registry=r,
         )
         self.latency = Histogram(
             "costgate_request_latency_seconds", "Whole-request latency", ["model"], buckets=LATENCY_BUCKETS, registry=r
@@ -86,10 +98,26 @@ class Metrics:
             child(self.cost, team, model).inc(float(ctx.cost))
         if ctx.saved:
             child(self.saved, team, model, saving_reason(ctx)).inc(float(ctx.saved))
+        self._provider_savings(ctx, team, model)
         child(self.latency, model).observe(ctx.latency_s)
         ttft = ctx.ttft_s
         if ttft is not None:
             child(self.ttft, model).observe(ttft)
+
+    def _provider_savings(self, ctx: RequestContext, team: str, model: str) -> None:
+        usage, child = ctx.usage, self._child
+        for kind, tokens in (
+            ("cache_read", usage.cached_tokens),
+            ("cache_write", usage.cache_write_tokens + usage.cache_write_1h_tokens),
+        ):
+            if tokens:
+                child(self.tokens, team, model, kind).inc(tokens)
+        if ctx.provider_cache_saved > 0:
+            child(self.saved, team, model, "provider_cache").inc(float(ctx.provider_cache_saved))
+        elif ctx.provider_cache_saved < 0:
+            child(self.cache_write_premium, team, model).inc(float(-ctx.provider_cache_saved))
+        if ctx.provider_tier_saved:
+            child(self.saved, team, model, "provider_" + ctx.tier.value).inc(float(ctx.provider_tier_saved))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -25,11 +25,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PriceConfig(_Strict):
-    input_per_mtok: Decimal
-    output_per_mtok: Decimal
-    cached_input_per_mtok: Decimal | None = None
-    reasoning_output_per_mtok: Decimal | None = None  # unset: reasoning tokens at output_per_mtok
+class TierPriceConfig(_Strict):
+    """Dollars per million tokens at one service tier. Unset rates: input_per_mtok."""
+
+    input_per_mtok: Decimal = Field(ge=0)
+    output_per_mtok: Decimal = Field(ge=0)
+    cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)  # prompt-cache reads
+    reasoning_output_per_mtok: Decimal | None = Field(default=None, ge=0)  # unset: output_per_mtok
+    cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)  # prompt-cache writes, 5-minute TTL
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)  # unset: cache_write_per_mtok
+
+
+class PriceConfig(TierPriceConfig):
+    """The list price, and the provider's Batch API and flex tier prices where it sells them
+    (docs/budgets.md). A `price:` replaces the whole of litellm's entry, tiers included."""
+
+    batch: TierPriceConfig | None = None
+    flex: TierPriceConfig | None = None
 
 
 class AdmissionConfig(_Strict):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 
@@ -33,15 +34,32 @@ def from_pico(value: int | None) -> Decimal:
     return Decimal(value or 0) * PICO_USD
 
 
+class Tier(StrEnum):
+    """The provider's service tier a call is billed at: its list price, its Batch API's (about
+    half, for work it may finish within a day) or its flex tier's (`service_tier: flex`,
+    synchronous but slower and sometimes refused, also about half)."""
+
+    STANDARD = "standard"
+    BATCH = "batch"
+    FLEX = "flex"
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
-    """Dollars per token. `cached_input` applies to prompt tokens the upstream served from its
-    cache, `reasoning_output` to output tokens a model spent reasoning; None: the plain rate."""
+    """Dollars per token. `cached_input` applies to prompt tokens the upstream read from its
+    prompt cache, `cache_write` / `cache_write_1h` to the ones it wrote there (Anthropic bills a
+    5-minute write at 1.25x input, a 1-hour one at 2x), `reasoning_output` to output tokens a
+    model spent reasoning; None: the plain rate. `batch` and `flex` are the same call's prices
+    at those tiers (None: the provider sells none)."""
 
     input: Decimal
     output: Decimal
     cached_input: Decimal | None = None
     reasoning_output: Decimal | None = None
+    cache_write: Decimal | None = None
+    cache_write_1h: Decimal | None = None
+    batch: Price | None = None
+    flex: Price | None = None
 
     @classmethod
     def per_million(
@@ -62,9 +80,23 @@ class Price:
         return Price(
             self.input * factor,
             self.output * factor,
-            None if self.cached_input is None else self.cached_input * factor,
-            None if self.reasoning_output is None else self.reasoning_output * factor,
+            _times(self.cached_input, factor),
+            _times(self.reasoning_output, factor),
+            _times(self.cache_write, factor),
+            _times(self.cache_write_1h, factor),
+            batch=None if self.batch is None else self.batch.scaled(factor),
+            flex=None if self.flex is None else self.flex.scaled(factor),
         )
+
+    def at(self, tier: Tier) -> Price | None:
+        """This price at `tier`; None when the provider sells no such tier."""
+        if tier is Tier.STANDARD:
+            return self
+        return self.batch if tier is Tier.BATCH else self.flex
+
+
+def _times(rate: Decimal | None, factor: Decimal) -> Decimal | None:
+    return None if rate is None else rate * factor
 
 
 def _per_token(per_mtok: Decimal | None) -> Decimal | None:
@@ -76,33 +108,80 @@ FREE = Price(ZERO, ZERO)
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """One call's tokens. `prompt_tokens` counts every input token, whatever its price: the
+    cache reads (`cached_tokens`) and writes (`cache_write_tokens` for a 5-minute TTL,
+    `cache_write_1h_tokens` for a 1-hour one) are parts of it, as in OpenAI's usage."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0  # the part of prompt_tokens the upstream served from its prompt cache
+    cached_tokens: int = 0  # the part of prompt_tokens the upstream read from its prompt cache
     reasoning_tokens: int = 0  # the part of completion_tokens the model spent reasoning
+    cache_write_tokens: int = 0  # the part of prompt_tokens written to the prompt cache (5-minute TTL)
+    cache_write_1h_tokens: int = 0  # the part of prompt_tokens written to the prompt cache (1-hour TTL)
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(*(getattr(self, n) + getattr(other, n) for n in Usage.__slots__))
+
+    def uncached(self) -> Usage:
+        """The same call as if the provider had no prompt cache: every prompt token plain input."""
+        return Usage(self.prompt_tokens, self.completion_tokens, reasoning_tokens=self.reasoning_tokens)
+
 
 def cost_of(usage: Usage, price: Price) -> Decimal:
-    """The exact dollar cost of one call: cached prompt tokens and reasoning output tokens at their
-    own rates where the price has them (as litellm's cost calculator prices them), the rest at
-    the plain rates."""
-    cached = min(usage.cached_tokens, usage.prompt_tokens) if price.cached_input is not None else 0
+    """The exact dollar cost of one call, as the provider bills it: cache reads, cache writes and
+    reasoning tokens at their own rates where the price has them (as litellm's cost calculator
+    prices them), the rest at the plain rates. Claimed parts never exceed the whole, so an
+    upstream that over-reports them cannot make a cost negative."""
+    left = usage.prompt_tokens
+    cost = ZERO
+    for tokens, rate in (
+        (usage.cached_tokens, price.cached_input),
+        (usage.cache_write_1h_tokens, price.cache_write if price.cache_write_1h is None else price.cache_write_1h),
+        (usage.cache_write_tokens, price.cache_write),
+    ):
+        part = min(max(tokens, 0), left)
+        if part and rate is not None:
+            cost += part * rate
+            left -= part
+    cost += left * price.input
     reasoning = min(usage.reasoning_tokens, usage.completion_tokens) if price.reasoning_output is not None else 0
-    cost = (usage.prompt_tokens - cached) * price.input + (usage.completion_tokens - reasoning) * price.output
-    if cached:
-        cost += cached * price.cached_input  # type: ignore[operator]
+    cost += (usage.completion_tokens - reasoning) * price.output
     if reasoning:
         cost += reasoning * price.reasoning_output  # type: ignore[operator]
     return cost
 
 
+@dataclass(frozen=True, slots=True)
+class Bill:
+    """One call as the provider bills it, and what its own discounts saved against list price:
+    `cache_saved` what its prompt cache saved (negative while writes cost more than they have
+    saved yet), `tier_saved` what its batch or flex tier saved."""
+
+    cost: Decimal
+    cache_saved: Decimal = ZERO
+    tier_saved: Decimal = ZERO
+
+
+def bill(usage: Usage, price: Price, tier: Tier = Tier.STANDARD) -> Bill:
+    """The call's cost at `tier` (the list price when the provider sells no such tier)."""
+    billed = price.at(tier) or price
+    cost = cost_of(usage, billed)
+    cache_saved = cost_of(usage.uncached(), billed) - cost
+    tier_saved = cost_of(usage, price) - cost if billed is not price else ZERO
+    return Bill(cost, cache_saved, tier_saved)
+
+
 def worst_case_cost(prompt_tokens: int, max_output_tokens: int, price: Price) -> Decimal:
-    """The most a call can cost: every prompt token uncached, every allowed output token used."""
-    return prompt_tokens * price.input + max_output_tokens * price.output
+    """The most a call can cost: every prompt token at the dearest input rate (a provider may
+    write the whole prompt to its cache, at up to 2x input for a 1-hour TTL), every allowed output
+    token used at the dearest output rate."""
+    prompt_rate = max(r for r in (price.input, price.cache_write, price.cache_write_1h) if r is not None)
+    output_rate = max(r for r in (price.output, price.reasoning_output) if r is not None)
+    return prompt_tokens * prompt_rate + max_output_tokens * output_rate
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +214,36 @@ def lookup(model: str) -> ModelInfo | None:
     entry = table.get(model) or table.get(model.split("/", 1)[-1])
     if entry is None or entry.get("input_cost_per_token") is None:
         return None
-    price = Price(
-        _dec(entry["input_cost_per_token"]) or ZERO,
-        _dec(entry.get("output_cost_per_token")) or ZERO,
-        _dec(entry.get("cache_read_input_token_cost")),
-        _dec(entry.get("output_cost_per_reasoning_token")),
-    )
+    price = _rates(entry, "")
+    assert price is not None
+    tiers = {tier: _rates(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
+    price = replace(price, batch=tiers["batch"], flex=tiers["flex"])
     return ModelInfo(price, entry.get("max_output_tokens"), entry.get("max_input_tokens"))
+
+
+def _rates(entry: dict, suffix: str) -> Price | None:
+    """The map's rates with `suffix` (``, `_batches`, `_flex`); None without that tier's input
+    rate. A tier's cache rate the map lacks is the list cache rate at the tier's discount on
+    input: providers apply their batch discount to every kind of token (Anthropic, OpenAI)."""
+    plain_input = _dec(entry.get("input_cost_per_token"))
+    tier_input = _dec(entry.get("input_cost_per_token" + suffix))
+    if tier_input is None or not plain_input:
+        return None
+    ratio = tier_input / plain_input
+
+    def rate(name: str) -> Decimal | None:
+        own = _dec(entry.get(name + suffix))
+        plain = _dec(entry.get(name))
+        return own if own is not None else (None if plain is None else plain * ratio)
+
+    return Price(
+        tier_input,
+        rate("output_cost_per_token") or ZERO,
+        rate("cache_read_input_token_cost"),
+        rate("output_cost_per_reasoning_token"),
+        rate("cache_creation_input_token_cost"),
+        rate("cache_creation_input_token_cost_above_1hr"),
+    )
 
 
 def format_usd(amount: Decimal) -> str:

@@ -62,19 +62,33 @@ class Provider(Protocol):
 
 
 def usage_from(data: dict[str, Any] | None) -> Usage | None:
-    """OpenAI's `usage` object (chat, completions or embeddings) as a Usage."""
+    """OpenAI's `usage` object (chat, completions or embeddings) as a Usage. litellm adds an
+    Anthropic upstream's cache writes to it: `prompt_tokens_details.cache_creation_tokens` (or
+    the top-level `cache_creation_input_tokens`), split by TTL in `cache_creation_token_details`."""
     if not isinstance(data, dict):
         return None
     prompt = data.get("prompt_tokens")
     if not isinstance(prompt, int):
         return None
     completion = data.get("completion_tokens") or 0
+    writes = _detail(data, "prompt_tokens_details", "cache_creation_tokens") or _count(
+        data, "cache_creation_input_tokens"
+    )
+    split = data.get("prompt_tokens_details") or {}
+    hour = _detail(split, "cache_creation_token_details", "ephemeral_1h_input_tokens") if isinstance(split, dict) else 0
     return Usage(
         prompt,
         completion if isinstance(completion, int) else 0,
         _detail(data, "prompt_tokens_details", "cached_tokens"),
         _detail(data, "completion_tokens_details", "reasoning_tokens"),
+        cache_write_tokens=max(writes - hour, 0),
+        cache_write_1h_tokens=min(hour, writes) if writes else hour,
     )
+
+
+def _count(usage: dict[str, Any], name: str) -> int:
+    value = usage.get(name)
+    return value if isinstance(value, int) else 0
 
 
 def _detail(usage: dict[str, Any], details: str, name: str) -> int:

@@ -137,6 +137,8 @@ async def get_spend(
                 "completion_tokens": r.completion_tokens,
                 "cost_usd": format_usd(r.cost_usd),
                 "saved_usd": format_usd(r.saved_usd),
+                "provider_cache_saved_usd": format_usd(r.provider_cache_saved_usd),
+                "provider_batch_saved_usd": format_usd(r.provider_batch_saved_usd),
             }
             for r in rows
         ],

@@ -177,7 +177,8 @@ class CascadeTarget:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
         ctx.response_body = answer.body
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
-        instead = cost_of(answer.usage, self.tiers[-1].price) * ctx.price_factor  # the last tier, same tokens
+        last = self.tiers[-1]  # what the last tier had cost for the same tokens
+        instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
         ctx.after_settle.append(lambda: self.tally.count(ctx, False, instead))
         if sample_from is not None:
             self.sampling.shadow_after(ctx, sample_from)

@@ -62,6 +62,13 @@ ledger = Table(
     Column("cached_tokens", Integer, nullable=False, default=0),
     Column("cost_pusd", BigInteger, nullable=False, default=0),
     Column("saved_pusd", BigInteger, nullable=False, default=0),
+    # Issue 26: every token at its own price. Writes to the provider's prompt cache (reads are
+    # cached_tokens), the tier the provider billed at, and what its cache and tiers saved.
+    Column("cache_write_tokens", Integer, nullable=False, server_default="0"),
+    Column("cache_write_1h_tokens", Integer, nullable=False, server_default="0"),
+    Column("tier", String(16), nullable=False, server_default="standard"),
+    Column("provider_cache_saved_pusd", BigInteger, nullable=False, server_default="0"),
+    Column("provider_tier_saved_pusd", BigInteger, nullable=False, server_default="0"),
     Column("latency_ms", Float, nullable=False),
     Column("ttft_ms", Float),
     Column("cache_status", String(16), nullable=False),

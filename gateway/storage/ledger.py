@@ -56,6 +56,11 @@ class LedgerRow:
     cache_status: str
     status: int
     error: str | None
+    cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    tier: str = "standard"
+    provider_cache_saved_pusd: int = 0
+    provider_tier_saved_pusd: int = 0
 
     @classmethod
     def from_context(cls, ctx: RequestContext) -> LedgerRow:
@@ -79,6 +84,11 @@ class LedgerRow:
             cached_tokens=ctx.usage.cached_tokens,
             cost_pusd=to_pico(ctx.cost),
             saved_pusd=to_pico(ctx.saved),
+            cache_write_tokens=ctx.usage.cache_write_tokens,
+            cache_write_1h_tokens=ctx.usage.cache_write_1h_tokens,
+            tier=ctx.tier.value,
+            provider_cache_saved_pusd=to_pico(ctx.provider_cache_saved),
+            provider_tier_saved_pusd=to_pico(ctx.provider_tier_saved),
             latency_ms=ctx.latency_s * 1000,
             ttft_ms=None if ttft is None else ttft * 1000,
             cache_status=ctx.cache_status.value,
@@ -235,6 +245,8 @@ class SpendRow:
     completion_tokens: int
     cost_usd: Decimal
     saved_usd: Decimal
+    provider_cache_saved_usd: Decimal = Decimal(0)
+    provider_batch_saved_usd: Decimal = Decimal(0)  # batch and flex tiers
 
 
 def _day_bounds(start: str | None, end: str | None) -> list:
@@ -260,6 +272,8 @@ async def spend(
         func.coalesce(func.sum(ledger.c.completion_tokens), 0).label("ct"),
         func.coalesce(func.sum(ledger.c.cost_pusd), 0).label("cost"),
         func.coalesce(func.sum(ledger.c.saved_pusd), 0).label("saved"),
+        func.coalesce(func.sum(ledger.c.provider_cache_saved_pusd), 0).label("pcache"),
+        func.coalesce(func.sum(ledger.c.provider_tier_saved_pusd), 0).label("ptier"),
     )
     if group_by == "tag":
         query = select(ledger.c.tags, *sums).where(*conditions).group_by(ledger.c.tags)
@@ -267,13 +281,10 @@ async def spend(
         async with engine.connect() as conn:
             for r in await conn.execute(query):
                 for tag in (r.tags or ",,").strip(",").split(",") if r.tags else [None]:
-                    acc = totals.setdefault(tag, [0, 0, 0, 0, 0])
-                    for i, v in enumerate((r.requests, r.pt, r.ct, r.cost, r.saved)):
+                    acc = totals.setdefault(tag, [0] * 7)
+                    for i, v in enumerate((r.requests, r.pt, r.ct, r.cost, r.saved, r.pcache, r.ptier)):
                         acc[i] += int(v)
-        return [
-            SpendRow(g, a[0], a[1], a[2], from_pico(a[3]), from_pico(a[4]))
-            for g, a in sorted(totals.items(), key=lambda kv: -kv[1][3])
-        ]
+        return [_spend_row(g, *a) for g, a in sorted(totals.items(), key=lambda kv: -kv[1][3])]
     column = GROUPS[group_by]
     query = (
         select(column.label("g"), *sums)
@@ -283,7 +294,9 @@ async def spend(
     )
     async with engine.connect() as conn:
         rows = await conn.execute(query)
-    return [
-        SpendRow(r.g, int(r.requests), int(r.pt), int(r.ct), from_pico(int(r.cost)), from_pico(int(r.saved)))
-        for r in rows
-    ]
+    return [_spend_row(r.g, r.requests, r.pt, r.ct, r.cost, r.saved, r.pcache, r.ptier) for r in rows]
+
+
+def _spend_row(group: str | None, requests: int, pt: int, ct: int, *pusd: int) -> SpendRow:
+    cost, saved, pcache, ptier = (from_pico(int(v)) for v in pusd)
+    return SpendRow(group, int(requests), int(pt), int(ct), cost, saved, pcache, ptier)

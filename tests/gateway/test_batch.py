@@ -66,7 +66,10 @@ def read_lines(client: openai.OpenAI, file_id: str | None) -> list[dict[str, Any
     return [json.loads(line) for line in client.files.content(file_id).content.splitlines() if line]
 
 
-def test_batch_runs_every_line_at_the_discount(gw: GatewayProcess) -> None:
+def test_batch_lines_on_an_external_api_pay_what_the_provider_bills(gw: GatewayProcess) -> None:
+    """`small` is an OpenAI-compatible upstream without a batch price: each line runs there at
+    list price, so it is charged list price and nothing is booked as saved (issue 26: the lane's
+    discount was booked for calls the provider billed in full)."""
     client = gw.client(gw.new_key("batch-team-1"))
     lines = [chat_line(f"req-{i}", f"batch question number {i}") for i in range(5)]
     lines.append(chat_line("bad-model", "x", model_name="no-such-model"))
@@ -85,7 +88,7 @@ def test_batch_runs_every_line_at_the_discount(gw: GatewayProcess) -> None:
         body = o["response"]["body"]
         assert body["choices"][0]["message"]["content"] == f"echo: batch question number {i}"
         u = body["usage"]
-        expected += (u["prompt_tokens"] * SMALL_IN + u["completion_tokens"] * SMALL_OUT) / 2
+        expected += u["prompt_tokens"] * SMALL_IN + u["completion_tokens"] * SMALL_OUT
     errors = read_lines(client, done.error_file_id)
     assert len(errors) == 1 and errors[0]["custom_id"] == "bad-model"
     assert errors[0]["response"]["status_code"] == 404
@@ -96,8 +99,9 @@ def test_batch_runs_every_line_at_the_discount(gw: GatewayProcess) -> None:
     team = {r["group"]: r for r in gw.spend("team")["rows"]}
     rows = [r for r in team.values() if r["requests"] == 6]  # five answers and the refused line
     assert len(rows) == 1
-    assert Decimal(rows[0]["cost_usd"]) == expected  # charged half of list price...
-    assert Decimal(rows[0]["saved_usd"]) == expected  # ...and the other half shows as saved
+    assert Decimal(rows[0]["cost_usd"]) == expected  # what the provider billed...
+    assert Decimal(rows[0]["saved_usd"]) == 0  # ...and no discount it never gave
+    assert Decimal(rows[0]["provider_batch_saved_usd"]) == 0
     tags = {r["group"]: r for r in gw.spend("tag")["rows"]}
     assert "lane:batch" in tags
     metrics = httpx.get(gw.url + "/metrics").text

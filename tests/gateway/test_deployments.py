@@ -27,6 +27,15 @@ def config(**fields: Any) -> ModelConfig:
     return ModelConfig.model_validate({"name": "m", "api_base": "http://up.test/v1", **fields})
 
 
+# gpt-4o-mini in litellm's map: list price, and its Batch API's (the cache rate at its discount)
+MINI = Price(
+    Decimal("1.5e-7"),
+    Decimal("6e-7"),
+    Decimal("7.5e-8"),
+    batch=Price(Decimal("7.5e-8"), Decimal("3e-7"), Decimal("3.75e-8")),
+)
+
+
 @pytest.mark.parametrize(
     "fields, price, cap",
     [
@@ -46,13 +55,38 @@ def config(**fields: Any) -> ModelConfig:
             Price(Decimal(1) / MILLION, Decimal(4) / MILLION, None, Decimal(8) / MILLION),
             DEFAULT_MAX_OUTPUT_TOKENS,
         ),
+        # every tier and kind of token at its own price
+        (
+            {
+                "price": {
+                    "input_per_mtok": "3",
+                    "output_per_mtok": "15",
+                    "cached_input_per_mtok": "0.3",
+                    "cache_write_per_mtok": "3.75",
+                    "cache_write_1h_per_mtok": "6",
+                    "batch": {"input_per_mtok": "1.5", "output_per_mtok": "7.5"},
+                    "flex": {"input_per_mtok": "1", "output_per_mtok": "5", "cached_input_per_mtok": "0.1"},
+                }
+            },
+            Price(
+                Decimal(3) / MILLION,
+                Decimal(15) / MILLION,
+                Decimal("0.3") / MILLION,
+                None,
+                Decimal("3.75") / MILLION,
+                Decimal(6) / MILLION,
+                batch=Price(Decimal("1.5") / MILLION, Decimal("7.5") / MILLION),
+                flex=Price(Decimal(1) / MILLION, Decimal(5) / MILLION, Decimal("0.1") / MILLION),
+            ),
+            DEFAULT_MAX_OUTPUT_TOKENS,
+        ),
         # else litellm's bundled map, with its output cap
-        ({"model": "gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
-        ({"model": "openai/gpt-4o-mini"}, Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")), 16384),
+        ({"model": "gpt-4o-mini"}, MINI, 16384),
+        ({"model": "openai/gpt-4o-mini"}, MINI, 16384),
         # the config's own cap overrides the map's; the config's price keeps the map's cap
         (
             {"model": "gpt-4o-mini", "max_output_tokens": 256},
-            Price(Decimal("1.5e-7"), Decimal("6e-7"), Decimal("7.5e-8")),
+            MINI,
             256,
         ),
         (

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from policies.pricing import Price, Usage, cost_of, format_usd, in_picos, lookup, worst_case_cost
+from policies.pricing import Bill, Price, Tier, Usage, bill, cost_of, format_usd, in_picos, lookup, worst_case_cost
 
 D = Decimal
 
@@ -36,6 +36,76 @@ D = Decimal
 )
 def test_cost_of(usage: Usage, price: Price, expected: Decimal) -> None:
     assert cost_of(usage, price) == expected
+
+
+# Anthropic's claude-sonnet-4-5 rates per million: input 3, output 15, cache read 0.30, cache
+# write 3.75 (5 minutes) and 6 (1 hour); its Batch API half of each.
+SONNET = Price(
+    D(3) / 10**6,
+    D(15) / 10**6,
+    D("0.3") / 10**6,
+    None,
+    D("3.75") / 10**6,
+    D(6) / 10**6,
+    batch=Price(D("1.5") / 10**6, D("7.5") / 10**6, D("0.15") / 10**6, None, D("1.875") / 10**6, D(3) / 10**6),
+)
+
+
+@pytest.mark.parametrize(
+    "usage, tier, expected",
+    [
+        # 1000 plain input tokens, 100 output: 0.003 + 0.0015
+        (Usage(1000, 100), Tier.STANDARD, Bill(D("0.0045"))),
+        # 1000 written to the cache for 5 minutes of 1200 prompt tokens: writes at 1.25x input
+        (Usage(1200, 100, cache_write_tokens=1000), Tier.STANDARD, Bill(D("0.00585"), D("-0.00075"))),
+        # the same written for an hour: 2x input
+        (Usage(1200, 100, cache_write_1h_tokens=1000), Tier.STANDARD, Bill(D("0.0081"), D("-0.003"))),
+        # read back: 10% of input
+        (Usage(1200, 100, cached_tokens=1000), Tier.STANDARD, Bill(D("0.0024"), D("0.0027"))),
+        # reads, both writes and plain input in one call
+        (
+            Usage(4000, 0, cached_tokens=1000, cache_write_tokens=1000, cache_write_1h_tokens=1000),
+            Tier.STANDARD,
+            Bill(D("0.01305"), D("-0.00105")),
+        ),
+        # at the Batch API's price: half of each, the other half saved by the tier
+        (Usage(1200, 100, cached_tokens=1000), Tier.BATCH, Bill(D("0.0012"), D("0.00135"), D("0.0012"))),
+        # no flex tier sold: list price, nothing saved by a tier
+        (Usage(1000, 100), Tier.FLEX, Bill(D("0.0045"))),
+        # parts claimed beyond the prompt never make a cost negative or exceed the whole
+        (Usage(100, 0, cached_tokens=80, cache_write_tokens=80), Tier.STANDARD, Bill(D("0.000099"), D("0.000201"))),
+    ],
+)
+def test_every_token_at_its_own_price(usage: Usage, tier: Tier, expected: Bill) -> None:
+    assert bill(usage, SONNET, tier) == expected
+
+
+def test_worst_case_holds_the_dearest_rates() -> None:
+    # a provider may write the whole prompt to its cache for an hour: 2x input
+    assert worst_case_cost(1000, 100, SONNET) == D("0.0075")
+    # reasoning dearer than output
+    assert worst_case_cost(0, 10, Price.per_million(D(1), D(2), None, D(5))) == D("0.00005")
+
+
+def test_map_prices_tiers_and_cache_writes() -> None:
+    sonnet = lookup("anthropic/claude-sonnet-4-5")
+    assert sonnet is not None
+    assert (sonnet.price.cache_write, sonnet.price.cache_write_1h) == (D("3.75E-6"), D("6E-6"))
+    assert sonnet.price.batch is not None and sonnet.price.batch.input == D("1.5E-6")
+    assert sonnet.price.batch.cache_write == D("1.875E-6")  # the map's own batch cache-write rate
+    assert sonnet.price.flex is None
+    mini = lookup("gpt-5-mini")
+    assert mini is not None and mini.price.flex is not None
+    assert (mini.price.flex.input, mini.price.flex.output, mini.price.flex.cached_input) == (
+        D("1.25E-7"),
+        D("1E-6"),
+        D("1.25E-8"),
+    )
+
+
+def test_usage_adds_every_part() -> None:
+    total = Usage(10, 2, 3, 1, 4, 5) + Usage(1, 1, 1, 1, 1, 1)
+    assert total == Usage(11, 3, 4, 2, 5, 6)
 
 
 def test_cost_is_exact_over_many_calls() -> None:

@@ -3,9 +3,10 @@ deployment's model name, and only the usage is read back, for pricing.
 
 Anthropic counts `input_tokens` without the prompt-cache reads and writes; costgate's Usage
 counts every prompt token and marks the cached ones, so prompt = input + cache reads + cache
-writes, cached = cache reads. A stream's usage is cumulative: message_start carries the input
-side, each message_delta the output so far (and the input side again when it changed).
-Cache writes are priced as ordinary input tokens: the price map has no cache-write rate yet.
+writes, cached = cache reads, and the writes split by TTL (`cache_creation`'s 5-minute and
+1-hour counts; writes it does not split are 5-minute ones, Anthropic's default). A stream's usage
+is cumulative: message_start carries the input side, each message_delta the output so far (and
+the input side again when it changed).
 """
 
 from __future__ import annotations
@@ -18,12 +19,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from policies.pricing import Usage
 
 
+class CacheCreation(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    ephemeral_5m_input_tokens: int | None = None
+    ephemeral_1h_input_tokens: int | None = None
+
+
 class MessagesUsage(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
     input_tokens: int | None = None
     output_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
+    cache_creation: CacheCreation | None = None
 
 
 def native_body(body: dict[str, Any], upstream_model: str) -> dict[str, Any]:
@@ -43,7 +51,14 @@ def _usage(u: MessagesUsage) -> Usage | None:
     if u.input_tokens is None:
         return None
     reads, writes = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
-    return Usage(u.input_tokens + reads + writes, u.output_tokens or 0, reads)
+    hour = min((u.cache_creation.ephemeral_1h_input_tokens or 0) if u.cache_creation else 0, writes)
+    return Usage(
+        u.input_tokens + reads + writes,
+        u.output_tokens or 0,
+        reads,
+        cache_write_tokens=writes - hour,
+        cache_write_1h_tokens=hour,
+    )
 
 
 def usage_of_message(message: Any) -> Usage | None:

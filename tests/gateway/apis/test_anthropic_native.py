@@ -60,16 +60,19 @@ def test_model_is_the_only_rewrite() -> None:
 
 def test_usage_of_a_message() -> None:
     Message.model_validate(MESSAGE)
-    assert usage_of_message(MESSAGE) == Usage(512, 30, 400)
+    # 12 input + 400 reads + 100 writes (5-minute: the message does not split them by TTL)
+    assert usage_of_message(MESSAGE) == Usage(512, 30, 400, cache_write_tokens=100)
+    split = MESSAGE["usage"] | {"cache_creation": {"ephemeral_5m_input_tokens": 40, "ephemeral_1h_input_tokens": 60}}
+    assert usage_of_message({"usage": split}) == Usage(512, 30, 400, 0, 40, 60)
     assert usage_of_message({"usage": {"output_tokens": 3}}) is None
 
 
 @pytest.mark.parametrize(
     "last_delta_usage, expected",
     [
-        ({"output_tokens": 30}, Usage(512, 30, 400)),
+        ({"output_tokens": 30}, Usage(512, 30, 400, cache_write_tokens=100)),
         # A message_delta may repeat the input side with new counts: they replace the start's.
-        ({"output_tokens": 30, "input_tokens": 20, "cache_read_input_tokens": 0}, Usage(120, 30, 0)),
+        ({"output_tokens": 30, "input_tokens": 20, "cache_read_input_tokens": 0}, Usage(120, 30, 0, cache_write_tokens=100)),
     ],
 )
 def test_usage_of_a_stream(last_delta_usage: dict, expected: Usage) -> None:

@@ -1,0 +1,151 @@
+"""Every token at its own price (issue 26), in process: the anthropic SDK talks to the gateway
+over an ASGI transport, the gateway to an Anthropic-compatible provider with a prompt cache
+(tests/fakes/fake_anthropic_cache.py) that bills reads at 10% of input and writes at 125% (5
+minutes) or 200% (1 hour). The client places the markers; the ledger must equal the bill."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import pytest
+
+from gateway.app import create_app
+from gateway.providers.base import usage_from
+from gateway.service import Gateway
+from gateway.settings import Settings
+from policies.pricing import Usage
+from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
+
+ADMIN = "sk-cg-admin-provider-cache"
+LONG = "You are a meticulous assistant. Follow the house rules. " * 120  # about 1,700 of the fake's tokens
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[tuple[Any, AnthropicCacheFake]]:
+    fake = AnthropicCacheFake(min_tokens=1024)
+    settings = Settings.model_validate(
+        {
+            "admin_key": ADMIN,
+            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
+            "data_dir": str(tmp_path / "data"),
+            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
+            "models": [
+                {
+                    "name": "claude",
+                    "provider": "openai",
+                    "model": "claude-sonnet-4-5",
+                    "api_base": "http://anthropic.test/v1",
+                    "api_key": "sk-ant-upstream",
+                    "apis": ["chat", "messages"],
+                    "price": fake.rates.price_config(),
+                }
+            ],
+        }
+    )
+    app = create_app(settings, transport=httpx.ASGITransport(app=fake.app))
+    gateway: Gateway = app.state.gateway
+    await gateway.start()
+    yield app, fake
+    await gateway.stop()
+
+
+async def client_for(app: Any, team: str) -> anthropic.AsyncAnthropic:
+    gateway: Gateway = app.state.gateway
+    await gateway.keys.create_team(team)
+    _, secret = await gateway.keys.create_key(team)  # the team's id is its name's row: spend groups by id
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
+    return anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=secret, http_client=http, max_retries=0)
+
+
+async def spend_by_team(app: Any) -> dict[str, dict[str, str]]:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+        auth = {"authorization": f"Bearer {ADMIN}"}
+        rows = (await http.get("/admin/spend?group_by=team", headers=auth)).json()
+        names = {t["id"]: t["name"] for t in (await http.get("/admin/teams", headers=auth)).json()["data"]}
+        metrics = (await http.get("/metrics", headers={"authorization": f"Bearer {ADMIN}"})).text
+    return {names[r["group"]]: r for r in rows["rows"]} | {"metrics": {"text": metrics}}
+
+
+def system(ttl: str | None) -> list[dict[str, Any]]:
+    marker: dict[str, Any] = {"type": "ephemeral"} | ({"ttl": ttl} if ttl else {})
+    return [{"type": "text", "text": LONG, "cache_control": marker}]
+
+
+@pytest.mark.parametrize("ttl", [None, "1h"])
+async def test_cache_reads_and_writes_charged_as_billed(setup: tuple[Any, AnthropicCacheFake], ttl: str | None) -> None:
+    app, fake = setup
+    client = await client_for(app, "team-cache")
+    charged = Decimal(0)
+    for question in ("first question", "second question", "third question"):
+        raw = await client.messages.with_raw_response.create(
+            model="claude", max_tokens=50, system=system(ttl), messages=[{"role": "user", "content": question}]
+        )
+        charged += Decimal(raw.headers["x-costgate-cost-usd"])
+    usages = [r["usage"] for r in fake.bill.requests]
+    assert usages[0]["cache_creation_input_tokens"] > 1024 and usages[1]["cache_read_input_tokens"] > 1024
+    assert usages[0]["cache_creation"]["ephemeral_1h_input_tokens" if ttl else "ephemeral_5m_input_tokens"] > 0
+    billed = fake.bill.total()
+    assert charged == billed  # each write at 1.25x (or 2x), each read at 0.1x, to the pico-dollar
+
+    row = (await spend_by_team(app))["team-cache"]
+    assert Decimal(row["cost_usd"]) == billed
+    uncached = sum(fake.bill.uncached_input_usd.values(), Decimal(0))
+    input_billed = sum(fake.bill.input_usd.values(), Decimal(0))
+    assert Decimal(row["provider_cache_saved_usd"]) == uncached - input_billed > 0
+    assert Decimal(row["saved_usd"]) == 0 and Decimal(row["provider_batch_saved_usd"]) == 0
+
+
+async def test_metrics_count_cache_tokens_and_the_saving(setup: tuple[Any, AnthropicCacheFake]) -> None:
+    app, _ = setup
+    client = await client_for(app, "team-metrics")
+    for question in ("one", "two"):
+        await client.messages.create(
+            model="claude", max_tokens=50, system=system(None), messages=[{"role": "user", "content": question}]
+        )
+    text = (await spend_by_team(app))["metrics"]["text"]
+    assert 'costgate_tokens_total{kind="cache_write",model="claude",team="team-metrics"}' in text
+    assert 'costgate_tokens_total{kind="cache_read",model="claude",team="team-metrics"}' in text
+    assert 'costgate_saved_usd_total{model="claude",reason="provider_cache",team="team-metrics"}' in text
+    assert 'costgate_provider_cache_write_premium_usd_total{model="claude",team="team-metrics"}' in text
+
+
+@pytest.mark.parametrize(
+    "reported, expected",
+    [
+        # OpenAI: reads only
+        (
+            {"prompt_tokens": 100, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 64}},
+            Usage(100, 5, 64),
+        ),
+        # litellm's answer from an Anthropic upstream: writes, split by TTL
+        (
+            {
+                "prompt_tokens": 3000,
+                "completion_tokens": 5,
+                "cache_creation_input_tokens": 2000,
+                "prompt_tokens_details": {
+                    "cached_tokens": 500,
+                    "cache_creation_tokens": 2000,
+                    "cache_creation_token_details": {
+                        "ephemeral_5m_input_tokens": 1500,
+                        "ephemeral_1h_input_tokens": 500,
+                    },
+                },
+            },
+            Usage(3000, 5, 500, cache_write_tokens=1500, cache_write_1h_tokens=500),
+        ),
+        # only the top-level count: 5-minute writes, Anthropic's default
+        (
+            {"prompt_tokens": 3000, "completion_tokens": 5, "cache_creation_input_tokens": 2000},
+            Usage(3000, 5, 0, 0, 2000),
+        ),
+    ],
+)
+def test_usage_reads_cache_writes(reported: dict[str, Any], expected: Usage) -> None:
+    assert usage_from(reported) == expected
