@@ -72,7 +72,7 @@ def test_usage_of_a_message() -> None:
     [
         ({"output_tokens": 30}, Usage(512, 30, 400, cache_write_tokens=100)),
         # A message_delta may repeat the input side with new counts: they replace the start's.
-        ({"output_tokens": 30, "input_tokens": 20, "cache_read_input_tokens": 0}, Usage(120, 30, 0, cache_write_tokens=100)),
+        ({"output_tokens": 30, "input_tokens": 20, "cache_read_input_tokens": 0}, Usage(120, 30, 0, 0, 100)),
     ],
 )
 def test_usage_of_a_stream(last_delta_usage: dict, expected: Usage) -> None:
