@@ -26,7 +26,10 @@ COLUMNS = (
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("ledger") as batch:  # SQLite: adding NOT NULL columns with defaults
+    # Only the missing ones: a database stamped away (restored from a dump without its
+    # alembic_version) runs this again over columns it has.
+    present = {c["name"] for c in sa.inspect(op.get_bind()).get_columns("ledger")}
+    with op.batch_alter_table("ledger") as batch:
         for column in COLUMNS:
-            batch.add_column(column)
-
+            if column.name not in present:
+                batch.add_column(column)
