@@ -19,6 +19,7 @@ from gateway.dashboard.router import MAX_FORM_BYTES
 from gateway.dashboard.router import install as install_dashboard
 from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
 from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
+from gateway.request_ids import RequestIds
 from gateway.routes import admin, admin_budgets, cache_admin, feedback, messages, openai, responses
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
@@ -71,6 +72,7 @@ def create_app(settings: Settings, transport: httpx.AsyncBaseTransport | None = 
         metrics=gateway.metrics,
         self_capped=frozenset(r.path for r in pipeline_routes if r.methods and "POST" in r.methods),
     )
+    app.add_middleware(RequestIds)  # outermost: the guard's refusals carry an id too
     return app
 
 

@@ -12,11 +12,17 @@ The tree (HTTP status, OpenAI `type`, `code`):
     │   └── CostLimitExceeded        402  budget_exceeded        cost_limit_exceeded
     ├── RateLimited                  429  rate_limit_error       rate_limit_exceeded (+ retry-after)
     ├── UpstreamError                502  upstream_error         bad_gateway
+    │   ├── UpstreamNotFound         404  (the provider's)       (the provider's, else upstream_not_found)
     │   ├── UpstreamTimeout          504  upstream_error         upstream_timeout
     │   ├── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
     │   ├── CircuitOpen              503  service_unavailable    circuit_open (+ retry-after)
     │   └── EngineStarting           503  service_unavailable    engine_starting (+ retry-after)
     └── Unavailable                  503  service_unavailable    unavailable (+ retry-after)
+
+An error the provider answered keeps the provider's `type`, `code` and `param` (the instance's
+`type` and `code` replace the class's), so a client sees `context_length_exceeded` on `messages`
+as it would from the provider itself. Messages of errors costgate makes name no host, port or
+library: a client cannot act on them, and they describe the operator's network.
 
 Stages raise these; `error_response` turns one into a response. Anything else that escapes is
 a bug: the app's fallback handler logs it and answers 500 in the same shape.
@@ -34,12 +40,20 @@ class GatewayError(Exception):
     code: str | None = "internal_error"
 
     def __init__(
-        self, message: str, *, code: str | None = None, param: str | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: float | None = None,
+        error_type: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
             self.code = code
+        if error_type is not None:
+            self.type = error_type  # the provider's own type, kept (see the module's docstring)
         self.param = param
         self.retry_after = retry_after
 
@@ -96,6 +110,15 @@ class UpstreamError(GatewayError):
     type = "upstream_error"
     code = "bad_gateway"
     deployment_fault = True  # counts against the deployment's circuit breaker
+
+
+class UpstreamNotFound(UpstreamError):
+    """The provider answered 404: the upstream lacks the model or the path the deployment names
+    (a configuration matter, not the request's fault; a fallback may still answer)."""
+
+    status = 404
+    type = "invalid_request_error"
+    code = "upstream_not_found"
 
 
 class UpstreamTimeout(UpstreamError):

@@ -14,9 +14,10 @@ from typing import Any
 import orjson
 
 from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
-from gateway.providers.retry import Retryable, with_retries
+from gateway.providers.openai import ProviderError
+from gateway.providers.retry import Retryable, parse_retry_after, with_retries
 from gateway.request_fields import FieldPolicy
 
 
@@ -24,6 +25,9 @@ def _litellm() -> Any:
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
 
+    # Else litellm prints "Give Feedback / Get Help" and its provider list on the console for
+    # each error it maps: costgate's own log says what failed (gateway/access_log.py).
+    litellm.suppress_debug_info = True
     return litellm
 
 
@@ -49,31 +53,64 @@ def _unsupported(err: Exception, model: str) -> InvalidRequest:
     )
 
 
+# litellm prefixes its messages with its class names ("litellm.ContextWindowExceededError:
+# ContextWindowExceededError: ") and the provider's ("OpenAIException - "): neither means
+# anything to costgate's client.
+LITELLM_PREFIX = re.compile(r"^(?:\s*(?:litellm\.\w+|\w*(?:Exception|Error))\s*[:-]\s*)+")
+
+
+def _provider_message(err: Exception, secret: bytes) -> str:
+    """The provider's own words from a litellm error: its JSON error message when litellm
+    quoted one, without litellm's prefixes, the provider key redacted."""
+    text = LITELLM_PREFIX.sub("", str(getattr(err, "message", "") or ""))
+    quoted = text.find("{")
+    if quoted >= 0:
+        found = ProviderError.parse(text[quoted:].encode())
+        if found.message:
+            text = found.message
+    return redact(text.encode(), secret).decode() or "the upstream refused the request"
+
+
+def _retry_after(err: Exception) -> float | None:
+    """The provider's `retry-after`, which litellm keeps on the error's response headers."""
+    for headers in (
+        getattr(err, "litellm_response_headers", None),
+        getattr(getattr(err, "response", None), "headers", None),
+    ):
+        if headers is not None and hasattr(headers, "get"):
+            found = parse_retry_after(headers.get("retry-after"))
+            if found is not None:
+                return found
+    return None
+
+
 def _translate(err: Exception, secret: bytes, model: str = "") -> Exception:
-    """litellm's exception classes, as gateway errors. Only a bad request's message is relayed
-    (the client needs it to mend the request), with the provider key redacted: litellm quotes
-    the upstream's error body, and an upstream may echo the key there."""
+    """litellm's exception classes, as the gateway errors an OpenAI-compatible upstream's
+    answer would have given (gateway/providers/openai.py): the provider's message without
+    litellm's class names, `context_length_exceeded` on `messages`, a 429's `retry-after`."""
     litellm = _litellm()
-    name = type(err).__name__
     if isinstance(err, litellm.UnsupportedParamsError):
         return _unsupported(err, model)
     if isinstance(err, litellm.Timeout):
         return UpstreamTimeout("upstream timed out")
-    if isinstance(
-        err,
-        (
-            litellm.RateLimitError,
-            litellm.InternalServerError,
-            litellm.ServiceUnavailableError,
-            litellm.APIConnectionError,
-        ),
-    ):
-        status = 429 if isinstance(err, litellm.RateLimitError) else 503
-        return Retryable(f"upstream failed: {name}", status=status)
-    if isinstance(err, litellm.BadRequestError):
-        message = redact(str(getattr(err, "message", name)).encode(), secret).decode()
-        return InvalidRequest(f"upstream rejected the request: {message}", code="upstream_invalid_request")
-    return UpstreamError(f"upstream failed: {name}")
+    if isinstance(err, litellm.RateLimitError):
+        return Retryable("upstream answered 429", status=429, retry_after=_retry_after(err))
+    if isinstance(err, litellm.APIConnectionError):
+        return Retryable(f"cannot connect to the upstream of model {model!r}", code="upstream_unreachable")
+    if isinstance(err, (litellm.InternalServerError, litellm.ServiceUnavailableError)):
+        status = getattr(err, "status_code", 503)
+        return Retryable(f"upstream answered {status}", status=status, retry_after=_retry_after(err))
+    if isinstance(err, litellm.ContextWindowExceededError):
+        message = _provider_message(err, secret)
+        return InvalidRequest(message, code="context_length_exceeded", param="messages")
+    if isinstance(err, litellm.NotFoundError):
+        return UpstreamNotFound(_provider_message(err, secret))
+    if isinstance(err, (litellm.BadRequestError, litellm.UnprocessableEntityError)):
+        refused = InvalidRequest(_provider_message(err, secret), code="upstream_invalid_request")
+        refused.status = getattr(err, "status_code", 400)
+        return refused
+    status = getattr(err, "status_code", None)
+    return UpstreamError(f"upstream answered {status}" if isinstance(status, int) else "the upstream call failed")
 
 
 def _redacted(data: dict[str, Any], secret: bytes) -> tuple[bytes, dict[str, Any]]:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import orjson
 
 from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from gateway.providers import fast_post
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.fast_post import FastPost, environment_proxies
@@ -48,18 +49,51 @@ def not_a_stream() -> UpstreamError:
 # How long the rest of a stream's body may take once its last event is read (see OpenAIStream._drain).
 DRAIN_S = 1.0
 
-# Upstream statuses that mean the request itself is wrong: the client sees them as 400.
-CLIENT_FAULT = frozenset({400, 404, 409, 413, 422})
+# Upstream statuses that mean the request itself is wrong: the client gets them as they came.
+CLIENT_FAULT = frozenset({400, 409, 413, 422})
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderError:
+    """What a provider said in its error body: OpenAI's `{"error": {message, type, code, param}}`,
+    Anthropic's `{"type": "error", "error": {type, message}}`, or vLLM's older flat object."""
+
+    message: str | None = None
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+    @classmethod
+    def parse(cls, raw: bytes) -> ProviderError:
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return cls()
+        found = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(found, dict):
+            found = body if isinstance(body, dict) and "message" in body else {}
+        text = {k: v for k in ("message", "type", "code", "param") if isinstance(v := found.get(k), str) and v}
+        return cls(**text)
 
 
 def _upstream_message(raw: bytes) -> str:
-    try:
-        err = orjson.loads(raw).get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return err["message"]
-    except (orjson.JSONDecodeError, AttributeError):
-        pass
-    return "no error message"
+    return ProviderError.parse(raw).message or "no error message"
+
+
+def provider_refusal(status: int, raw: bytes) -> GatewayError:
+    """A provider's 4xx as the client gets it: the provider's status, message, type, code and
+    param, unprefixed, so an SDK reads `context_length_exceeded` on `messages` as from the
+    provider itself. A 404 (the upstream lacks the model or path) is the deployment's matter:
+    an `UpstreamError`, so a fallback may still answer."""
+    found = ProviderError.parse(raw)
+    message = found.message or f"the upstream refused the request with status {status}"
+    if status == 404:
+        return UpstreamNotFound(message, code=found.code, param=found.param, error_type=found.type)
+    err = InvalidRequest(
+        message, code=found.code or "upstream_invalid_request", param=found.param, error_type=found.type
+    )
+    err.status = status
+    return err
 
 
 def check_status(status: int, headers: Mapping[str, str], raw: bytes) -> None:
@@ -70,13 +104,22 @@ def check_status(status: int, headers: Mapping[str, str], raw: bytes) -> None:
         raise Retryable(
             f"upstream answered {status}", status=status, retry_after=parse_retry_after(headers.get("retry-after"))
         )
-    if status in CLIENT_FAULT:
-        raise InvalidRequest(
-            f"upstream rejected the request: {_upstream_message(raw)}", code="upstream_invalid_request"
-        )
+    if status in CLIENT_FAULT or status == 404:
+        raise provider_refusal(status, raw)
     # 401/403 mean the gateway's own provider key is wrong: the client cannot fix that,
     # and the upstream's message may quote the key, so it is not relayed.
     raise UpstreamError(f"upstream answered {status}")
+
+
+def unreachable(model: str) -> Retryable:
+    """A connect failure, in words that name the model, not the host, port or client library."""
+    return Retryable(f"cannot connect to the upstream of model {model!r}", code="upstream_unreachable")
+
+
+def connection_failed(model: str, err: httpx.TransportError) -> UpstreamError:
+    """A connection that broke after it was made: what happened, without the library's names."""
+    what = "sent a malformed answer" if isinstance(err, httpx.RemoteProtocolError) else "dropped the connection"
+    return UpstreamError(f"the upstream of model {model!r} {what}", code="upstream_connection_failed")
 
 
 def parse_json_object(raw: bytes) -> dict[str, Any]:
@@ -141,7 +184,8 @@ class OpenAIStream:
         except httpx.TimeoutException:
             raise UpstreamTimeout("upstream stream timed out") from None
         except httpx.TransportError as err:
-            raise UpstreamError(f"upstream stream broke: {type(err).__name__}", code="truncated_stream") from None
+            what = "sent a malformed stream" if isinstance(err, httpx.RemoteProtocolError) else "broke off"
+            raise UpstreamError(f"the upstream's stream {what}", code="truncated_stream") from None
         finally:
             await self._close()
 
@@ -214,12 +258,12 @@ class OpenAIProvider:
                         headers={"content-type": "application/json", **self._headers(call.endpoint)},
                     )
                     status, headers, raw = response.status_code, response.headers, response.content
-        except httpx.ConnectError as err:
-            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.ConnectError:
+            raise unreachable(self.name) from None
         except (httpx.TimeoutException, TimeoutError):
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
-            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+            raise connection_failed(self.name, err) from None
         raw = self.redact(raw)
         check_status(status, headers, raw)
         body = parse_json_object(raw)
@@ -239,12 +283,12 @@ class OpenAIProvider:
         )
         try:
             response = await self._client.send(request, stream=True)
-        except httpx.ConnectError as err:
-            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.ConnectError:
+            raise unreachable(self.name) from None
         except httpx.TimeoutException:
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
-            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+            raise connection_failed(self.name, err) from None
         if response.status_code >= 300:
             raw = self.redact(await response.aread())
             await response.aclose()
@@ -269,12 +313,12 @@ class OpenAIProvider:
                 finally:
                     response.close()
                 check_status(response.status, response.headers, raw)
-        except httpx.ConnectError as err:
-            raise Retryable(f"cannot connect to upstream: {err}", code="upstream_unreachable") from None
+        except httpx.ConnectError:
+            raise unreachable(self.name) from None
         except httpx.TimeoutException:
             raise UpstreamTimeout("upstream timed out") from None
         except httpx.TransportError as err:
-            raise UpstreamError(f"upstream connection failed: {type(err).__name__}") from None
+            raise connection_failed(self.name, err) from None
         if "text/event-stream" not in response.headers.get("content-type", ""):
             response.close()
             raise not_a_stream()

@@ -35,9 +35,7 @@ T = TypeVar("T")
 
 def replica_is_down(err: UpstreamError) -> bool:
     """A failure that says the replica itself is gone, not that this one call went wrong."""
-    return err.code == "upstream_unreachable" or err.message.startswith(
-        ("upstream connection failed", "cannot connect")
-    )
+    return err.code in ("upstream_unreachable", "upstream_connection_failed")
 
 
 class ReplicaSet:

@@ -4,13 +4,12 @@ come as `x-api-key` or a bearer token; errors are in Anthropic's shape."""
 
 from __future__ import annotations
 
-import secrets
-
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway import request_ids
 from gateway.apis.anthropic.errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_key, api_version
 from gateway.apis.anthropic.request import parse_count_tokens
@@ -31,7 +30,7 @@ async def count_tokens(request: Request) -> Response:
     """`{"input_tokens": n}`: tiktoken on the translated conversation and its tools (an estimate
     for models with another tokenizer, as costgate's own budget checks are)."""
     gateway = request.app.state.gateway
-    request_id = "req_" + secrets.token_hex(12)
+    request_id = request_ids.request_id(request.scope)
     try:
         principal = await gateway.keys.authenticate(api_key(request.headers))
         version = api_version(request.headers)

@@ -4,7 +4,6 @@ the pipeline; no route wires a policy of its own."""
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Protocol
@@ -15,6 +14,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway import request_ids
 from gateway.apis.anthropic.errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_key as anthropic_key
 from gateway.apis.anthropic.models import model_info, model_page
@@ -62,7 +62,7 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
     client speaks another API (gateway/compat): its reader translates the body inside the
     pipeline, and the shape answers in the client's API."""
     gateway = request.app.state.gateway
-    request_id = "req_" + secrets.token_hex(12)
+    request_id = request_ids.request_id(request.scope)  # the id RequestIds answers with
     headers = {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0", "x-costgate-cache": "miss"}
     try:
         principal = await gateway.keys.authenticate(api_key)

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, UpstreamError, UpstreamRateLimited, UpstreamTimeout
+from gateway.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
 from gateway.providers.base import UpstreamCall
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.retry import MAX_RETRY_AFTER_S, Retryable, backoff_s, parse_retry_after, with_retries
@@ -91,7 +91,7 @@ async def test_provider_retries_429_honouring_retry_after_then_succeeds() -> Non
     "status, error, relayed",
     [
         (400, InvalidRequest, True),
-        (404, InvalidRequest, True),
+        (404, UpstreamNotFound, True),  # issue 28: a 404 with its message, not a 400 blaming the request
         (401, UpstreamError, False),  # a 401's message may quote the gateway's provider key: never relayed
     ],
 )
