@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from engine import cli as engine_cli
 from gateway import cascade_cli, db_cli, distill_cli
+from gateway.access_log import configure_logging
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
 
@@ -62,6 +63,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.config)
+        configure_logging(args.log_level, (args.log_format or settings.log_format) == "json")
         # A taken port is said before the app writes its admin key and database.
         busy = _listen_error(args.host, args.port)
         # Building the app checks what the schema cannot (fallbacks that exist, engine blocks,
@@ -89,7 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         loop="uvloop",
         http=http,
-        access_log=False,
+        access_log=False,  # costgate's own access log has one line a request (gateway/access_log.py)
+        log_config=None,  # uvicorn's lines go through the handler configure_logging set (text or JSON)
         log_level=args.log_level,
         timeout_graceful_shutdown=10,
     )
@@ -103,7 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: embedded defaults)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=4000)
-    serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"], type=str.lower
+    )
+    serve.add_argument(
+        "--log-format", choices=["text", "json"], help="log lines as text or JSON (default: the config's log_format)"
+    )
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
     distill_cli.add_commands(commands)  # `costgate distill export` (issue 13)
@@ -114,10 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # httpx logs every upstream request at INFO: a formatted, written line per request on the
-    # hot path (the access log is off for the same reason). Its warnings still show.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
+    # hot path; configure_logging shows its lines only at debug. `serve` sets its own level.
+    configure_logging("info", json_lines=False)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate.py says what changed, in one line
     args = build_parser().parse_args(argv)
     return args.run(args)

@@ -178,6 +178,7 @@ class RequestContext:
     status_code: int = 200
     error: str | None = None
     first_token_at: float | None = None
+    cascade_tier: int | None = None  # the cascade tier whose answer the client got (0: the cheapest)
     finished_at: float | None = None
     wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
@@ -242,6 +243,12 @@ class RequestContext:
         self.saved += in_picos(billed.cost) - charged  # the lane's discount
         self.provider_cache_saved += in_picos(billed.cache_saved)
         self.provider_tier_saved += in_picos(billed.tier_saved)
+
+    def client_left(self) -> None:
+        """The client disconnected before the answer ended: 499, nginx's "client closed request"
+        (charged what the upstream produced until then; no cache keeps a cut answer)."""
+        if self.status_code < 400:
+            self.status_code, self.error = 499, "the client disconnected before the answer ended"
 
     def finish(self) -> None:
         if self.finished_at is None:

@@ -155,6 +155,11 @@ class Pipeline:
                 yield chunk
                 if watch is not None:  # once the chunk is sent: journaling never delays a chunk
                     watch.relayed()
+        except (GeneratorExit, anyio.get_cancelled_exc_class()):
+            # The client went away mid-stream (the server cancels or closes the stream): its row
+            # and log line must not read like a short, whole answer.
+            ctx.client_left()
+            raise
         finally:
             # Shielded: when the client disconnects, the stream is cancelled, and settling
             # (releasing the reservation, writing the ledger row) must still run to the end.

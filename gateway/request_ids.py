@@ -7,17 +7,28 @@ is made here, once, at the edge, and kept in the ASGI scope's state: the pipelin
 context takes it (`request_id(scope)`), so the header, `x-costgate-request-id`, the ledger row,
 the access-log line and the trace all carry the same id. An answer that already names an id in
 its API's header (an Anthropic error body quotes it too) keeps its own.
+
+It also writes the access-log line of every request the pipeline did not log itself (a refused
+key, `/v1/models`, the admin API): the pipeline's requests are marked (`mark_logged`) and get
+their fuller line when they settle (gateway/access_log.py). Health checks, metrics scrapes and
+the dashboard's pages log at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
+import time
 from collections.abc import MutableMapping
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway.access_log import log_edge
+
 STATE_KEY = "costgate.request_id"
+LOGGED_KEY = "costgate.logged"  # the pipeline writes this request's access-log line
+API_PREFIXES = ("/v1/", "/admin/")  # logged at INFO; the rest (health, metrics, the dashboard) at DEBUG
 OPENAI_HEADER = b"x-request-id"
 ANTHROPIC_HEADER = b"request-id"
 CLIENT_HEADER = b"x-client-request-id"
@@ -33,6 +44,13 @@ def request_id(scope: MutableMapping[str, Any]) -> str:
     state = scope.get("state")
     found = state.get(STATE_KEY) if isinstance(state, dict) else None
     return found if isinstance(found, str) else new_request_id()
+
+
+def mark_logged(scope: MutableMapping[str, Any]) -> None:
+    """The pipeline has this request: its access-log line comes when it settles."""
+    state = scope.get("state")
+    if isinstance(state, dict):
+        state[LOGGED_KEY] = True
 
 
 def id_headers(scope: Scope, rid: str) -> list[tuple[bytes, bytes]]:
@@ -58,19 +76,29 @@ class RequestIds:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         rid = new_request_id()
         state = scope.get("state")
         if not isinstance(state, dict):
             state = scope["state"] = {}
         state[STATE_KEY] = rid
         extra = id_headers(scope, rid)
+        status = 500  # what the server answers when the app fails before it starts a response
 
         async def send_with_id(message: Message) -> None:
+            nonlocal status
             if message["type"] == "http.response.start":
+                status = message["status"]
                 headers = list(message.get("headers", ()))
                 present = {name.lower() for name, _ in headers}
                 headers.extend(h for h in extra if h[0] not in present)
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, send_with_id)
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if not state.get(LOGGED_KEY):
+                path = scope["path"]
+                level = logging.INFO if path.startswith(API_PREFIXES) else logging.DEBUG
+                log_edge(rid, scope["method"], path, status, started, level)

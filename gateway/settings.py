@@ -254,6 +254,7 @@ class Settings(_Strict):
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
     log_prompts: bool = False
+    log_format: Literal["text", "json"] = "text"  # the process's log lines (gateway/access_log.py)
     teams: dict[str, TeamConfig] = Field(default_factory=dict)  # by team name or id
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)  # issue 3: budgets, plans, limits, alerts
     plans: dict[str, PlanSettings] = Field(default_factory=dict)

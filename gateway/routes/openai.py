@@ -99,6 +99,7 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
     )
     if shape is not None:
         ctx.read_body = partial(shape.read, ctx, body)
+    request_ids.mark_logged(request.scope)  # its access-log line comes when it settles
     return await gateway.pipeline.handle(ctx)
 
 

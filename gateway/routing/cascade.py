@@ -175,6 +175,7 @@ class CascadeTarget:
 
     def _deliver(self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None) -> Response:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
+        ctx.cascade_tier = answer.tier
         ctx.response_body = answer.body
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
         last = self.tiers[-1]  # what the last tier had cost for the same tokens
@@ -211,6 +212,7 @@ class CascadeTarget:
             self._failed(ctx, dep, err)
             raise
         self.services.breakers.record(dep.name, True, breaker_team(ctx))
+        ctx.cascade_tier = len(self.tiers) - 1
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         ctx.after_settle.append(lambda: self.tally.count(ctx, True, ctx.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1

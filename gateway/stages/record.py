@@ -1,4 +1,4 @@
-"""Stage: once the answer is complete, one ledger row and the metrics for it.
+"""Stage: once the answer is complete, one ledger row, the metrics and the access-log line for it.
 
 Only requests with a valid key get a row (refused or not): a request without one is counted
 in `costgate_unauthenticated_requests`, so nobody can fill the ledger's disk without a key."""
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from gateway.access_log import log_request
 from gateway.context import RequestContext
 from gateway.metrics import Metrics
 from gateway.storage.ledger import LedgerRow, LedgerWriter
@@ -21,6 +22,7 @@ class Record:
         return None
 
     async def settle(self, ctx: RequestContext) -> None:
+        log_request(ctx)
         if ctx.principal is None:
             self.metrics.unauthenticated.labels("v1").inc()
             return
