@@ -8,13 +8,22 @@ in docs/engine.md); when the start is known to need longer it is answered at onc
 (they wait and retry) — and the start goes on in the background. A model with `fallbacks`
 does not wait at all: its fallback answers while the engine starts.
 
-The expected remaining time comes from the last start's measured duration; before any start
-has been measured there is no estimate, and the request waits its bound.
+The expected remaining time comes from a measured start of the same kind: a process's first
+start (cold: nothing of vLLM in the page cache; the bundled model is converted first) takes
+about twice as long as a restart after an idle shutdown (82 s against 35 s here), so a restart
+is estimated from the last restart, never from the first start. The first start is estimated
+from the model's configured `expected_start_s` (the bundled model has one); with neither there
+is no estimate, and the request waits its bound.
+
+`retry-after` stays within what the SDKs honour: openai-python 1.x and 2.x take at most 60 s
+(a longer one is replaced by a sub-second backoff that spends the retry), 3.x at most 120 s.
 """
 
 from __future__ import annotations
 
 import math
+
+MAX_RETRY_AFTER_S = 60.0  # the longest retry-after every openai / anthropic SDK honours
 
 
 class EngineStarting(Exception):
@@ -45,7 +54,8 @@ def wait_bound(remaining: float | None, start_wait_s: float) -> float | None:
 
 
 def retry_after(remaining: float | None, start_wait_s: float) -> float:
-    """What to tell a client that could not wait: the expected remaining start, else the bound."""
-    if remaining is None:
+    """What to tell a client that could not wait: the expected remaining start, at most what the
+    SDKs honour; else (no estimate, or a start overdue: the estimate was wrong) the bound."""
+    if remaining is None or remaining < 1.0:
         return max(1.0, start_wait_s)
-    return max(1.0, remaining)
+    return min(remaining, MAX_RETRY_AFTER_S)

@@ -92,6 +92,8 @@ class EngineSettings:
     extra_args: tuple[str, ...] = ()
     idle_shutdown_s: float | None = 600.0
     start_wait_s: float = 20.0  # the most a request waits for a starting engine (engine/cold_start.py)
+    start_at_serve: bool = True  # start the engine with the gateway, not at the first request
+    expected_start_s: float | None = None  # the first start's length before one is measured (cold_start.py)
     startup_timeout_s: float = 900.0
     health_interval_s: float = 2.0
     restart_backoff_s: float = 1.0
@@ -122,6 +124,8 @@ class EngineSettings:
         speculative_config(settings.speculative)  # validate early: a bad block fails at start-up
         if settings.gpu_hour_usd < 0:
             raise ValueError("gpu_hour_usd cannot be negative")
+        if settings.expected_start_s is not None and settings.expected_start_s < 0:
+            raise ValueError("expected_start_s cannot be negative")
         if settings.start_wait_s < 0 or (settings.max_model_len is not None and settings.max_model_len < 1):
             raise ValueError("start_wait_s cannot be negative, max_model_len must be positive")
         Smoothing(settings.rate_evidence_tokens, settings.rate_weight, settings.rate_max_step)  # raises if bad

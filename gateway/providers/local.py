@@ -14,6 +14,7 @@ model whose chat template has no place for them get a 400 that says so (engine/m
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -38,6 +39,7 @@ from gateway.settings import ModelConfig
 from policies.pricing import Usage
 
 T = TypeVar("T")
+log = logging.getLogger("costgate.engine")
 DEFAULT_OUTPUT_WEIGHT = 256  # outstanding-token weight of a call that names no max_tokens
 
 
@@ -90,16 +92,18 @@ def uses_tools(call: UpstreamCall) -> bool:
 
 
 def tools_refusal(name: str, tool_parser: str | None, configured: str | None, facts: ModelFacts) -> str | None:
-    """Why `name` takes no tools, in words a client can act on (None: it takes them)."""
+    """Why `name` takes no tools, in words a client can act on (None: it takes them). The source
+    is named by its file name only: where the server keeps its models is not the client's to know."""
     if tool_parser:
         return None
+    source = Path(facts.source).name
     if configured == "none":
         why = "tools are turned off for it (engine.tool_parser: none)"
     elif facts.chat_template is None:
-        why = f"no chat template was found for it ({facts.source})"
+        why = f"no chat template was found for it (from the model's {source})"
     else:
         why = (
-            f"its chat template ({facts.source}) has no place for them, so the model would never see "
+            f"its chat template (from the model's {source}) has no place for them, so the model would never see "
             "them, and it has no tool-call format to read an answer from"
         )
     return (
@@ -133,8 +137,13 @@ class LocalProvider:
             url = await self.replica.ensure_ready(wait)
         except cold_start.EngineStarting as err:
             raise EngineStarting(str(err), retry_after=err.retry_after_s) from None
-        except EngineUnavailable as err:
-            raise Unavailable(str(err), code="engine_unavailable", retry_after=30) from None
+        except EngineUnavailable as err:  # its cause names files of the server: the operator's log has it
+            log.warning("%s", err)
+            raise Unavailable(
+                f"the local engine for {self.name} could not start (the gateway's log says why)",
+                code="engine_unavailable",
+                retry_after=30,
+            ) from None
         if self._upstream is None or self._upstream_url != url:  # a restart moves the engine to a new port
             if self._upstream is not None:
                 await self._upstream.aclose()
@@ -182,6 +191,14 @@ class LocalProvider:
             raise
         return CountedStream(self, stream, tokens)
 
+    def start_at_serve(self) -> bool:
+        """The gateway is starting: begin the engine's start now, unless it waits for a request.
+        True when a start began."""
+        if not self.replica.settings.start_at_serve:
+            return False
+        self.replica.start_soon()
+        return True
+
     async def aclose(self) -> None:
         if self._upstream is not None:
             await self._upstream.aclose()
@@ -192,7 +209,7 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
     """The provider of a `provider: local` model with no `api_base`: a bundled embedding model
     in-process, or a chat model whose engine costgate runs. What would only fail at the engine's
     first start fails here, as a config error (ValueError)."""
-    from engine.default_model import resolve_model
+    from engine.default_model import expected_first_start, resolve_model
 
     raw = dict(config.engine)
     data = Path(str(raw.pop("data_dir", data_dir)))
@@ -208,7 +225,9 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
         else (None if settings.tool_parser == "none" else settings.tool_parser)
     )
     log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
-    replica = Replica(LaunchSpec(config.upstream_model, str(path), settings, parser), log_dir, prepare=prepare)
+    first_start_s = expected_first_start(config.upstream_model, path, settings.expected_start_s)
+    spec = LaunchSpec(config.upstream_model, str(path), settings, parser)
+    replica = Replica(spec, log_dir, prepare=prepare, first_start_s=first_start_s)
     return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))
 
 

@@ -35,7 +35,9 @@ def test_expected_remaining(last_start: float | None, started_for: float | None,
         (None, 20.0, 20.0, 20.0),  # no estimate: wait the bound, then retry after another bound
         (10.0, 20.0, 20.0, 10.0),  # due within the bound: wait
         (40.0, 20.0, None, 40.0),  # would exceed it: answer now, retry when it is due
-        (0.2, 20.0, 20.0, 1.0),  # retry-after is whole seconds, at least one
+        (0.2, 20.0, 20.0, 20.0),  # overdue after the wait: the estimate was wrong, retry after the bound
+        (1.5, 20.0, 20.0, 1.5),
+        (400.0, 20.0, None, 60.0),  # never past 60 s: the SDKs replace a longer one with a short backoff
         (None, 0.0, 0.0, 1.0),  # a model with fallbacks waits not at all
         (5.0, 0.0, None, 5.0),
     ],
@@ -45,7 +47,7 @@ def test_wait_bound_and_retry_after(remaining: float | None, bound: float, wait:
     assert retry_after(remaining, bound) == retry
 
 
-def _gated_replica(tmp_path: Path, gate: Path) -> Replica:
+def _gated_replica(tmp_path: Path, gate: Path, first_start_s: float | None = None) -> Replica:
     settings = {
         "health_interval_s": 0.1,
         "warm_up": False,
@@ -53,7 +55,8 @@ def _gated_replica(tmp_path: Path, gate: Path) -> Replica:
         "idle_shutdown_s": None,
         "extra_args": ["--stand-in-ready-file", str(gate)],
     }
-    return Replica(LaunchSpec("m", "/none", EngineSettings.parse(settings)), tmp_path, cpu=True, server_module=STAND_IN)
+    spec = LaunchSpec("m", "/none", EngineSettings.parse(settings))
+    return Replica(spec, tmp_path, cpu=True, server_module=STAND_IN, first_start_s=first_start_s)
 
 
 async def test_a_request_waits_its_bound_then_gets_a_retry_after_while_the_start_goes_on(tmp_path: Path) -> None:
@@ -102,3 +105,39 @@ async def test_stopping_while_an_engine_starts_leaves_no_process(tmp_path: Path)
     proc = replica._proc
     await replica.stop()
     assert proc.returncode is not None and replica.state is State.STOPPED
+
+
+async def test_a_restart_is_estimated_from_restarts_never_from_the_first_start(tmp_path: Path) -> None:
+    """The first start (cold, the bundled model converted first) took 82 s here and a restart
+    after an idle shutdown 35 s: a retry-after from the first start sent the SDK away for 47 s
+    too long. The first start is estimated from its configured prior, the first restart not at
+    all (the request waits its bound), later ones from the last restart."""
+    gate = tmp_path / "ready"
+    replica = _gated_replica(tmp_path, gate, first_start_s=500.0)
+    try:
+        with pytest.raises(EngineStarting) as refused:  # the prior says 500 s: no wait, come back in 60
+            await replica.ensure_ready(wait_s=20)
+        assert refused.value.retry_after_s == 60.0
+        await asyncio.sleep(1.0)  # a first start longer than the restarts below
+        gate.touch()
+        await replica.ensure_ready()  # (no bound: the prior would refuse it)
+        first = replica.last_start_s
+        assert first is not None and first >= 1.0
+        await replica.stop()  # the idle shutdown
+        gate.unlink()
+        with pytest.raises(EngineStarting):
+            await replica.ensure_ready(wait_s=0.2)  # waited its bound: no estimate to refuse at once on
+        assert replica.expected_start_remaining() is None
+        gate.touch()
+        await replica.ensure_ready(wait_s=60)
+        restart = replica.restart_s
+        assert restart is not None and restart < first
+        await replica.stop()
+        gate.unlink()
+        replica.start_soon()
+        remaining = replica.expected_start_remaining()
+        assert remaining is not None and remaining <= restart
+        gate.touch()
+        await replica.ensure_ready(wait_s=60)
+    finally:
+        await replica.stop()

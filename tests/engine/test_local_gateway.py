@@ -120,7 +120,7 @@ def wait_engine(gw: GatewayProcess, name: str, state: str) -> dict:
     ],
 )
 def test_tools_to_a_model_without_tool_support_get_a_400_that_names_it(
-    gw: GatewayProcess, client: openai.OpenAI, messages: list | None
+    gw: GatewayProcess, client: openai.OpenAI, messages: list | None, work: Path
 ) -> None:
     tools = {"tools": TOOLS} if messages is None else {}
     starts = engine(gw, "smol")["starts"]
@@ -130,7 +130,8 @@ def test_tools_to_a_model_without_tool_support_get_a_400_that_names_it(
         )
     error = refused.value
     assert error.code == "tools_not_supported" and error.param == "tools"
-    assert "model 'smol' does not support tools: its chat template" in error.message
+    assert "model 'smol' does not support tools: its chat template (from the model's config.json)" in error.message
+    assert str(work) not in error.message  # no path of the server's disk
     assert "enable-auto-tool-choice" not in error.message and "tool-call-parser" not in error.message
     assert engine(gw, "smol")["starts"] == starts  # refused before the engine was asked (or started)
     answer = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": "hi"}])
