@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine import cli as engine_cli
-from gateway import cascade_cli, db_cli, distill_cli
+from gateway import admin_cli, cascade_cli, db_cli, distill_cli
 from gateway.access_log import configure_logging
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cache_commands(commands, team_labels)  # `costgate cache calibrate FILE | --team NAME` (issues 4, 12)
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     db_cli.add_commands(commands)  # `costgate db upgrade | current` (issue 28)
+    admin_cli.add_commands(commands)  # `costgate teams | keys | budgets ...`: the admin API (issue 28)
     return parser
 
 
