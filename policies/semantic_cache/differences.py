@@ -326,10 +326,10 @@ def added_words(a: Parsed, b: Parsed) -> tuple[int, int]:
 def _only_in(a: Parsed, b: Parsed) -> frozenset[str]:
     """Content words of `a` that `b` lacks; numbers are `number_difference`'s to compare."""
     words = a.content - joined_pieces(a.tokens, a.compounds, b.content)
-    return unmatched(frozenset(w for w in words if not _is_number(w)), b.content, b.compounds)
+    return unmatched(frozenset(w for w in words if not is_number(w)), b.content, b.compounds)
 
 
-def _is_number(word: str) -> bool:
+def is_number(word: str) -> bool:
     return NUMBER.fullmatch(word) is not None or word in NUMBER_WORDS
 
 

@@ -4,17 +4,21 @@
 
 Vetoes are differences the adjudication rule names as changing the answer whatever else the
 pair shares: another number or unit, a negation on one side, a name where the other side has
-another word, swapped roles, other CJK characters. The rest are features whose weights are
-learned: a qualifier on one side only, the kind of question, an extra sub-question, a name
-added as context. (A count of the words on one side only is no feature: with the cosine it
-said nothing more on the labelled data, and a paraphrase that rewords much yet keeps a high
-cosine made its weight point the wrong way.)
+another word, swapped roles, other CJK characters; and (`contrasts`, issue 27) a question that
+points at context its text lacks, a negation more on one side, two spans trading places ("from
+A to B" / "from B to A"), one word swapped for another that is not the same word ("before" /
+"after", "buy" / "sell"). The rest are features whose weights are learned: a qualifier on one
+side only, the kind of question, an extra sub-question, a name added as context. (A count of
+the words on one side only is no feature: with the cosine it said nothing more on the labelled
+data, and a paraphrase that rewords much yet keeps a high cosine made its weight point the
+wrong way.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from policies.semantic_cache import contrasts as c
 from policies.semantic_cache import differences as d
 from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.text import tokens
@@ -29,9 +33,13 @@ FEATURE_MAX = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0])
 VETOES = {
     "number_difference": d.number_difference,
     "negation_difference": d.negation_difference,
+    "points_outside": lambda a, b: c.points_outside(a) or c.points_outside(b),
+    "negation_count": lambda a, b: c.negations(a) != c.negations(b),
     "cjk_difference": lambda a, b: d.cjk_difference(a, b) > 0,
     "entity_substitution": d.entity_substitution,
     "role_swap": d.role_swap,
+    "reversed_order": c.reversed_order,
+    "swapped_words": lambda a, b: bool(c.swapped_words(a, b)),
 }
 
 

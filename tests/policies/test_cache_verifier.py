@@ -155,7 +155,8 @@ def test_fit_logistic_separates_a_simple_problem_on_any_scale() -> None:
 
 
 def synthetic(n_queries: int) -> list[Labelled]:
-    """Queries, each with a paraphrase (same) and a query about another thing (different)."""
+    """Queries, each with a paraphrase (same) and a query that asks for more (different: one
+    word swapped for another is vetoed, so the model would never see it)."""
     things = [
         f"{verb} {noun}"
         for verb in ("cook", "buy", "fix", "paint", "clean", "sell", "store", "carry")
@@ -166,7 +167,7 @@ def synthetic(n_queries: int) -> list[Labelled]:
         thing, other = things[i % len(things)], things[(i * 7 + 3) % len(things)]
         city = ("Paris", "Lima", "Oslo", "Kyiv", "Cairo")[i % 5]
         out.append(Labelled(f"How do I {thing} in {city}?", f"How can I {thing} in {city}?", True))
-        out.append(Labelled(f"How do I {thing} in {city}?", f"How do I {other} in {city}?", thing == other))
+        out.append(Labelled(f"How do I {thing} in {city}?", f"How do I {thing} and {other} in {city}?", False))
     return out
 
 
