@@ -7,12 +7,13 @@ no cosine, of the questions or of the changed words, can tell "required" for "ne
 "after" for "before". What can be read from the two texts is *how* they differ:
 
 - **a word swapped for another**: aligned token by token, somewhere the two questions differ
-  by one word against one word, and the two are not forms of one word (an inflection, a
-  spelling variant, a listed synonym: `variant_form`), or one is the other's `opposite_form`
-  ("possible" / "impossible"). A rewording that changes several words at once ("to contact" /
-  "in touch with") is no swap: it is left to the verifier's model. One word for one word is
-  how an opposite is asked ("for" / "against", "all" / "some", "best" / "worst"), and a
-  paraphrase that does it too ("needed" / "required") costs a hit, never a wrong one;
+  by one or two words against as many, and a word there stands against one that is not a form
+  of it (an inflection, a spelling variant, a listed synonym: `variant_form`) or is its
+  `opposite_form` ("possible" / "impossible"). A rewording that changes more at once ("to
+  contact" / "in touch with") is no swap: it is left to the verifier's model. A word for a
+  word is how an opposite is asked ("for" / "against", "all" / "some", "speed up" / "slow
+  down"), and a paraphrase that does it too ("needed" / "required") costs a hit, never a
+  wrong one;
 - **a negation more on one side**, even when both have one ("... without a code" / "how can't
   I ... without a code");
 - **spans trading places**: the same words, two of them (or two names) in each other's place
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import difflib
 
-from policies.semantic_cache.differences import NEGATIONS, Parsed, is_number
+from policies.semantic_cache.differences import NEGATIONS, Parsed, is_number, numbers
 from policies.semantic_cache.text import FUNCTION_WORDS, same_word
 
 # Words that point at something outside the question's text: a position in a document or a
@@ -76,6 +77,7 @@ STRUCTURAL = frozenset(
     that there here also really actually just very please""".split()
 )
 FROM, TOWARDS = frozenset({"from"}), frozenset({"to", "into", "towards", "toward", "onto"})
+MAX_SWAP = 2  # words against as many words, each against its own: "speed up" / "slow down"
 MAX_SPAN = 4  # the longest span (in words) considered for trading places, and between them
 MAX_TOKENS = 64  # longer texts are not searched for spans that trade places
 
@@ -142,19 +144,23 @@ def _differing(a: Parsed, b: Parsed) -> list[tuple[tuple[str, ...], tuple[str, .
 
 
 def swapped_words(a: Parsed, b: Parsed) -> list[tuple[str, str]]:
-    """The places where one word of `a` stands against one other word of `b` that may mean
-    something else: two content words that are not forms of one word, a content word against
-    a function word that is not `STRUCTURAL` ("for" / "against", "some" / "all", "best" /
-    "worst"), a word against its `opposite_form`, or "from" against "to". Other function words
-    trading for each other ("to" / "for", "what" / "how") or a structural one for a content
-    word ("my" / "text": the sentence was rebuilt around it) are the verifier model's to
-    weigh."""
-    return [(x[0], y[0]) for x, y in _differing(a, b) if len(x) == 1 == len(y) and _contrast(x[0], y[0])]
+    """Words of `a` that stand against other words of `b` where the two differ by at most
+    `MAX_SWAP` words against as many, each word against its own: two content words that are not
+    forms of one word, a content word against a function word that is not `STRUCTURAL`
+    ("for" / "against", "some" / "all", "best" / "worst"), a word against its
+    `opposite_form`, or "from" against "to". Other function words trading for each other ("to"
+    / "for", "what" / "how") or a structural one for a content word ("it" / "walking": the
+    sentence was rebuilt around it) are the verifier model's to weigh."""
+    return [
+        (u, v) for x, y in _differing(a, b) if len(x) == len(y) <= MAX_SWAP for u, v in zip(x, y) if _contrast(u, v)
+    ]
 
 
 def _contrast(x: str, y: str) -> bool:
+    if is_number(x) and is_number(y):  # "zero factorial (0!)" / "zero factorial (1!)": a set
+        return numbers([x]) != numbers([y])  # of numbers can stay the same; "five" is "5"
     if is_number(x) or is_number(y):
-        return False  # `differences.number_difference` compares numbers ("five" is "5")
+        return False  # a number on one side only: `differences.number_difference` refuses it
     if opposite_form(x, y):
         return True
     function_x, function_y = x in FUNCTION_WORDS, y in FUNCTION_WORDS
@@ -177,7 +183,7 @@ def reversed_order(a: Parsed, b: Parsed) -> bool:
             for m in range(1, MAX_SPAN + 1):
                 end = start + n + gap + m
                 first, between, last = x[start : start + n], x[start + n : end - m], x[end - m : end]
-                if end > len(x) or first == last or set(between) <= LIST_WORDS:
+                if end > len(x) or first == last or set(between) - ARTICLES <= LIST_WORDS:
                     continue  # a list in another order ("Trump or Clinton") asks the same
                 if y[start:end] == last + between + first and x[end:] == y[end:]:
                     return True

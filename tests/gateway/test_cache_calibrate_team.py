@@ -21,10 +21,11 @@ from tests.conftest import standard_models
 from tests.support import ROOT, FakeUpstream, GatewayProcess, _env
 
 SEM = {"semantic": True, "max_false_hit_rate": 0.25}
-# (stored, asked, verdict): pairs the shipped verifier serves at a 25% bound
+# (stored, asked, verdict): pairs the shipped verifier serves at a 25% bound (an item added:
+# "change" / "reset" and "disable" / "enable", one word swapped, it no longer serves at all)
 PAIRS = [
-    ("How do I change my password?", "How do I reset my password?", "wrong"),
-    ("How do I disable two-factor authentication?", "How do I enable two-factor authentication?", "wrong"),
+    ("How do I change my password?", "How do I change my password and username?", "wrong"),
+    ("What is the best laptop for programming?", "What is the best laptop for programming and gaming?", "wrong"),
     ("How do I learn Rust quickly?", "How can I learn Rust quickly?", "right"),
 ]
 BASE_ROWS = 800  # of the repository's hand-judged candidates (bench/data): enough to fit, quick to embed
