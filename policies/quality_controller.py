@@ -143,6 +143,7 @@ class QualityController:
         self.rejected = False  # the traffic contradicts the calibration, which is set aside
         self.feedback: tuple[TeamVerdicts, ...] | None = None  # each team's verdicts on the last tier's answers
         self.promised: float | None = None  # the threshold the calibration alone certifies
+        self.held: str | None = None  # why a cascade that would skip keeps learning (a scorer may yet be fitted)
         self._mode = Mode.LEARNING  # until the first decision
         self._resolve_last()
         self._update()
@@ -171,6 +172,13 @@ class QualityController:
             return
         self.feedback = feedback
         self._resolve_last()
+        self._update()
+
+    def keep_learning(self, why: str | None) -> None:
+        """Learn (escalate every request, each a sample) rather than skip the cheap tier, while
+        the cascade's learner says a scorer fitted on the samples may yet certify (`why`, in
+        words); None: the learner says none can, and the controller decides as it would."""
+        self.held = why
         self._update()
 
     @property
@@ -259,6 +267,8 @@ class QualityController:
                 ),
             )
         best = found.at(int(np.argmax(found.lower)))
+        if self.held is not None:
+            return Mode.LEARNING, None, f"escalating every request: {self.held}"
         if worth_trying(found, p.target, p.min_accept):
             return (
                 Mode.LEARNING,

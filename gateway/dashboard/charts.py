@@ -138,3 +138,37 @@ def meter(parts: Sequence[tuple[str, Decimal, str]], limit: Decimal, *, width: i
             x = end
     out.append("</svg>")
     return "".join(out)
+
+
+def curve_lines(
+    points: Sequence[tuple[float, Sequence[float | None]]], names: Sequence[str], *, width: int = 480, height: int = 160
+) -> str:
+    """Lines over a shared x axis (e.g. a cascade's learning curve: cost and quality, as shares
+    from 0 to 1.2, over the first requests). `points` are (x, one y per name; None: no point)."""
+    if not points:
+        return ""
+    pad, top = 36, 1.2
+    x_max = max(x for x, _ in points) or 1.0
+
+    def at(x: float, y: float) -> str:
+        px = pad + (width - pad - 8) * x / x_max
+        py = height - 18 - (height - 26) * min(max(y, 0.0), top) / top
+        return f"{px:.1f},{py:.1f}"
+
+    parts = [
+        f'<svg class="chart curve" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(", ".join(names))} over {int(x_max)} requests">'
+    ]
+    for tick in (0.0, 0.5, 1.0):
+        y = at(0, tick).split(",")[1]
+        parts.append(f'<line x1="{pad}" x2="{width - 8}" y1="{y}" y2="{y}" stroke="#e5e7eb"/>')
+        parts.append(f'<text x="2" y="{y}" font-size="10">{tick:.0%}</text>')
+    for i, name in enumerate(names):
+        line = " ".join(at(x, ys[i]) for x, ys in points if ys[i] is not None)  # type: ignore[arg-type]
+        colour = PALETTE[i % len(PALETTE)]
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" points="{line}"/>')
+        parts.append(
+            f'<text x="{pad + 4 + 120 * i}" y="{height - 2}" font-size="10" fill="{colour}">{escape(name)}</text>'
+        )
+    parts.append(f'<text x="{width - 60}" y="{height - 2}" font-size="10">{int(x_max)} requests</text></svg>')
+    return "".join(parts)

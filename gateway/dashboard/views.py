@@ -10,7 +10,7 @@ from starlette.responses import RedirectResponse, Response
 
 from gateway.dashboard.admin_client import AdminClient
 from gateway.dashboard.budget_view import budget_rows
-from gateway.dashboard.charts import stacked_bars, top_series
+from gateway.dashboard.charts import curve_lines, stacked_bars, top_series
 from gateway.dashboard.pages import Pages
 from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import Window
@@ -92,7 +92,8 @@ class Views:
         reply = await self.admin.call("GET", "/admin/cascades")
         rows = reply.body.get("data", []) if reply.ok and isinstance(reply.body, dict) else []
         missing = None if reply.ok else f"GET /admin/cascades answered {reply.status}: {reply.error}"
-        return self._render("cascades.html", session, page="cascades", cascades=rows, missing=missing)
+        charts = {c.get("name"): learning_chart(c.get("learning_curve") or []) for c in rows if isinstance(c, dict)}
+        return self._render("cascades.html", session, page="cascades", cascades=rows, missing=missing, curves=charts)
 
     async def requests(self, session: Session, window: Window) -> Response:
         return self._render(
@@ -190,3 +191,14 @@ class Views:
         if not reply.ok:
             return await self.budgets(session, error=reply.error, status=reply.status)
         return RedirectResponse("/admin/ui/budgets", status_code=303)
+
+
+def learning_chart(curve: list[dict]) -> str:
+    """A cascade's learning curve (GET /admin/cascades `learning_curve`) as an inline chart: its
+    cost against the last tier alone, and the quality its controller estimated, with the bound."""
+    points = [
+        (float(p["requests"]), (p.get("cost_ratio"), p.get("quality"), p.get("quality_lower_bound")))
+        for p in curve
+        if isinstance(p, dict) and isinstance(p.get("requests"), int)
+    ]
+    return curve_lines(points, ("cost vs last tier", "quality (est.)", "quality lower bound"))

@@ -74,6 +74,19 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
         "always_last_tier_usd": format_usd(t.always_last),
         "shadow_usd": format_usd(t.shadow),
         "saved_usd": format_usd(t.saved),
+        # the learning curve: cost against the last tier alone and the estimated quality, over the first requests
+        "learning_curve": [
+            {
+                "requests": p.requests,
+                "cost_ratio": p.cost_ratio,
+                "escalation_rate": p.escalation_rate,
+                "mode": p.mode,
+                "threshold": p.threshold,
+                "quality": p.quality,
+                "quality_lower_bound": p.quality_lower_bound,
+            }
+            for p in t.curve
+        ],
         "refit": learning.view() if learning is not None else {"enabled": False, "why": "not built"},
     }
 

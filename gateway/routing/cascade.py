@@ -180,7 +180,7 @@ class CascadeTarget:
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
         last = self.tiers[-1]  # what the last tier had cost for the same tokens
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
-        ctx.after_settle.append(lambda: self.tally.count(ctx, False, instead))
+        ctx.after_settle.append(lambda: self._count(ctx, False, instead))
         if sample_from is not None:
             self.sampling.shadow_after(ctx, sample_from)
         if ctx.stream:
@@ -188,6 +188,14 @@ class CascadeTarget:
                 self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS
             )
         return Response(answer.raw, media_type="application/json")
+
+    def _count(self, ctx: RequestContext, escalated: bool, always_last: Decimal) -> None:
+        """The request in the tally, and a point of the learning curve when due."""
+        answered = self.tally.answered
+        self.tally.count(ctx, escalated, always_last)
+        if self.tally.answered != answered:
+            e = self.controller.estimate()
+            self.tally.mark(e.mode.value, e.threshold, e.quality, e.quality_lower_bound)
 
     @staticmethod
     def _replay(ctx: RequestContext, body: dict[str, Any]) -> AsyncIterator[bytes]:
@@ -214,7 +222,7 @@ class CascadeTarget:
         self.services.breakers.record(dep.name, True, breaker_team(ctx))
         ctx.cascade_tier = len(self.tiers) - 1
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
-        ctx.after_settle.append(lambda: self.tally.count(ctx, True, ctx.cost - before))
+        ctx.after_settle.append(lambda: self._count(ctx, True, ctx.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
         if ctx.stream:
             if complete_sample and sample_from:

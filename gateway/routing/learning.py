@@ -49,16 +49,20 @@ from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict
 from policies.quality import Sample, TeamVerdicts
-from policies.quality_controller import QualityController
+from policies.quality_controller import Mode, QualityController
+from policies.scorers.first_fit import FIRST_FIT, first_fit
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
-from policies.scorers.refit import Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import MIN_HELD_BACK, Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
 
 log = logging.getLogger("costgate.cascade")
 Vectors = tuple[tuple[float, ...], ...]
 UPGRADED = "learned (refit from traffic)"  # the scorer in use, once a rules or logprob cascade upgraded
+# Rows before a held-back comparison is possible (`MIN_HELD_BACK` of them in the newest 30%);
+# until then a rules or logprob cascade learns by `first_fit`, on cross-validation.
+EARLY_ROWS = int(MIN_HELD_BACK / 0.3) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,9 @@ class Learning:
         self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", cascade.name) + ".learned.json")
         self.every = cascade.config.refit_every
         self.since = 0  # samples since the last refit started
+        self.seen = 0  # samples this cascade holds (stored at start, and taken since)
+        # the next early fit (a rules or logprob cascade: from FIRST_FIT samples, then at 1.5x)
+        self.early_at: int | None = FIRST_FIT if upgrades else None
         self.tried = 0
         self.replaced = 0
         self.last: Attempt | None = None
@@ -106,11 +113,21 @@ class Learning:
         if self._fresh is not None:
             self._fresh.append((request_id, sample, vectors))
         self.since += 1
+        self.seen += 1
         self._maybe_start()
 
+    def _due(self) -> bool:
+        """Every `refit_every` samples; a rules or logprob cascade also early, from `FIRST_FIT`
+        samples on, each time half as many again have come (20, 30, 45, ...)."""
+        early = self.early_at is not None and self.seen >= self.early_at
+        return self.since >= self.every or early
+
     def _maybe_start(self) -> None:
-        if self.since >= self.every and self._task is None:
+        if self._due() and self._task is None:
             self.since = 0
+            if self.early_at is not None:
+                following = self.seen + max(10, self.seen // 2)
+                self.early_at = following if following < self.every else None
             self._task = asyncio.get_running_loop().create_task(self.update())
             self._task.add_done_callback(self._done)
 
@@ -123,14 +140,26 @@ class Learning:
             c.controller = build_controller(c.config, c.scorer)
             log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
         if self.model is None:
-            c.controller.add(*await c.services.store.recent(c.name, c.config.max_samples))
+            recent = await c.services.store.recent(c.name, c.config.max_samples)
+            c.controller.add(*recent)
+            self._seen(len(recent))
             await self._last_tier_quality(c.controller)
             return
         stored = await c.services.store.stored(c.name, c.config.max_samples)
+        self._seen(len(stored))
         # The stored confidences may be another scorer's: rescore what can be, keep the rest.
         model = self.model
         c.controller.add(*(rescored(s.sample, s.features, model) if s.features else s.sample for s in stored))
         await self._last_tier_quality(c.controller)
+
+    def _seen(self, stored: int) -> None:
+        """The samples a previous run stored count towards the early fits' schedule."""
+        self.seen += stored
+        while self.early_at is not None and self.early_at <= self.seen:
+            following = self.early_at + max(10, self.early_at // 2)
+            self.early_at = following if following < self.every else None
+        if self.upgrades and not self.upgraded and stored >= FIRST_FIT:
+            self.early_at = self.seen  # fit on them at the next sample
 
     async def drain(self) -> None:
         if self._task is not None:
@@ -146,6 +175,8 @@ class Learning:
         """The verdicts on the last tier read again; then, for a learned scorer, one refit, and
         for a rules or logprob one, one try at upgrading it."""
         await self._last_tier_quality(self.cascade.controller)
+        if self.upgrades and self.seen < EARLY_ROWS:
+            return await self.learn_early()
         if self.model is not None:
             return await self.refit(self.model)
         return await self.upgrade() if self.upgrades else None
@@ -190,6 +221,40 @@ class Learning:
         self.refitted = True
         self.last_replaced = attempt
 
+    async def learn_early(self) -> Attempt:
+        """A rules or logprob cascade's early fit (policies/scorers/first_fit.py): a candidate from
+        the samples so far, swapped in when the controller its out-of-fold confidences build
+        certifies a threshold; the cascade kept learning (every request escalated, each a sample)
+        while that controller says a threshold may yet be proven, and let skip once it says none can."""
+        c = self.cascade
+        try:
+            stored, rows = await self._rows()
+            feedback = await self._last_tier_counts()
+            samples = [(s.sample, s.features or ()) for s in stored]
+            result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c.config), feedback)
+            candidate = result.controller
+            certified = candidate is not None and candidate.mode is Mode.CERTIFIED and result.model is not None
+            attempt = self._tried(rows, result.verdict, certified)
+            if certified and result.model is not None and candidate is not None:
+                self._swap(result.model, candidate, attempt, stored)
+                self.upgraded = True
+                log.info(
+                    "cascade %s: a learned scorer fitted early replaced %s (%s)",
+                    c.name,
+                    c.config.scorer,
+                    result.verdict.reason,
+                )
+                await asyncio.to_thread(self._write, result.model)
+            elif not self.upgraded:
+                hopeful = candidate is None or candidate.mode is Mode.LEARNING
+                c.controller.keep_learning(
+                    f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None
+                )
+                log.info("cascade %s: early fit on %d samples: %s", c.name, len(rows), result.verdict.reason)
+            return attempt
+        finally:
+            self._fresh = None
+
     async def upgrade(self) -> Attempt:
         """One try at a learned scorer in place of a rules or logprob one: fit, compare, certify,
         and swap when the candidate passes all three."""
@@ -201,6 +266,7 @@ class Learning:
             result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c.config), feedback)
             attempt = self._tried(rows, result.verdict, result.model is not None)
             if result.model is None or result.controller is None:
+                c.controller.keep_learning(None)  # the early fits' hope ends with the first full attempt
                 log.info(
                     "cascade %s: a learned scorer trained on %d samples does not replace %s: %s",
                     c.name,
@@ -397,4 +463,6 @@ def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_di
         if isinstance(scorer.scorer, LearnedScorer):
             model = scorer.scorer.model
         upgrades = isinstance(scorer.scorer, RuleScorer | LogprobScorer)
+    if upgrades:  # until an early fit says no threshold can be proven, learn rather than skip
+        cascade.controller.keep_learning(f"learning a scorer from the first {FIRST_FIT} samples on")
     return Learning(cascade, model, feedback, data_dir, upgrades)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Protocol
 
@@ -50,6 +50,30 @@ class Services:
     embed: Embed | None = None  # the queries' MiniLM vectors, for their topic; None: taken as the mean
 
 
+MAX_CURVE_POINTS = 400
+
+
+def on_curve(answered: int) -> bool:
+    """Which requests the learning curve marks: every 5th of the first 50, every 10th to 300,
+    every 50th to 2,000, then every 500th (a few hundred points over any run)."""
+    step = 5 if answered <= 50 else 10 if answered <= 300 else 50 if answered <= 2000 else 500
+    return answered % step == 0
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePoint:
+    """The learning curve at one request: what the cascade had cost against the last tier alone,
+    and what its controller estimated then (the quality is an estimate: the gateway has no labels)."""
+
+    requests: int
+    cost_ratio: float | None  # (charged + shadow) / the last tier alone, since start
+    escalation_rate: float  # share answered by the last tier, since start
+    mode: str
+    threshold: float | None
+    quality: float | None  # the controller's estimate of the share of the last tier's quality kept
+    quality_lower_bound: float | None
+
+
 @dataclass(slots=True)
 class Tally:
     """What a cascade did since this gateway started (each replica counts its own), for
@@ -65,6 +89,7 @@ class Tally:
     charged: Decimal = Decimal(0)
     always_last: Decimal = Decimal(0)
     shadow: Decimal = Decimal(0)
+    curve: list[CurvePoint] = field(default_factory=list)
 
     @property
     def saved(self) -> Decimal:
@@ -83,3 +108,13 @@ class Tally:
         self.escalated += escalated
         self.charged += ctx.cost
         self.always_last += always_last
+
+    def mark(self, mode: str, threshold: float | None, quality: float | None, lower: float | None) -> None:
+        """A point of the learning curve, when the request just counted is one it marks."""
+        if not self.answered or not on_curve(self.answered) or len(self.curve) >= MAX_CURVE_POINTS:
+            return
+        spent = self.charged + self.shadow
+        ratio = float(spent / self.always_last) if self.always_last > 0 else None
+        self.curve.append(
+            CurvePoint(self.answered, ratio, self.escalated / self.answered, mode, threshold, quality, lower)
+        )

@@ -366,6 +366,7 @@ async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loade
         return Upgrade(new, controller, verdict(True))
 
     monkeypatch.setattr(learning_module, "upgrade", fake_upgrade)
+    learn.seen = learning_module.EARLY_ROWS  # past the early fits (first_fit): the held-back upgrade
     attempt = await learn.update()
     assert attempt is not None and learn.upgraded and learn.model is new
     assert scorer_model(learn.cascade) is new and learn.scorer_in_use == UPGRADED
@@ -375,3 +376,41 @@ async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loade
     await again.load()
     assert again.upgraded and scorer_model(again.cascade).to_json() == new.to_json()
     assert len(again.cascade.controller.samples) == 30
+
+
+async def test_a_rules_cascade_fits_early_and_often_and_learns_while_a_fit_may_certify(tmp_path: Path) -> None:
+    config = CascadeConfig(name=NAME, tiers=["cheap", "best"], refit_every=200, max_samples=1000)
+    rules = PureConfidence(RuleScorer())
+    services = Services(None, None, None, PolicyMetrics(CollectorRegistry()), FakeSamples([]))  # type: ignore[arg-type]
+    c = CascadeTarget(
+        config, [deployment("cheap"), deployment("best")], rules, build_controller(config, rules), services
+    )
+    learn = learning_for(c, None, tmp_path)
+    update = Gated()
+    learn.update = update  # type: ignore[method-assign]
+    starts = []
+    one = Sample((1.0,), (False,))
+    for n in range(1, 120):
+        c.controller.add(one)
+        learn.sampled(f"req_{n}", one, (VECTOR,))
+        if learn._task is not None:
+            starts.append(n)
+            await update.next_start()
+            update.release.set()
+            await learn.drain()
+    assert starts == [20, 30, 45, 67, 100]  # from tens, each time half as many again
+    # rules alone would skip the cheap tier after 30 samples that all disagree; held, it learns
+    assert len(c.controller.samples) > 30 and c.controller.mode.value == "learning"
+    c.controller.keep_learning(None)  # the learner says no fit can certify: it decides as it would
+    assert c.controller.mode.value == "skip"
+
+
+def test_the_learning_curve_marks_the_first_requests_densely_and_stays_bounded() -> None:
+    from gateway.routing.services import MAX_CURVE_POINTS, Tally, on_curve
+
+    marked = [n for n in range(1, 400) if on_curve(n)]
+    assert marked[:3] == [5, 10, 15] and 60 in marked and 65 not in marked and 350 in marked
+    tally = Tally()
+    assert sum(on_curve(n) for n in range(1, 10**6)) > MAX_CURVE_POINTS  # the cap is what bounds it
+    tally.mark("learning", None, 1.0, 1.0)  # nothing answered yet: no point
+    assert tally.curve == []
