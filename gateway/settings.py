@@ -133,6 +133,9 @@ class CascadeConfig(_Strict):
     # rules or logprob scorer is upgraded the same way to a learned one that also certifies.
     refit: bool = True
     refit_every: int = Field(default=200, ge=10)
+    # the router before the call (policies/precall.py): skip the cheap tier when, from the query
+    # alone, its answer is not expected to be accepted often enough to pay for the call
+    router: bool = True
 
 
 class CostRouterConfig(_Strict):

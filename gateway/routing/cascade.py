@@ -52,9 +52,11 @@ from gateway.routing.target import breaker_team, circuit_open
 from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.worst_case import worst_case
+from policies.precall import PrecallRouter
 from policies.pricing import Usage, cost_of, format_usd
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
+from policies.scorers.features import features
 from policies.scorers.rules import rule_violation
 
 log = logging.getLogger("costgate.cascade")
@@ -71,6 +73,8 @@ class CascadeTarget:
     rng: random.Random = field(default_factory=random.Random)
     learner: Learner | None = None  # refits (or upgrades to) a learned scorer from the samples
     tally: Tally = field(default_factory=Tally)
+    router: PrecallRouter | None = None  # trained on the samples by the learner (policies/precall.py)
+    routed: int = 0  # requests the router sent straight to the last tier, since start
     sampling: Sampling = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +107,11 @@ class CascadeTarget:
         tried: list[TierAnswer] = []
         error: UpstreamError | None = None
         vector = QueryVector.start(self.services.embed, query_text(ctx.body))
+        weight = await self._precall_weight(ctx, vector)
+        if weight is None:  # the router: the cheap answer would not be accepted
+            vector.cancel()
+            self.routed += 1
+            return await self._answer_last(ctx, self.tiers[-1], None)
         try:
             for tier, dep in enumerate(self.tiers[:-1]):
                 try:
@@ -113,18 +122,32 @@ class CascadeTarget:
                 tried.append(answer)
                 threshold = self.threshold(tier)
                 if threshold is not None and answer.confidence >= threshold:
-                    return self._deliver(ctx, answer, tried)
+                    return self._deliver(ctx, answer, tried, weight)
         finally:
             vector.cancel()  # every tier asked has it; a pass still pending is not needed
         last = self.tiers[-1]
         try:
-            return await self._answer_last(ctx, last, tried, route.weight)
+            return await self._answer_last(ctx, last, tried, route.weight * weight)
         except UpstreamError as err:
             error = err
         if tried:  # the last tier failed: a cheaper answer beats an error
             return self._deliver(ctx, max(tried, key=lambda a: a.confidence), None)
         assert error is not None
         raise error
+
+    async def _precall_weight(self, ctx: RequestContext, vector: QueryVector) -> float | None:
+        """What a sample from this request weighs for the router's part (1: it had no say;
+        1 / explore: it would have skipped, and was explored), or None: skip the cheap tiers."""
+        router = self.router
+        if router is None or self.controller.threshold is None or len(self.tiers) != 2:
+            return 1.0
+        query = await vector.on(Scored(query_text(ctx.body), ""))
+        cheap, last = self.tiers[0].price, self.tiers[-1].price
+        if not router.skips(features(query), float(cheap.input + cheap.output), float(last.input + last.output)):
+            return 1.0
+        if self.rng.random() < router.explore:
+            return 1.0 / router.explore
+        return None
 
     async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer:
         """Tier `tier`'s whole answer, rated (`vector`: the query's, for the scorer)."""
@@ -173,7 +196,9 @@ class CascadeTarget:
         if err.deployment_fault:
             self.services.breakers.record(dep.name, False, breaker_team(ctx))
 
-    def _deliver(self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None) -> Response:
+    def _deliver(
+        self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None, weight: float = 1.0
+    ) -> Response:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
         ctx.cascade_tier = answer.tier
         ctx.response_body = answer.body
@@ -182,7 +207,7 @@ class CascadeTarget:
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
         ctx.after_settle.append(lambda: self._count(ctx, False, instead))
         if sample_from is not None:
-            self.sampling.shadow_after(ctx, sample_from)
+            self.sampling.shadow_after(ctx, sample_from, weight)
         if ctx.stream:
             return StreamingResponse(
                 self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS

@@ -48,6 +48,7 @@ from gateway.routing.confidence import PureConfidence
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict
+from policies.precall import train_router
 from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, QualityController
 from policies.scorers.first_fit import FIRST_FIT, first_fit
@@ -175,11 +176,31 @@ class Learning:
         """The verdicts on the last tier read again; then, for a learned scorer, one refit, and
         for a rules or logprob one, one try at upgrading it."""
         await self._last_tier_quality(self.cascade.controller)
+        attempt: Attempt | None
         if self.upgrades and self.seen < EARLY_ROWS:
-            return await self.learn_early()
-        if self.model is not None:
-            return await self.refit(self.model)
-        return await self.upgrade() if self.upgrades else None
+            attempt = await self.learn_early()
+        elif self.model is not None:
+            attempt = await self.refit(self.model)
+        else:
+            attempt = await self.upgrade() if self.upgrades else None
+        await self.train_router()
+        return attempt
+
+    async def train_router(self) -> None:
+        """The router before the call (policies/precall.py), on the same samples: each labelled by
+        whether the scorer in use accepts its cheap answer at the threshold now. None while the
+        cascade certifies no threshold (it escalates or skips every request anyway)."""
+        c = self.cascade
+        threshold, model = c.controller.threshold, self.model
+        if threshold is None or not c.config.router:
+            c.router = None
+            return
+        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
+        vectors = [s.features[0] for s in stored if s.features]
+        confidences = [
+            model.confidence_of(v) if model is not None else s.sample.confidences[0] for s, v in zip(stored, vectors)
+        ]
+        c.router = await asyncio.to_thread(train_router, vectors, [x >= threshold for x in confidences])
 
     async def _rows(self) -> tuple[list[StoredSample], list[TrainingRow]]:
         """The stored samples with feature vectors, and their training rows (teams' verdicts as

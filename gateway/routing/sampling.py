@@ -75,9 +75,9 @@ class Sampling:
     cascade: Sampled
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def shadow_after(self, ctx: RequestContext, tried: list[TierAnswer]) -> None:
+    def shadow_after(self, ctx: RequestContext, tried: list[TierAnswer], weight: float = 1.0) -> None:
         """An answer of `tried[-1]` was accepted: with the controller's probability, ask the
-        tiers it skipped once the request has settled."""
+        tiers it skipped once the request has settled (`weight`: what the request already weighs)."""
         # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
         if not tried or [a.tier for a in tried] != list(range(len(tried))):
             return
@@ -85,7 +85,7 @@ class Sampling:
         if probability <= 0 or self.cascade.rng.random() >= probability:
             return
         ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
-        taken, weight = list(tried), 1.0 / probability
+        taken, weight = list(tried), weight / probability  # `weight`: the router's explore share
         # Once the request settled: its hold is released and its row written before the
         # shadow's own hold is taken, so the two never compete for one budget.
         ctx.after_settle.append(lambda: self._spawn(self._shadow(ctx, taken, weight)))
