@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine import cli as engine_cli
-from gateway import admin_cli, cascade_cli, db_cli, distill_cli
+from gateway import admin_cli, cascade_cli, db_cli, distill_cli, whatif_cli
 from gateway.access_log import configure_logging
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_serve)
     cascade_cli.add_commands(commands)  # `costgate cascade train` (issue 5)
     distill_cli.add_commands(commands)  # `costgate distill export` (issue 13)
+    whatif_cli.add_commands(commands)  # `costgate whatif FILE` (issue 27)
     add_cache_commands(commands, team_labels)  # `costgate cache calibrate FILE | --team NAME` (issues 4, 12)
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     db_cli.add_commands(commands)  # `costgate db upgrade | current` (issue 28)

@@ -177,7 +177,9 @@ class Learning:
         for a rules or logprob one, one try at upgrading it."""
         await self._last_tier_quality(self.cascade.controller)
         attempt: Attempt | None
-        if self.upgrades and self.seen < EARLY_ROWS:
+        # Early fits only until the first swap: from then on the accepted answers are sampled at
+        # the shadow rate, and an unweighted calibration of such samples would under-count them.
+        if self.upgrades and not self.upgraded and self.seen < EARLY_ROWS:
             attempt = await self.learn_early()
         elif self.model is not None:
             attempt = await self.refit(self.model)
@@ -266,7 +268,7 @@ class Learning:
                     result.verdict.reason,
                 )
                 await asyncio.to_thread(self._write, result.model)
-            elif not self.upgraded:
+            else:
                 hopeful = candidate is None or candidate.mode is Mode.LEARNING
                 c.controller.keep_learning(
                     f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None

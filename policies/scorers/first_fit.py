@@ -9,10 +9,12 @@ so far, from `FIRST_FIT` on, into a candidate learned scorer, built for so few:
   out-of-fold log-loss is lowest (few samples: strong shrinkage usually wins; many: weak).
 - **Each sample scored by a model that never saw it.** The folds are as many as the rarer class
   allows (at most 10), and every sample's confidence is out-of-fold.
-- **Counted once.** The candidate's controller is built on the samples with those out-of-fold
-  confidences and no calibration prior: the samples are the only evidence, so they are not
-  counted twice (once as a calibration, again as traffic), and the bound (policies/quality.py)
-  is what the samples alone prove.
+- **Counted once.** The candidate's controller starts from the calibration those out-of-fold
+  confidences make (without correctness labels: every disagreement a loss) and no traffic: the
+  samples are the only evidence, so they are not counted twice (once as a calibration, again as
+  traffic), and the bound (policies/quality.py) is what the samples alone prove. The traffic
+  that follows is pooled with it, as with any calibrated scorer: shadow samples start at 100%
+  and thin out as they accumulate, and a calibration the traffic contradicts is set aside.
 - **Compared.** The candidate's out-of-fold AUC must beat what the scorer in use said of the same
   answers (the stored confidences; `rules` gives every answer 1: AUC 0.5) by `MIN_GAIN` and by
   one standard error (Hanley and McNeil), so a lucky fold on thirty samples does not count.
@@ -111,25 +113,11 @@ def first_fit(
         return FirstFit(None, None, Verdict(False, current, candidate, len(rows), why))
     whole = fit(m, l2)
     model = LearnedModel(whole.accept, None, calibration_of(m, scores))
-    controller = QualityController(policy, None)
+    controller = QualityController(policy, model.calibration)
     if last_tier_feedback is not None:
         controller.last_tier_feedback(*last_tier_feedback)
-    controller.add(*out_of_fold_samples(samples, scores))
     reason = (
         f"out-of-fold AUC {candidate:.3f} against {current:.3f} on {len(rows)} samples "
         f"({folds} folds, L2 {l2:g}); {controller.estimate().reason}"
     )
     return FirstFit(model, controller, Verdict(True, current, candidate, len(rows), reason))
-
-
-def out_of_fold_samples(samples: Sequence[tuple[Sample, Vectors]], scores: np.ndarray) -> list[Sample]:
-    """The samples with each cheap answer's out-of-fold confidence (rows in `rows_of` order); a 0
-    from the rule checks stays 0."""
-    out, at = [], 0
-    for sample, _ in samples:
-        n = len(sample.confidences)
-        fresh = scores[at : at + n]
-        at += n
-        confidences = tuple(0.0 if old == 0.0 else float(s) for old, s in zip(sample.confidences, fresh))
-        out.append(Sample(confidences, sample.agrees, sample.weight))
-    return out

@@ -24,9 +24,10 @@ def test_thirty_separable_samples_certify_with_each_sample_counted_once() -> Non
     assert fitted.verdict.replace and fitted.model is not None and fitted.controller is not None, fitted.verdict
     c = fitted.controller
     assert c.mode is Mode.CERTIFIED and c.threshold is not None, c.estimate().reason
-    # no calibration prior pooled in: the 30 samples are the only evidence, counted once
-    assert c.calibration is None and len(c.samples) == 30 and c.estimate().effective_samples == 30
+    # the 30 samples are the only evidence, counted once: as the out-of-fold calibration, not again as traffic
     assert fitted.model.calibration is not None and fitted.model.calibration.examples == 30
+    assert c.calibration is fitted.model.calibration and len(c.samples) == 0
+    assert c.shadow_probability() == 1.0  # the first accepted answers are all checked
     assert fitted.verdict.current_auc == 0.5 and fitted.verdict.candidate_auc == 1.0
 
 
