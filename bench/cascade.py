@@ -5,8 +5,10 @@ FRESH gateway per configuration, in front of a fake upstream (tests/fakes/fake_r
 that returns the recorded answers of a weak model (Mixtral-8x7B, $0.60/M tokens in and out)
 and a strong one (GPT-4-1106, $10/M in, $30/M out):
 
-    rules     {tiers: [weak, strong], quality_target: 0.95}                    (the defaults)
-    learned   {tiers: [weak, strong], quality_target: 0.95, scorer: learned}   (the bundled scorer)
+    rules     {tiers: [weak, strong], quality_target: 0.95}                    (the defaults: it learns
+              a scorer from its own samples, issue 27)
+    learned   {tiers: [weak, strong], quality_target: 0.95, scorer: learned}   (the bundled scorer;
+              the router before the call is on by default in both)
 
 and through `strong` alone, the baseline. Every call counts, shadow calls and the learning
 phase included: costs are the gateway ledger's own totals (`/admin/spend?group_by=tag`, the
@@ -181,14 +183,23 @@ def report(results: list[tuple[Result, Result]]) -> None:
             else (
                 f"threshold {res.view['threshold']}, samples {res.view['samples']}"
                 if not res.view["escalate_all"]
-                else f"escalate all, samples {res.view['samples']}"
+                else f"{res.view['mode']}, samples {res.view['samples']}"
             )
+            + (f", routed {res.view['router']['routed']}" if res.view and "router" in res.view else "")
         )
         print(
             f"{res.name:<26}{res.n:>9}{res.correct / res.n:>9.1%}{res.correct / strong.correct:>10.1%}"
             f"{float(res.cost / strong.cost):>15.1%}{res.escalated / res.n:>10.1%}{res.weak_calls:>11}"
             f"{res.strong_calls:>13}{shadow:>7}  {state}"
         )
+    for res, _ in results:  # the learning curve each cascade reported (GET /admin/cascades)
+        curve = (res.view or {}).get("learning_curve") or []
+        marks = [p for p in curve if p["requests"] in (20, 50, 100, 200, 300, 400, 500, 600, 650)]
+        if marks:
+            print(
+                f"  {res.name} learning curve: "
+                + "; ".join(f"{p['requests']}: cost {p['cost_ratio']:.1%} {p['mode']}" for p in marks)
+            )
 
 
 def main() -> int:

@@ -36,13 +36,17 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from gateway.tokens import count_prompt, count_text  # noqa: E402
 from policies.agreement import answers_agree  # noqa: E402
+from policies.precall import PrecallRouter, train_router  # noqa: E402
 from policies.quality import Sample  # noqa: E402
 from policies.quality_controller import Mode, Policy, QualityController  # noqa: E402
 from policies.scorers import Scored  # noqa: E402
 from policies.scorers.calibration import Calibration  # noqa: E402
+from policies.scorers.features import features  # noqa: E402
 from policies.scorers.rules import rule_violation  # noqa: E402
 from policies.scorers.training import Matrix, TrainingExample, out_of_fold, train_scorer  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.whatif import Recorded  # noqa: E402
+from policies.whatif import replay as learning_replay  # noqa: E402
 
 # ../shared next to the checkout (a worktree under wt/ looks one level further up)
 DEFAULT_DATA = next(
@@ -110,6 +114,7 @@ class Run:
     escalated: int = 0  # answered by the strong tier (escalated or skipped to it)
     shadow_calls: int = 0
     cheap_calls: int = 0
+    routed: int = 0  # sent straight to the strong tier by the router
     certified_at: int | None = None  # the request at which a threshold was first certified
     rejected_at: int | None = None  # the request at which the traffic first set the calibration aside
     final_mode: str = ""
@@ -125,9 +130,14 @@ class Run:
 
 
 def replay(
-    problems: Sequence[Problem], controller: QualityController, score: Callable[[Scored], float], rng: random.Random
+    problems: Sequence[Problem],
+    controller: QualityController,
+    score: Callable[[Scored], float],
+    rng: random.Random,
+    router: PrecallRouter | None = None,
 ) -> Run:
-    """Each problem once, in order, as the cascade in gateway/routing/cascade.py handles a request."""
+    """Each problem once, in order, as the cascade in gateway/routing/cascade.py handles a request
+    (with `router`: the router before the call, policies/precall.py, exploring as the gateway does)."""
     run = Run()
     for i, p in enumerate(problems):
         run.n += 1
@@ -143,6 +153,14 @@ def replay(
             run.correct += p.strong_right
             run.escalated += 1
             continue
+        if router is not None and controller.threshold is not None:
+            if router.skips(features(p.item), float(p.weak_cost), float(p.strong_cost)):
+                if rng.random() >= router.explore:
+                    run.routed += 1
+                    run.cost += p.strong_cost
+                    run.correct += p.strong_right
+                    run.escalated += 1
+                    continue
         run.cheap_calls += 1
         run.cost += p.weak_cost
         confidence = 0.0 if rule_violation(p.item) else score(p.item)
@@ -161,6 +179,72 @@ def replay(
         controller.add(Sample((confidence,), (p.agrees,), route.weight))
     run.final_mode, run.final_threshold = controller.mode.value, controller.threshold
     return run
+
+
+def router_for(model, train: Sequence[Problem], policy: Policy) -> PrecallRouter | None:
+    """The router trained on the training folds, as the gateway's learner trains it on samples:
+    each query labelled by whether the scorer (out of fold) accepts its cheap answer at the
+    threshold the scorer's calibration starts from."""
+    start = controller_for(policy, model.calibration).threshold
+    if start is None:
+        return None
+    scores = out_of_fold(Matrix.of(training_examples(train)), 10, 1.0, 0)
+    return train_router([features(p.item) for p in train], [s >= start for s in scores])
+
+
+def learning_runs(problems: Sequence[Problem], policy: Policy, orders: int, router: bool) -> list:
+    """The default cascade (`rules`, learning from nothing) over the problems, each once: in the
+    file's order, then `orders - 1` random orders. Nothing is trained beforehand, so every answer
+    it accepts was scored by a model fitted on earlier problems only: held out by construction."""
+    rows = [Recorded(p.item, p.agrees, p.weak_cost, p.strong_cost, p.weak_right, p.strong_right) for p in problems]
+    sequences = [rows] + [random.Random(o).sample(rows, len(rows)) for o in range(1, orders)]
+    return [learning_replay(seq, policy, random.Random(o), router) for o, seq in enumerate(sequences)]
+
+
+def summarize_learning(name: str, outs: list) -> None:
+    acc = [o.accuracy_ratio for o in outs]
+    cost_ = [o.cost_ratio for o in outs]
+    certified = [o.certified_at for o in outs if o.certified_at is not None]
+    print(f"\n{name}: {len(outs)} replays of {outs[0].requests} problems, learning from nothing")
+    print(
+        f"  accuracy vs strong: mean {statistics.mean(acc):.1%} min {min(acc):.1%}; cost vs strong: mean "
+        f"{statistics.mean(cost_):.1%} min {min(cost_):.1%} max {max(cost_):.1%}; accepted "
+        f"{statistics.mean(o.accepted / o.requests for o in outs):.1%}; routed "
+        f"{statistics.mean(o.routed / o.requests for o in outs):.1%}; certified in {len(certified)} of {len(outs)}"
+        + (f" (median request {statistics.median(certified):.0f})" if certified else "")
+    )
+    first = outs[0].curve
+    marks = [c for c in first if c[0] in (20, 50, 100, 200, 300, 400, 500, 600, 650)]
+    print("  learning curve (file order): " + "; ".join(f"{n}: cost {r:.1%} {m}" for n, r, _, m in marks))
+
+
+def agreement_bound(problems: Sequence[Problem]) -> None:
+    """Why the default cascade certifies nothing here: a scorer fitted on agreement alone (the only
+    label traffic gives), out of fold over all the problems; at its most confident shares, the
+    share of all requests that disagree (what the bound counts as lost, λ = 1) against the
+    accuracy really lost."""
+    examples = [TrainingExample(p.item, p.agrees, None, p.agrees) for p in problems]
+    scores = out_of_fold(Matrix.of(examples), 10, 10.0, 0)
+    agrees = np.array([p.agrees for p in problems])
+    weak = np.array([p.weak_right for p in problems])
+    strong = np.array([p.strong_right for p in problems])
+    order = np.argsort(-scores)
+    print(f"\nagreement alone (10-fold out-of-fold, AUC {auc_of(scores, agrees):.3f}): at the most confident share")
+    for share in (0.2, 0.3, 0.4):
+        top = order[: int(share * len(problems))]
+        d = (~agrees[top]).sum() / len(problems)
+        lost = (strong[top].sum() - weak[top].sum()) / len(problems)
+        print(
+            f"  {share:.0%} accepted: disagreeing {d:.1%} of requests (the bound allows {0.05 * 0.5:.1%} at A 0.5, "
+            f"{0.05 * strong.mean():.1%} at the true A {strong.mean():.3f}); accuracy really lost {lost:.1%} "
+            f"(λ {lost / d:.2f})"
+        )
+
+
+def auc_of(scores: np.ndarray, labels: np.ndarray) -> float:
+    from policies.scorers.learned import auc
+
+    return auc(scores.tolist(), labels.tolist())
 
 
 def controller_for(policy: Policy, calibration: Calibration | None) -> QualityController:
@@ -183,7 +267,8 @@ def summarize(name: str, runs: list[Run]) -> None:
     print(
         f"  escalated {statistics.mean(r.escalated / r.n for r in runs):.1%}  shadow calls "
         f"{statistics.mean(r.shadow_calls for r in runs):.1f}  cheap calls "
-        f"{statistics.mean(r.cheap_calls / r.n for r in runs):.1%}  certified at request "
+        f"{statistics.mean(r.cheap_calls / r.n for r in runs):.1%}  routed past the cheap tier "
+        f"{statistics.mean(r.routed / r.n for r in runs):.1%}  certified at request "
         f"{'never' if not certified else f'{statistics.median(certified):.0f} (median of {len(certified)})'}"
     )
     rejected = [r.rejected_at for r in runs if r.rejected_at is not None]
@@ -194,13 +279,14 @@ def summarize(name: str, runs: list[Run]) -> None:
 
 
 def folds_of(problems: list[Problem], folds: int, splits: int):
-    """(split, fold, scorer trained on the other folds, held-out problems) for each fold of each split."""
+    """(split, fold, scorer trained on the other folds, held-out problems, the other folds' problems)
+    for each fold of each split."""
     for split in range(splits):
         order = np.random.default_rng(split).permutation(len(problems))
         for k, held in enumerate(np.array_split(order, folds)):
             held_set = set(held.tolist())
             train = [problems[i] for i in order if i not in held_set]
-            yield split, k, train_scorer(training_examples(train)).model, [problems[i] for i in held]
+            yield split, k, train_scorer(training_examples(train)).model, [problems[i] for i in held], train
 
 
 def sequence_of(test: list[Problem], length: int, rng: random.Random) -> list[Problem]:
@@ -217,12 +303,13 @@ def cross_validate(
     orders: int,
     length: int,
     uncalibrated: bool = False,
+    with_router: bool = False,
 ) -> dict[str, list[Run]]:
     """Replays of each held-out fold, from a fresh controller, for `rules` and for `learned`
     at each of `policies` (keyed by a label)."""
     runs: dict[str, list[Run]] = {}
     first = next(iter(policies.values()))
-    for split, k, model, test in folds_of(problems, folds, splits):
+    for split, k, model, test, train in folds_of(problems, folds, splits):
         for o in range(orders):
             rng = random.Random(1000 * split + 100 * k + o)
             sequence = sequence_of(test, length, rng)
@@ -234,6 +321,17 @@ def cross_validate(
                 runs.setdefault(f"learned{label}", []).append(
                     replay(sequence, controller_for(policy, model.calibration), model.confidence, random.Random(seed))
                 )
+                if with_router:
+                    router = router_for(model, train, policy)
+                    runs.setdefault(f"learned{label} + router", []).append(
+                        replay(
+                            sequence,
+                            controller_for(policy, model.calibration),
+                            model.confidence,
+                            random.Random(seed),
+                            router,
+                        )
+                    )
             if uncalibrated:
                 runs.setdefault("learned without its calibration", []).append(
                     replay(sequence, controller_for(first, None), model.confidence, random.Random(seed))
@@ -247,7 +345,7 @@ def fixed_thresholds(
     """Mean (cost vs strong, accuracy vs strong) of the learned scorer at fixed thresholds on
     held-out folds, with no shadow calls: the frontier the controller chooses a point on."""
     points: dict[float, list[Run]] = {t: [] for t in thresholds}
-    for _, _, model, test in folds_of(problems, folds, splits):
+    for _, _, model, test, _ in folds_of(problems, folds, splits):
         for t in thresholds:
             policy = Policy(0.95, adaptive=False, fixed_threshold=t, shadow_rate=0.0)
             points[t].append(replay(test, controller_for(policy, None), model.confidence, random.Random(0)))
@@ -333,6 +431,14 @@ def main() -> int:
         help="also estimate a held-out run of a scorer trained on all the data: its start threshold applied to "
         "10-fold out-of-fold scores, over SEEDS fold splits (before shadow calls)",
     )
+    parser.add_argument("--router", action="store_true", help="also the learned scorer with the router before the call")
+    parser.add_argument(
+        "--learning",
+        type=int,
+        default=0,
+        metavar="ORDERS",
+        help="also the default cascade learning from nothing (rules; policies/whatif.py) over ORDERS orders",
+    )
     args = parser.parse_args()
     problems = load(Path(args.data))
     policies = {
@@ -347,13 +453,24 @@ def main() -> int:
         )
         for c in args.confidence
     }
-    runs = cross_validate(problems, policies, args.folds, args.splits, args.orders, args.length, args.uncalibrated)
+    runs = cross_validate(
+        problems, policies, args.folds, args.splits, args.orders, args.length, args.uncalibrated, args.router
+    )
     print(
         f"{len(problems)} problems, {args.splits} split(s) x {args.folds} folds x {args.orders} orders; "
         f"policy: {next(iter(policies.values()))}"
     )
     for name, found in runs.items():
         summarize(f"{name} (cross-validated)", found)
+    if args.learning:
+        agreement_bound(problems)
+        for name, policy in policies.items():
+            summarize_learning(f"default{name}", learning_runs(problems, policy, args.learning, router=True))
+            if args.last_tier_quality is None:  # what the same cascade does when A is stated
+                stated = Policy(policy.target, policy.confidence, last_tier_quality=0.85)
+                summarize_learning(
+                    f"default{name}, last_tier_quality 0.85", learning_runs(problems, stated, args.learning, True)
+                )
     if args.estimate:
         print(
             f"\nheld-out estimate: a scorer trained on all {len(problems)} problems, from the threshold its "

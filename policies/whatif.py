@@ -96,7 +96,6 @@ class Learner:
 
     def __post_init__(self) -> None:
         self.controller = QualityController(self.policy, None)
-        self.controller.keep_learning("learning a scorer from the first samples")
 
     def confidence(self, vector: Sequence[float]) -> float:
         return 1.0 if self.model is None else self.model.confidence_of(vector)
@@ -135,7 +134,7 @@ class Learner:
         if result.model is not None and candidate is not None and candidate.mode is Mode.CERTIFIED:
             self.model, self.controller = result.model, candidate
         else:
-            hopeful = candidate is None or candidate.mode is Mode.LEARNING
+            hopeful = candidate is not None and candidate.mode is Mode.LEARNING
             self.controller.keep_learning("an early fit may yet certify" if hopeful else None)
 
     def _refit(self, rows: list[TrainingRow], current: LearnedModel) -> None:

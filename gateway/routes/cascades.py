@@ -74,6 +74,14 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
         "always_last_tier_usd": format_usd(t.always_last),
         "shadow_usd": format_usd(t.shadow),
         "saved_usd": format_usd(t.saved),
+        # the router before the call (policies/precall.py): trained on the samples, or why not
+        "router": {
+            "enabled": c.router,
+            "trained": cascade.router is not None,
+            "auc": None if cascade.router is None else cascade.router.auc,  # out of fold, on its samples
+            "samples": None if cascade.router is None else cascade.router.rows,
+            "routed": cascade.routed,  # requests sent straight to the last tier since start
+        },
         # the learning curve: cost against the last tier alone and the estimated quality, over the first requests
         "learning_curve": [
             {

@@ -269,7 +269,9 @@ class Learning:
                 )
                 await asyncio.to_thread(self._write, result.model)
             else:
-                hopeful = candidate is None or candidate.mode is Mode.LEARNING
+                # a candidate whose bound may yet reach the target: go on learning (every request a
+                # sample) rather than skip; none, or one that cannot: the controller decides alone
+                hopeful = candidate is not None and candidate.mode is Mode.LEARNING
                 c.controller.keep_learning(
                     f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None
                 )
@@ -486,6 +488,4 @@ def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_di
         if isinstance(scorer.scorer, LearnedScorer):
             model = scorer.scorer.model
         upgrades = isinstance(scorer.scorer, RuleScorer | LogprobScorer)
-    if upgrades:  # until an early fit says no threshold can be proven, learn rather than skip
-        cascade.controller.keep_learning(f"learning a scorer from the first {FIRST_FIT} samples on")
     return Learning(cascade, model, feedback, data_dir, upgrades)

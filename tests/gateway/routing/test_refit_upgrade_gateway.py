@@ -62,10 +62,9 @@ SAMPLES = 180  # refit_every: the held-back 30% is then above the 50 rows a comp
 
 
 def cascade(name: str) -> dict:
-    # The default cascade (scorer rules, quality_target 0.95, A unknown), except that it stays
-    # learning (every request escalated, each a sample) rather than skipping the cheap tier after
-    # 30 samples and probing it on 5% of requests: the same samples, twenty times sooner.
-    return {"name": name, "tiers": ["weak", "strong"], "min_samples": 1000, "refit_every": SAMPLES}
+    # The default cascade (scorer rules, quality_target 0.95, A unknown): it learns (every request
+    # escalated, each a sample) while an early fit may certify, fitting from 20 samples on.
+    return {"name": name, "tiers": ["weak", "strong"], "refit_every": SAMPLES}
 
 
 def labelled_scorer(path: Path) -> str:
@@ -123,20 +122,24 @@ def test_a_rules_cascade_upgrades_to_a_learned_scorer_from_its_traffic(gw: Gatew
     before = view(gw, "shaped")
     assert before["scorer"] == before["scorer_configured"] == "rules" and before["mode"] == "learning"
     assert before["refit"]["enabled"] and before["refit"]["upgrades"] and before["refit"]["tried"] == 0
+    first_cheap = None
     for i in range(SAMPLES):
-        assert ask(client, "shaped", SHAPED[i % len(SHAPED)]) == "strong"  # learning: escalated
-
+        served = ask(client, "shaped", SHAPED[i % len(SHAPED)])
+        if served == "weak":
+            first_cheap = i
+            break
+    # learned from tens of samples by an early fit (policies/scorers/first_fit.py), well before
+    # refit_every (180): at A unknown (0.5), about a hundred samples prove the target here
+    assert first_cheap is not None and first_cheap <= 120, first_cheap
     after = wait_until(lambda: tried(gw, "shaped"), timeout=60, interval=0.05, what="shaped's upgrade")
-    last = after["refit"]["last"]
-    assert last["replaced"] and last["held_back"] >= 50, last
-    assert last["current_auc"] == 0.5 and last["candidate_auc"] == 1.0  # rules ranks nothing
-    assert "certifies threshold" in last["reason"]
+    assert after["refit"]["replaced"] == 1 and after["refit"]["tried"] >= 1
     assert after["scorer"] == "learned (refit from traffic)" and after["scorer_configured"] == "rules"
-    assert after["refit"]["scorer_in_use"] == "learned (refit from traffic)" and after["refit"]["replaced"] == 1
+    assert after["refit"]["scorer_in_use"] == "learned (refit from traffic)"
     assert after["mode"] == "certified" and after["calibration"] == "in use" and after["meets_target"]
     assert after["threshold"] is not None and after["quality_lower_bound"] >= 0.95
-    assert after["scorer_auc"] == 1.0 and after["scorer_auc_on"] == "held-back samples of the last refit"
-    assert after["samples"] == SAMPLES
+    curve = after["learning_curve"]
+    assert curve and curve[0]["requests"] == 5 and curve[0]["mode"] == "learning"
+    assert curve[0]["cost_ratio"] > 1  # learning: both tiers paid
 
     for question, _ in WORKED:  # the agreeing shape: the cheap answer
         assert ask(client, "shaped", question) == "weak", question
@@ -162,7 +165,8 @@ def test_answers_that_look_alike_keep_the_rules_scorer(gw: GatewayProcess) -> No
     after = wait_until(lambda: tried(gw, "alike"), timeout=60, interval=0.05, what="alike's try")
     last = after["refit"]["last"]
     assert not last["replaced"] and "does not beat" in last["reason"], last
-    assert last["current_auc"] == last["candidate_auc"] == 0.5
+    # out of fold, answers that look alike rank no better than chance (below it, on balanced folds)
+    assert last["current_auc"] == 0.5 and last["candidate_auc"] < 0.6
     assert after["scorer"] == "rules" and after["refit"]["scorer_in_use"] == "as configured"
     assert after["refit"]["replaced"] == 0 and after["threshold"] is None  # still escalating everything
     assert ask(client, "alike", ALIKE[0][0]) == "strong"
