@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Policy, QualityController
 from policies.scorers.learned import LearnedModel
 from policies.scorers.refit import MIN_GAIN, TrainingRow, Vectors, Verdict, weighted_auc
@@ -86,7 +86,7 @@ def first_fit(
     rows: Sequence[TrainingRow],
     samples: Sequence[tuple[Sample, Vectors]],
     policy: Policy,
-    last_tier_feedback: tuple[int, int] | None = None,
+    last_tier_feedback: tuple[TeamVerdicts, ...] | None = None,
 ) -> FirstFit:
     """A candidate from `rows` (`rows_of` each of `samples`, in order: one row per cheap tier),
     with the controller its out-of-fold confidences give `policy` (see the module's docstring)."""
@@ -115,7 +115,7 @@ def first_fit(
     model = LearnedModel(whole.accept, None, calibration_of(m, scores))
     controller = QualityController(policy, model.calibration)
     if last_tier_feedback is not None:
-        controller.last_tier_feedback(*last_tier_feedback)
+        controller.last_tier_feedback(last_tier_feedback)
     reason = (
         f"out-of-fold AUC {candidate:.3f} against {current:.3f} on {len(rows)} samples "
         f"({folds} folds, L2 {l2:g}); {controller.estimate().reason}"
