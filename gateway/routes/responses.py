@@ -1,18 +1,35 @@
 """OpenAI's Responses API: `POST /v1/responses` through the pipeline (gateway/compat/responses.py),
-and the team's stored responses, `GET` and `DELETE /v1/responses/{id}`."""
+the team's stored responses (`GET` and `DELETE /v1/responses/{id}`, `GET
+/v1/responses/{id}/input_items`), and `POST /v1/responses/input_tokens`, counted by costgate
+without an upstream call."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.apis.responses.store import StoredResponse, deleted, visible
+from gateway.apis.responses.request import parse_request
+from gateway.apis.responses.store import (
+    StoredResponse,
+    conversation,
+    deleted,
+    input_item_page,
+    resolve_chain,
+    visible,
+)
+from gateway.apis.responses.to_chat import to_chat_request
 from gateway.compat.responses import ResponsesShape
 from gateway.context import Endpoint
-from gateway.errors import GatewayError, error_response
-from gateway.routes.openai import bearer, serve
+from gateway.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
+from gateway.json_body import parse_json_body
+from gateway.routes.openai import bearer, read_body, serve
+from gateway.tokens import count_messages, count_text
+
+MAX_ITEMS_PAGE = 100  # OpenAI's bound on `limit`
 
 
 async def create(request: Request) -> Response:
@@ -44,9 +61,54 @@ async def remove(request: Request) -> Response:
     return Response(orjson.dumps(deleted(stored.id)), media_type="application/json")
 
 
+async def list_input_items(request: Request) -> Response:
+    params = request.query_params
+    try:
+        stored = await _stored(request)
+        order = params.get("order", "desc")
+        if order not in ("asc", "desc"):
+            raise InvalidRequest("order must be 'asc' or 'desc'", param="order")
+        limit = params.get("limit", "20")
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_ITEMS_PAGE:
+            raise InvalidRequest(f"limit must be a whole number from 1 to {MAX_ITEMS_PAGE}", param="limit")
+        page = input_item_page(stored, order, int(limit), params.get("after"))
+    except GatewayError as err:
+        return error_response(err)
+    return Response(orjson.dumps(page), media_type="application/json")
+
+
+async def count_input_tokens(request: Request) -> Response:
+    """`{"object": "response.input_tokens", "input_tokens": n}`: tiktoken on the chat translation
+    (with the `previous_response_id` conversation before it) and its tools, as
+    /v1/messages/count_tokens counts (an estimate for models with another tokenizer)."""
+    gateway = request.app.state.gateway
+    try:
+        principal = await gateway.keys.authenticate(bearer(request))
+        req = parse_request(parse_json_body(await read_body(request, gateway.settings.max_body_bytes)))
+        if req.model not in gateway.targets:
+            raise NotFound(f"the model {req.model!r} does not exist", code="model_not_found", param="model")
+        if not principal.may_use(req.model):
+            raise PermissionDenied(f"this key may not use the model {req.model!r}", param="model")
+        history: tuple[dict[str, Any], ...] = ()
+        if req.previous_response_id is not None:
+            chain = await resolve_chain(gateway.responses.get, req.previous_response_id, principal.team_id)
+            history = tuple(conversation(chain))
+        chat = to_chat_request(req, history)
+    except GatewayError as err:
+        return error_response(err)
+    tokens = count_messages(chat["messages"], req.model)
+    if chat.get("tools"):
+        tokens += count_text(orjson.dumps(chat["tools"]).decode(), req.model)
+    return Response(
+        orjson.dumps({"object": "response.input_tokens", "input_tokens": tokens}), media_type="application/json"
+    )
+
+
 def routes() -> list[Route]:
     return [
         Route("/v1/responses", create, methods=["POST"]),
+        Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
+        Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
         Route("/v1/responses/{response_id}", read, methods=["GET"]),
         Route("/v1/responses/{response_id}", remove, methods=["DELETE"]),
     ]

@@ -195,3 +195,43 @@ def test_what_is_priced_apart_is_dropped_and_named(client: openai.OpenAI, name: 
     raw = client.responses.with_raw_response.create(model=name, input="tier", service_tier="priority")
     assert raw.parse().output_text == "echo: tier"
     assert raw.headers["x-costgate-dropped-params"] == "service_tier"
+
+
+def test_input_tokens_counts_a_responses_request(gw: GatewayProcess, client: openai.OpenAI) -> None:
+    """POST /v1/responses/input_tokens (issue 28: it answered 405, matching GET /v1/responses/{id})."""
+
+    def count(**body: object) -> int:
+        counted = client.responses.input_tokens.count(**body)  # type: ignore[arg-type]
+        assert counted.object == "response.input_tokens"
+        return counted.input_tokens
+
+    short = count(model="small", input="what is two plus two")
+    assert 0 < short < count(model="small", input="what is two plus two " * 20)
+    assert count(model="small", input="what is two plus two", instructions="Answer in one word.") > short
+    assert count(model="small", input="what is two plus two", tools=[WEATHER]) > short
+    first = client.responses.create(model="small", input="what is two plus two, with history")
+    continued = count(model="small", input="and three?", previous_response_id=first.id)
+    assert continued > count(model="small", input="and three?")  # the stored conversation counts too
+    with pytest.raises(openai.NotFoundError):
+        count(model="no-such-model", input="hi")
+    limited = gw.client(gw.new_key("team-r-limited", models=["native"]))
+    with pytest.raises(openai.PermissionDeniedError):
+        limited.responses.input_tokens.count(model="small", input="hi")
+    other = gw.client(gw.new_key("team-r-other"))
+    with pytest.raises(openai.NotFoundError):  # another team's conversation does not exist for it
+        other.responses.input_tokens.count(model="small", input="hi", previous_response_id=first.id)
+
+
+def test_input_items_lists_a_stored_responses_input(gw: GatewayProcess, client: openai.OpenAI) -> None:
+    said = ["first message", "second message", "third message"]
+    response = client.responses.create(model="small", input=[{"role": "user", "content": s} for s in said])
+    items = list(client.responses.input_items.list(response.id))
+    assert [i.content[0].text for i in items] == said[::-1]  # newest first, as OpenAI lists them
+    assert len({i.id for i in items}) == 3 and all(i.type == "message" and i.role == "user" for i in items)
+    paged = list(client.responses.input_items.list(response.id, limit=1, order="asc"))  # the SDK pages by `after`
+    assert [i.content[0].text for i in paged] == said and [i.id for i in paged] == [i.id for i in items][::-1]
+    other = gw.client(gw.new_key("team-r-other"))
+    with pytest.raises(openai.NotFoundError):
+        other.responses.input_items.list(response.id)
+    with pytest.raises(openai.BadRequestError):
+        client.responses.input_items.list(response.id, limit=1000)

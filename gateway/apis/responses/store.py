@@ -89,3 +89,37 @@ async def resolve_chain(
 def deleted(response_id: str) -> dict[str, Any]:
     """The body of DELETE /v1/responses/{id}."""
     return {"id": response_id, "object": "response", "deleted": True}
+
+
+def input_item_page(stored: StoredResponse, order: str, limit: int, after: str | None) -> dict[str, Any]:
+    """`GET /v1/responses/{id}/input_items`: this response's input items as OpenAI lists them,
+    newest first by default, `limit` a page, continuing after the item id `after`. Items that
+    came without an id get a stable one made from the response's id and their position."""
+    items = [_with_id(item, stored.id, i) for i, item in enumerate(stored.input_items)]
+    if order == "desc":
+        items.reverse()
+    if after is not None:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            raise InvalidRequest(f"no input item {after!r} in response '{stored.id}'", param="after")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": len(items) > limit,
+    }
+
+
+def _with_id(item: dict[str, Any], response_id: str, position: int) -> dict[str, Any]:
+    """The item as OpenAI lists it: with an id, and a message's text as a list of parts."""
+    message = item.get("type", "message") == "message"
+    listed = {"id": f"{'msg' if message else 'item'}_{response_id.removeprefix('resp_')}_{position}", **item}
+    if message:
+        listed["type"] = "message"
+        if isinstance(item.get("content"), str):
+            part = "output_text" if item.get("role") == "assistant" else "input_text"
+            listed["content"] = [{"type": part, "text": item["content"]}]
+    return listed
