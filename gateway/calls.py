@@ -34,7 +34,7 @@ def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[st
     others are named in the answer's x-costgate-dropped-params header."""
     body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.body, dep.config.upstream_model, stream)
     ctx.dropped_params.update(dropped)
-    return body
+    return dep.caching.chat(body, ctx.principal) if ctx.endpoint is Endpoint.CHAT else body
 
 
 def charge(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
 import httpx
 
+from gateway.prompt_markers import CachePlan
 from gateway.providers.base import Provider
 from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.request_fields import FieldPolicy, for_provider
-from gateway.settings import ModelConfig, TierPriceConfig
+from gateway.settings import ModelConfig, TeamConfig, TierPriceConfig
 from policies.pricing import FREE, MILLION, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
@@ -25,6 +27,7 @@ class Deployment:
     price: Price
     max_output_tokens: int
     fields: FieldPolicy = FieldPolicy()  # what of a client's body this deployment is sent
+    caching: CachePlan = CachePlan()  # the marks its provider's prompt cache needs (gateway/prompt_markers.py)
 
     @property
     def name(self) -> str:
@@ -99,7 +102,11 @@ def build_provider(
 
 
 def build_deployments(
-    models: list[ModelConfig], transport: httpx.AsyncBaseTransport | None = None, data_dir: str = "./costgate-data"
+    models: list[ModelConfig],
+    transport: httpx.AsyncBaseTransport | None = None,
+    data_dir: str = "./costgate-data",
+    teams: Mapping[str, TeamConfig] | None = None,
+    share_provider_cache: bool = False,
 ) -> dict[str, Deployment]:
     deployments = {}
     for config in models:
@@ -107,7 +114,8 @@ def build_deployments(
         provider = build_provider(config, transport, data_dir)
         if config.provider == "local" and config.price is None and hasattr(provider, "price"):
             price = provider.price  # the local engine's measured price (engine/cost.py LivePrice)
-        deployments[config.name] = Deployment(config, provider, price, limit, field_policy(config))
+        caching = CachePlan.of(config, teams or {}, share_provider_cache)
+        deployments[config.name] = Deployment(config, provider, price, limit, field_policy(config), caching)
     for dep in deployments.values():
         unknown = [f for f in dep.config.fallbacks if f not in deployments]
         if unknown:

@@ -101,8 +101,8 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
     ctx.dropped_params.update(dropped)
     model = dep.config.upstream_model
     if native.api is Api.RESPONSES:
-        return responses_native.native_body(body, model, native.history)
-    return messages_native.native_body(body, model)
+        return dep.caching.responses(responses_native.native_body(body, model, native.history), ctx.principal)
+    return dep.caching.messages(messages_native.native_body(body, model), ctx.principal)
 
 
 async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:

@@ -144,7 +144,9 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         db, Journal(Path(settings.data_dir) / "journal"), settings.ledger_flush_interval_s, settings.ledger_batch_size
     )
     metrics = Metrics()
-    deployments = build_deployments(settings.models, transport, settings.data_dir)
+    deployments = build_deployments(
+        settings.models, transport, settings.data_dir, settings.teams, settings.prompt_cache.share_across_teams
+    )
     breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
     targets: dict[str, RouteTarget] = {
         name: DirectTarget(dep, deployments, metrics, breakers) for name, dep in deployments.items()

@@ -44,6 +44,19 @@ class PriceConfig(TierPriceConfig):
     flex: TierPriceConfig | None = None
 
 
+class PromptCacheConfig(_Strict):
+    """Prompt caching placed by the gateway (docs/caching.md, "Provider prompt caching"), per
+    model and per team (a team's setting wins where it sets one)."""
+
+    mode: Literal["auto", "off"] | None = None  # unset: auto (on)
+    ttl: Literal["5m", "1h"] | None = None  # Anthropic's cache lifetime for the breakpoints placed; unset: 5m
+    # How the upstream is asked: Anthropic's cache_control breakpoints, OpenAI's prompt_cache_key,
+    # or neither. Unset: found from the provider (litellm's anthropic/ and bedrock anthropic
+    # models, a deployment serving the Messages API: anthropic; api.openai.com: openai).
+    style: Literal["anthropic", "openai", "none"] | None = None
+    min_tokens: int | None = Field(default=None, ge=1)  # unset: the model's minimum (policies/prompt_cache.py)
+
+
 class AdmissionConfig(_Strict):
     """How a model's replicas share load between priority classes (engine/admission.py)."""
 
@@ -80,6 +93,7 @@ class ModelConfig(_Strict):
     # model is sent there as the client wrote it (allow-listed, gateway/request_fields.py) and
     # its answer relayed as it came; otherwise it is translated to Chat Completions.
     apis: list[NativeApiName] = Field(default_factory=lambda: list[NativeApiName](["chat"]))
+    prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
 
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:
@@ -234,6 +248,16 @@ class TeamConfig(_Strict):
     # How long kept text stays: older rows are deleted (hourly, and at start). A team that no
     # longer keeps text has its rows deleted the same way.
     keep_text_days: float = Field(default=90.0, gt=0)
+    prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
+
+
+class ProviderCacheConfig(_Strict):
+    """Whether teams share the entries of a provider's prompt cache (docs/caching.md). Shared:
+    one team's prefix is read at 10% by any team that sends the same one, and a team can tell
+    from the cache counts (or the latency) that another sent it: a timing side channel. Not
+    shared (the default): each team's prefixes are made its own."""
+
+    share_across_teams: bool = False
 
 
 class Settings(_Strict):
@@ -264,6 +288,7 @@ class Settings(_Strict):
     rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    prompt_cache: ProviderCacheConfig = Field(default_factory=ProviderCacheConfig)
     dashboard: DashboardConfig = Field(default_factory=DashboardConfig)
     responses: ResponsesConfig = Field(default_factory=ResponsesConfig)
 

@@ -1,0 +1,260 @@
+"""Prompt caching placed by the gateway (issue 26), in process: the official SDKs talk to the
+gateway over ASGI; behind it an Anthropic-compatible provider that caches prefixes at
+breakpoints and bills reads, writes and plain input as Anthropic does
+(tests/fakes/fake_anthropic_cache.py) — reached natively over an ASGI transport, and through
+litellm over HTTP (a local server thread) for Chat Completions. The client sets no markers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import openai
+import orjson
+import pytest
+import uvicorn
+
+from gateway.app import create_app
+from gateway.service import Gateway
+from gateway.settings import Settings
+from tests.fakes.agent_replay import Agent, chat_request, conversations, messages_request
+from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
+from tests.support import free_port
+
+ADMIN = "sk-cg-admin-prompt-markers"
+AGENT = Agent.make()
+
+
+@pytest.fixture(scope="module")
+def fake_server() -> Iterator[tuple[AnthropicCacheFake, str]]:
+    """The provider over HTTP, for litellm (which makes its own connections)."""
+    fake = AnthropicCacheFake(min_tokens=1024)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield fake, f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)
+
+
+def settings_for(tmp: Path, fake: AnthropicCacheFake, api_base: str, **extra: Any) -> Settings:
+    price = fake.rates.price_config()
+    models = [
+        {  # served natively: /v1/messages goes through as the client wrote it
+            "name": "claude",
+            "provider": "openai",
+            "model": "claude-sonnet-4-5",
+            "api_base": "http://anthropic.test/v1",
+            "api_key": "sk-ant-upstream",
+            "apis": ["chat", "messages"],
+            "price": price,
+        },
+        {  # Chat Completions through litellm's Anthropic provider
+            "name": "claude-chat",
+            "provider": "litellm",
+            "model": "anthropic/claude-sonnet-4-5",
+            "api_base": api_base,
+            "api_key": "sk-ant-upstream",
+            "price": price,
+        },
+    ]
+    return Settings.model_validate(
+        {
+            "admin_key": ADMIN,
+            "database_url": f"sqlite:///{tmp}/db.sqlite",
+            "data_dir": str(tmp / "data"),
+            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
+            "models": models,
+            **extra,
+        }
+    )
+
+
+@pytest.fixture
+async def app(
+    tmp_path: Path, fake_server: tuple[AnthropicCacheFake, str], request: pytest.FixtureRequest
+) -> AsyncIterator[Any]:
+    fake, api_base = fake_server
+    fake.bill.__init__()  # type: ignore[misc]  # a fresh bill and cache for each test
+    fake._cache.clear()
+    extra = getattr(request, "param", {})
+    application = create_app(
+        settings_for(tmp_path, fake, api_base, **extra), transport=httpx.ASGITransport(app=fake.app)
+    )
+    gateway: Gateway = application.state.gateway
+    await gateway.start()
+    yield application
+    await gateway.stop()
+
+
+async def new_key(app: Any, team: str) -> str:
+    gateway: Gateway = app.state.gateway
+    await gateway.keys.create_team(team)
+    return (await gateway.keys.create_key(team))[1]
+
+
+def anthropic_client(app: Any, key: str) -> anthropic.AsyncAnthropic:
+    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
+    return anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=key, http_client=http, max_retries=0)
+
+
+def openai_client(app: Any, key: str) -> openai.AsyncOpenAI:
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
+    return openai.AsyncOpenAI(base_url="http://gw.test/v1", api_key=key, http_client=http, max_retries=0)
+
+
+async def replay_messages(app: Any, key: str, count: int = 3, turns: int = 4) -> Decimal:
+    client, charged = anthropic_client(app, key), Decimal(0)
+    for turns_of in conversations(count, turns):
+        for t, turn in enumerate(turns_of):
+            body = messages_request(AGENT, turns_of[:t], turn)
+            raw = await client.messages.with_raw_response.create(model="claude", **body)
+            charged += Decimal(raw.headers["x-costgate-cost-usd"])
+    return charged
+
+
+async def replay_chat(app: Any, key: str, count: int = 3, turns: int = 4) -> Decimal:
+    client, charged = openai_client(app, key), Decimal(0)
+    for turns_of in conversations(count, turns):
+        for t, turn in enumerate(turns_of):
+            body = chat_request(AGENT, turns_of[:t], turn)
+            raw = await client.chat.completions.with_raw_response.create(model="claude-chat", **body)
+            charged += Decimal(raw.headers["x-costgate-cost-usd"])
+    return charged
+
+
+@pytest.mark.parametrize("replay", [replay_messages, replay_chat], ids=["messages", "chat"])
+async def test_agent_replay_is_billed_a_fraction_and_charged_the_bill(app: Any, replay: Any, fake_server: Any) -> None:
+    fake, _ = fake_server
+    charged = await replay(app, await new_key(app, "agents"))
+    marks = [sum(_marks(r["body"])) for r in fake.bill.requests]
+    assert all(1 <= m <= 4 for m in marks)  # the client sent none; the gateway placed them, within the limit
+    assert fake.bill.input_share() <= Decimal("0.30")  # the provider billed under 30% of uncached input
+    assert charged == fake.bill.total()  # and the ledger says what it billed, to the pico-dollar
+
+
+async def test_a_clients_breakpoints_stay_and_none_are_added_past_four(app: Any, fake_server: Any) -> None:
+    fake, _ = fake_server
+    client = anthropic_client(app, await new_key(app, "marks"))
+    mark = {"type": "ephemeral"}
+    tools = [
+        {"name": t["name"], "description": t["description"], "input_schema": t["schema"], "cache_control": mark}
+        for t in AGENT.tools[:4]
+    ]
+    await client.messages.create(
+        model="claude", max_tokens=10, system=AGENT.system, tools=tools, messages=[{"role": "user", "content": "hi"}]
+    )
+    sent = fake.bill.requests[-1]["body"]
+    assert [t.get("cache_control") for t in sent["tools"]] == [mark] * 4  # where the client put them
+    assert sum(_marks(sent)) == 4  # and no fifth: the provider would refuse it
+
+
+async def test_a_short_prompt_gets_no_breakpoint(app: Any, fake_server: Any) -> None:
+    fake, _ = fake_server
+    client = anthropic_client(app, await new_key(app, "short"))
+    await client.messages.create(model="claude", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    assert sum(_marks(fake.bill.requests[-1]["body"])) == 0
+
+
+@pytest.mark.parametrize(
+    "app, reads",
+    [({}, False), ({"prompt_cache": {"share_across_teams": True}}, True)],
+    indirect=["app"],
+    ids=["isolated", "shared"],
+)
+async def test_teams_share_provider_cache_entries_only_when_set(app: Any, reads: bool, fake_server: Any) -> None:
+    fake, _ = fake_server
+    body = messages_request(AGENT, [], next(conversations(1, 1))[0])
+    for team in ("team-one", "team-two"):
+        await anthropic_client(app, await new_key(app, team)).messages.create(model="claude", **body)
+    second = fake.bill.requests[-1]["usage"]
+    assert (second["cache_read_input_tokens"] > 0) is reads
+
+
+@pytest.mark.parametrize(
+    "app",
+    [{"teams": {"quiet": {"prompt_cache": {"mode": "off"}}, "hourly": {"prompt_cache": {"ttl": "1h"}}}}],
+    indirect=True,
+)
+async def test_per_team_off_and_ttl(app: Any, fake_server: Any) -> None:
+    fake, _ = fake_server
+    body = messages_request(AGENT, [], next(conversations(1, 1))[0])
+    await anthropic_client(app, await new_key(app, "quiet")).messages.create(model="claude", **body)
+    assert sum(_marks(fake.bill.requests[-1]["body"])) == 0
+    await anthropic_client(app, await new_key(app, "hourly")).messages.create(model="claude", **body)
+    usage = fake.bill.requests[-1]["usage"]
+    assert (
+        usage["cache_creation"]["ephemeral_1h_input_tokens"] > 0
+        and usage["cache_creation"]["ephemeral_5m_input_tokens"] == 0
+    )
+
+
+def _marks(body: dict[str, Any]) -> Iterator[int]:
+    """1 for each block of an Anthropic body that carries a breakpoint."""
+    system = body.get("system")
+    for item in [*(body.get("tools") or ()), *([] if isinstance(system, str) else system or ())]:
+        yield int("cache_control" in item)
+    for message in body.get("messages") or ():
+        content = message.get("content")
+        for block in [] if isinstance(content, str) else content or ():
+            yield int("cache_control" in block)
+
+
+async def test_openai_gets_a_prompt_cache_key_per_team_unless_the_client_set_one(tmp_path: Path) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def upstream(request: httpx.Request) -> httpx.Response:
+        sent.append(orjson.loads(request.content))
+        answer = {"role": "assistant", "content": "ok"}
+        return httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "gpt-4o-mini",
+                "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            },
+        )
+
+    settings = Settings.model_validate(
+        {
+            "admin_key": ADMIN,
+            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
+            "data_dir": str(tmp_path / "data"),
+            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
+            "models": [
+                {"name": "gpt", "model": "gpt-4o-mini", "api_base": "https://api.openai.com/v1", "api_key": "k"}
+            ],
+        }
+    )
+    application = create_app(settings, transport=httpx.MockTransport(upstream))
+    gateway: Gateway = application.state.gateway
+    await gateway.start()
+    try:
+        messages = [{"role": "system", "content": AGENT.system}, {"role": "user", "content": "hi"}]
+        for team in ("key-one", "key-two"):
+            client = openai_client(application, await new_key(application, team))
+            await client.chat.completions.create(model="gpt", messages=messages)  # type: ignore[arg-type]
+            await client.chat.completions.create(
+                model="gpt", messages=messages[:1] + [{"role": "user", "content": "?"}]
+            )  # type: ignore[arg-type, list-item]
+        await client.chat.completions.create(model="gpt", messages=messages, extra_body={"prompt_cache_key": "mine"})  # type: ignore[arg-type]
+    finally:
+        await gateway.stop()
+    keys = [body.get("prompt_cache_key") for body in sent]
+    assert keys[0] == keys[1] and keys[2] == keys[3]  # one key a team and stable prefix...
+    assert keys[0] != keys[2] and keys[0].startswith("cg-")  # ...another team's is its own
+    assert keys[4] == "mine"  # the client's own is kept
