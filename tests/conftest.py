@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,33 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from tests.support import FakeUpstream, GatewayProcess, model
+
+# The fast lane (`pytest -m "not slow"`, issue 25) starts no process: a test that boots
+# `costgate serve`, a fake in a subprocess, a browser or vLLM carries `@pytest.mark.slow`.
+# The guard below keeps the marks honest: outside a slow test, starting a process fails the test
+# (fixtures a test asks for are set up inside its setup phase, so they are caught too).
+_running: list[pytest.Item] = []
+_real_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self: subprocess.Popen, *args: object, **kwargs: object) -> None:
+    item = _running[-1] if _running else None
+    if item is not None and item.get_closest_marker("slow") is None:
+        raise RuntimeError(f"{item.nodeid} starts a process ({args[0] if args else kwargs.get('args')}): mark it slow")
+    _real_popen_init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.pop()
 
 
 @pytest.fixture(scope="session")

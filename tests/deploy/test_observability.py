@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support import GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 ROOT = Path(__file__).resolve().parents[2]
 RULES = sorted((ROOT / "deploy" / "prometheus").glob("*.yaml"))
 DASHBOARDS = sorted((ROOT / "deploy" / "grafana").glob("*.json"))

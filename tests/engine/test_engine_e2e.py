@@ -24,6 +24,8 @@ from engine.kv_cache import KvShape, tokens_per_gib
 from tests.engine.tiny_model import build_tiny_llama
 from tests.support import ROOT, GatewayProcess, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 MODEL = "tiny-local"
 
 

@@ -205,6 +205,7 @@ async def _next_watch(replica: Replica) -> None:
     await _until(lambda: replica.last_stats is not seen or replica.state is State.STOPPED)
 
 
+@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path: Path) -> None:
     replica = _replica(tmp_path, idle_shutdown_s=None, rate_evidence_tokens=1)  # one short answer measures
     assert replica.state is State.STOPPED and replica.base_url is None
@@ -224,6 +225,7 @@ async def test_starts_lazily_restarts_after_a_crash_and_reads_counters(tmp_path:
     assert replica.state is State.STOPPED
 
 
+@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_stops_when_idle_and_starts_again_on_the_next_request(tmp_path: Path) -> None:
     clock = SkippingClock()
     replica = _replica(tmp_path, clock, idle_shutdown_s=300)
@@ -246,6 +248,7 @@ async def test_stops_when_idle_and_starts_again_on_the_next_request(tmp_path: Pa
         await replica.stop()
 
 
+@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_a_stopped_engine_leaves_no_process(tmp_path: Path) -> None:
     replica = _replica(tmp_path, idle_shutdown_s=None)
     await replica.ensure_ready()
@@ -255,6 +258,7 @@ async def test_a_stopped_engine_leaves_no_process(tmp_path: Path) -> None:
         os.kill(pid, 0)
 
 
+@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_an_engine_that_cannot_start_is_reported(tmp_path: Path) -> None:
     replica = Replica(
         LaunchSpec("m", "/none", EngineSettings.parse({"startup_timeout_s": 30, "warm_up": False})),

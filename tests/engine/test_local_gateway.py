@@ -19,6 +19,8 @@ from tests.engine.test_launcher import STAND_IN
 from tests.engine.test_model_facts import HERMES_TEMPLATE, SMOLLM2_TEMPLATE
 from tests.support import FakeUpstream, GatewayProcess, _env, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 TOOLS = [
     {
         "type": "function",

@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 SMALL_IN, SMALL_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 
 

@@ -15,6 +15,8 @@ from tests.conftest import standard_models
 from tests.gateway.budget_support import OwnRedis
 from tests.support import FakeUpstream, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PROMPT = " ".join(f"w{i}" for i in range(40))  # $1.8e-5 per call on `small`, $3.12e-5 worst case
 NO_CACHE = {"exact": {"enabled": False}}  # repeated questions must be calls that spend
 

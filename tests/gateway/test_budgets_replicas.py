@@ -19,6 +19,8 @@ from tests.conftest import standard_models
 from tests.gateway.budget_support import SHARED_REDIS, WebhookReceiver, fresh_postgres, price_cost, redis_prefix
 from tests.support import FakeUpstream, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 SMALL_IN, SMALL_OUT = "0.15", "0.6"  # the `small` model's price in standard_models
 
 

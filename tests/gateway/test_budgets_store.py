@@ -35,6 +35,8 @@ from policies.ratelimit import Limit, RateCheck
 from tests.gateway.budget_support import SHARED_REDIS, OwnRedis, redis_prefix
 from tests.support import free_port
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 T0 = datetime(2026, 1, 31, 23, 59, 0, tzinfo=UTC).timestamp()
 
 

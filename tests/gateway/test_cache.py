@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import standard_models
 from tests.support import FakeUpstream, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 COLD = {"temperature": 0}
 
 

@@ -20,6 +20,8 @@ from policies.semantic_cache.verifier import Verifier
 from tests.conftest import standard_models
 from tests.support import ROOT, FakeUpstream, GatewayProcess, _env
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 SEM = {"semantic": True, "max_false_hit_rate": 0.25}
 # (stored, asked, verdict): pairs the shipped verifier serves at a 25% bound (an item added:
 # "change" / "reset" and "disable" / "enable", one word swapped, it no longer serves at all)

@@ -14,6 +14,8 @@ import redis
 from tests.conftest import standard_models
 from tests.support import FakeUpstream, GatewayProcess, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 REDIS = "redis://127.0.0.1:6379/0"
 
 

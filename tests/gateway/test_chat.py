@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 SMALL_IN, SMALL_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 
 

@@ -14,6 +14,8 @@ from gateway.cli import CONFIG_ERROR_EXIT, SAMPLE_CONFIG, main
 from gateway.settings import load_settings
 from tests.support import ROOT, _env
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 
 def _serve(config: Path, cwd: Path, port: int = 0) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

@@ -21,6 +21,8 @@ from gateway.providers.litellm import WHOLE_ANSWER_TYPES, _media_type
 from tests.fakes.fake_openai import REASONING
 from tests.support import FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 MILLION = Decimal(10**6)
 IN, CACHED, OUT, REASONED = Decimal(1) / MILLION, Decimal("0.25") / MILLION, Decimal(4) / MILLION, Decimal(8) / MILLION
 DETAILS_PRICE = {

@@ -7,9 +7,12 @@ import sqlite3
 import threading
 
 import httpx
+import pytest
 
 from tests.conftest import standard_models
 from tests.support import GatewayProcess, wait_until
+
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 
 def complete_answers(gw: GatewayProcess, key: str, stop: threading.Event, done: list[str]) -> None:

@@ -15,6 +15,8 @@ import pytest
 from gateway.cli import main
 from tests.support import FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "rec-weak", "rec-strong"
 CUT = {"content": "weak and cut", "finish_reason": "length"}  # the rules scorer rejects it: escalated
 QUESTIONS = [f"what is {i} + {i}?" for i in range(12)]

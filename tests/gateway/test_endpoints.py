@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 
 def test_embeddings_are_charged_for_input_only(gateway: GatewayProcess, key: str) -> None:
     raw = gateway.client(key).embeddings.with_raw_response.create(model="small", input=["alpha beta", "gamma"])

@@ -11,6 +11,8 @@ import pytest
 
 from tests.support import GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HI = [{"role": "user", "content": "hi"}]
 
 

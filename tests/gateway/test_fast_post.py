@@ -18,6 +18,8 @@ from gateway.providers.fast_post import FastPost, environment_proxies
 from gateway.providers.openai import OpenAIProvider
 from tests.support import FakeUpstream, free_port
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HI = [{"role": "user", "content": "hi there"}]
 
 

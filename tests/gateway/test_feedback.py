@@ -18,6 +18,8 @@ from policies.semantic_cache.calibration import Labelled
 from tests.conftest import standard_models
 from tests.support import FakeUpstream, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 SEM = {"semantic": True, "max_false_hit_rate": 0.25}
 
 

@@ -10,6 +10,8 @@ import pytest
 
 from tests.support import GatewayProcess, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HI = [{"role": "user", "content": "hi"}]
 
 

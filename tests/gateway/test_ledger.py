@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import standard_models
 from tests.support import GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PG = "postgresql://postgres@127.0.0.1:5432"
 
 

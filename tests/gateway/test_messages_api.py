@@ -16,6 +16,8 @@ import pytest
 
 from tests.support import FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PRICE_IN, PRICE_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 MODELS = ["small", "native"]
 WEATHER = {

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import orjson
+import pytest
 
 from gateway.context import Api, Endpoint, NativeRequest, RequestContext
 from gateway.deployments import Deployment
@@ -25,6 +26,8 @@ from gateway.worst_case import StreamMeter, prompt_bound
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import PICO_USD, Price, format_usd
 from tests.gateway.fakes import TEAM_A, request
+
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 INPUT, OUTPUT = Decimal(1) / 10**6, Decimal(2) / 10**6  # the deployment's price per token
 

@@ -19,6 +19,8 @@ from gateway.providers.replicas import ReplicaSet, replica_set
 from gateway.settings import ModelConfig
 from tests.support import wait_until, wait_until_async
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 A, B = "http://a.test/v1", "http://b.test/v1"
 
 

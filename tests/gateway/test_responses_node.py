@@ -19,6 +19,8 @@ import pytest
 
 from tests.support import FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 NODE_DIR = Path(__file__).parent / "node"
 PRICE_IN, PRICE_OUT = Decimal("0.15") / 10**6, Decimal("0.6") / 10**6
 

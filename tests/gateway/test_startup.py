@@ -5,7 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import ROOT
+
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 
 def test_building_the_app_does_not_import_litellm() -> None:

@@ -24,6 +24,8 @@ from policies.plans import DEFAULT_PLANS, Plan, plans_with
 from policies.pricing import Price
 from policies.ratelimit import Limit, RateCheck, allows, estimate, estimate_tokens, retry_after
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()

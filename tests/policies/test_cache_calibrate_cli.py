@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from policies.semantic_cache.verifier import Verifier
 from tests.support import ROOT, _env
+
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 THINGS = [
     "bake bread",

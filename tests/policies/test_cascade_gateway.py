@@ -18,6 +18,8 @@ import pytest
 from gateway.tokens import count_text
 from tests.support import FakeUpstream, GatewayProcess, _env, model, recorded_upstream, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "rec-weak", "rec-strong"
 CONFIDENT = [-0.01] * 5
 UNSURE = [-3.0] * 5

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gateway.cascade_cli import with_query_vectors
 from policies.quality_controller import Policy, QualityController
@@ -18,6 +19,8 @@ from policies.scorers.learned import LearnedModel, LearnedScorer, auc
 from policies.scorers.training import Matrix, TrainingExample, train_matrix
 from tests.policies.test_scorers import synthetic
 from tests.support import ROOT, _env
+
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 
 def examples(rng: random.Random, n: int) -> list[TrainingExample]:

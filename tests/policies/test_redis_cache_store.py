@@ -17,6 +17,8 @@ from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.redis_store import RedisStore
 from policies.semantic_cache.store import Entry, QuestionVectors
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 URL = "redis://127.0.0.1:6379/0"
 
 

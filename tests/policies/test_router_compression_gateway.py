@@ -16,6 +16,8 @@ from policies.compress import SUMMARY_PREFIX, summary_request
 from tests.policies.test_cascade_gateway import GRADER, RECORDS, STRONG, WEAK, ask, cost_of
 from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HISTORY = [
     m
     for i in range(12)

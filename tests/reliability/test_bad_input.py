@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import ADMIN_KEY, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 MSG = '"messages": [{"role": "user", "content": "x"}]'
 
 

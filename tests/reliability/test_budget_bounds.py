@@ -23,6 +23,8 @@ import pytest
 
 from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 BUDGET = Decimal("0.05")
 IN, OUT = Decimal("2.5") / 10**6, Decimal("10") / 10**6  # gpt-4o's prices, per token
 HI = [{"role": "user", "content": "hi"}]

@@ -21,6 +21,8 @@ import pytest
 from tests.gateway.budget_support import fresh_postgres, redis_prefix
 from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PRICE = "10"  # dollars per million tokens, in and out: a 400-token worst case holds $0.004
 LEASE_S = 2
 WORDS = 200  # the drip model streams one word every 0.2 s: a 40 s answer, cut by the kill

@@ -21,6 +21,8 @@ import sqlalchemy
 from tests.reliability.services import OwnPostgres, OwnRedis
 from tests.support import FakeUpstream, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HI = [{"role": "user", "content": "hi"}]
 
 

@@ -27,6 +27,8 @@ from gateway.request_fields import DROPPED_HEADER, LITELLM_READS, OPENAI_FIELDS
 from tests.litellm_kwargs import hostile_value, litellm_kwargs
 from tests.support import FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PROVIDER_KEY = "sk-provider-" + secrets.token_hex(16)
 HI = [{"role": "user", "content": "hi"}]
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support import ADMIN_KEY, FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 METRICS_KEY = "sk-cg-metrics-" + secrets.token_hex(12)
 
 

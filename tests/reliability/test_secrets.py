@@ -17,6 +17,8 @@ import pytest
 from tests.reliability.services import FaultyUpstreamProcess
 from tests.support import ADMIN_KEY, FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 PROVIDER_KEY = "sk-provider-" + secrets.token_hex(16)
 HI = [{"role": "user", "content": "hi"}]
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.support import ADMIN_KEY, FakeUpstream, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 HEADER_TIMEOUT_S = 1.0
 
 

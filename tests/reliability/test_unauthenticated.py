@@ -15,6 +15,8 @@ import pytest
 
 from tests.support import ADMIN_KEY, FakeUpstream, GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 MB = 1024 * 1024
 
 

@@ -18,6 +18,8 @@ import pytest
 from tests.reliability.services import FaultyUpstreamProcess
 from tests.support import GatewayProcess, model
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 ONE_CALL_USD = Decimal("0.000045")  # the faulty upstream's usage (10 in, 5 out) at $1.5/$6 per Mtok
 HI = [{"role": "user", "content": "hi"}]
 

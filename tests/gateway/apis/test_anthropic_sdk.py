@@ -10,6 +10,8 @@ import pytest
 from tests.gateway.apis.chat_samples import Answer, Call
 from tests.gateway.apis.messages_server import MessagesServer
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEATHER = {
     "name": "get_weather",
     "description": "Weather in a city",

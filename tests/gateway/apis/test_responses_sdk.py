@@ -13,6 +13,8 @@ from pydantic import BaseModel
 from tests.gateway.apis.chat_samples import Answer, Call
 from tests.gateway.apis.responses_server import ResponsesServer
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEATHER = {
     "type": "function",
     "name": "get_weather",

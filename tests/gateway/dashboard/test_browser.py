@@ -18,6 +18,8 @@ import pytest
 from policies.pricing import format_usd
 from tests.support import ADMIN_KEY, GatewayProcess, model, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [
     "--headless",

@@ -15,6 +15,8 @@ from tests.gateway.dashboard.test_browser import browser, dollars, page, shoot, 
 from tests.gateway.dashboard.test_router import signed_in
 from tests.support import FakeUpstream, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 QUESTION = "How do I learn Rust quickly?"
 NEAR = "How can I learn Rust quickly?"
 

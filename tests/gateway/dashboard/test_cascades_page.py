@@ -16,6 +16,8 @@ from tests.gateway.dashboard.test_browser import browser, page, shoot, sign_in  
 from tests.gateway.routing.test_learning import QUESTIONS, RECORDS, scorer_file
 from tests.support import GatewayProcess, model, recorded_upstream, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 
 @pytest.fixture(scope="module")
 def cascaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GatewayProcess]:

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support import ADMIN_KEY, GatewayProcess
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 
 def signed_in(gateway: GatewayProcess) -> tuple[httpx.Client, str]:
     client = httpx.Client(base_url=gateway.url, timeout=30)

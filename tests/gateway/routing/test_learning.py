@@ -19,6 +19,8 @@ from policies.scorers.features import features
 from policies.scorers.training import Matrix, train_matrix
 from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "learn-weak", "learn-strong"
 RIGHT = [("What is 3 + 4?", "3 + 4 = 7\n#### 7"), ("What is 6 * 7?", "6 * 7 = 42\n#### 42")]
 RIGHT += [("What is 10 - 3?", "10 - 3 = 7\n#### 7")]

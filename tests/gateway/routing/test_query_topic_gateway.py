@@ -15,6 +15,8 @@ from policies.semantic_cache.embedder import Embedder
 from tests.support import GatewayProcess, model, recorded_upstream
 from tests.topics import ANSWER, BAKING, DRIVING, examples, questions
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "topic-weak", "topic-strong"
 
 

@@ -20,6 +20,8 @@ from policies.scorers.features import features
 from policies.scorers.training import Matrix, train_matrix
 from tests.support import GatewayProcess, model, recorded_upstream, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "upgrade-weak", "upgrade-strong"
 # Worked answers the last tier agrees with; hedged guesses it never agrees with.
 WORKED = [(f"A crate holds {a} rows of {b} jars. How many jars?", a * b) for a, b in [(3, 4), (6, 7), (12, 5)]]

@@ -17,6 +17,8 @@ import pytest
 from tests.gateway.budget_support import SHARED_REDIS, redis_prefix
 from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream, wait_until
 
+pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
+
 WEAK, STRONG = "rec-weak", "rec-strong"
 RECORDS = [{"prompt": "what is 3 + 4?", "answers": {WEAK: "3 + 4 = 7\n#### 7", STRONG: "#### 7"}}]  # others echo
 
