@@ -61,12 +61,12 @@ def _gguf_read_once() -> Iterator[None]:
     import gguf as gguf_module
 
     reader, name_map = gguf_module.GGUFReader, gguf_module.get_tensor_name_map
-    gguf_module.GGUFReader = functools.cache(reader)  # type: ignore[misc,assignment]  # a class, memoised per path
+    gguf_module.GGUFReader = functools.cache(reader)  # type: ignore[misc,assignment,unused-ignore]  # a class, memoised per path
     gguf_module.get_tensor_name_map = functools.cache(name_map)
     try:
         yield
     finally:
-        gguf_module.GGUFReader, gguf_module.get_tensor_name_map = reader, name_map  # type: ignore[misc]
+        gguf_module.GGUFReader, gguf_module.get_tensor_name_map = reader, name_map  # type: ignore[misc,unused-ignore]
 
 
 def convert(gguf: Path, dst: Path) -> Path:
@@ -80,7 +80,7 @@ def convert(gguf: Path, dst: Path) -> Path:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
     # The weights are dequantized on load; what is left of GGUF is a marker that forbids saving.
-    model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as a module attribute
+    model.hf_quantizer = None  # type: ignore[assignment,unused-ignore]  # transformers types it as a module attribute
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     model.save_pretrained(tmp, safe_serialization=True)
