@@ -14,6 +14,8 @@ from engine.config import EngineSettings
 from engine.launcher import Replica, State
 from tests.engine.test_launcher import STAND_IN, _until
 
+pytestmark = pytest.mark.slow  # starts stand-in vLLM processes
+
 
 @pytest.mark.parametrize(
     ("last_start", "started_for", "remaining"),
@@ -59,7 +61,6 @@ def _gated_replica(tmp_path: Path, gate: Path, first_start_s: float | None = Non
     return Replica(spec, tmp_path, cpu=True, server_module=STAND_IN, first_start_s=first_start_s)
 
 
-@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_a_request_waits_its_bound_then_gets_a_retry_after_while_the_start_goes_on(tmp_path: Path) -> None:
     gate = tmp_path / "ready"
     replica = _gated_replica(tmp_path, gate)
@@ -76,7 +77,6 @@ async def test_a_request_waits_its_bound_then_gets_a_retry_after_while_the_start
         await replica.stop()
 
 
-@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_after_a_measured_start_a_wait_that_would_exceed_the_bound_is_refused_at_once(tmp_path: Path) -> None:
     gate = tmp_path / "ready"
     gate.touch()
@@ -99,7 +99,6 @@ async def test_after_a_measured_start_a_wait_that_would_exceed_the_bound_is_refu
         await replica.stop()
 
 
-@pytest.mark.slow  # starts a stand-in vLLM process
 async def test_stopping_while_an_engine_starts_leaves_no_process(tmp_path: Path) -> None:
     replica = _gated_replica(tmp_path, tmp_path / "never")
     with pytest.raises(EngineStarting):

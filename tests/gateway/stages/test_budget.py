@@ -20,7 +20,7 @@ from gateway.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
 from policies.budgets import Budget, Period, Scope
-from policies.pricing import Usage, to_pico
+from policies.pricing import Bill, Usage, to_pico
 from tests.gateway.fakes import TEAM_A, deployment, request
 from tests.gateway.stages.spend import refusals, spend_control
 
@@ -66,7 +66,7 @@ async def admitted(control: SpendControl, principal: Principal = TEAM_A, **field
 
 
 def answered(ctx: RequestContext, cost: str, usage: Usage = SOME_USAGE) -> RequestContext:
-    ctx.add_call(usage, Decimal(cost))
+    ctx.add_call(usage, Bill(Decimal(cost)))
     return ctx
 
 

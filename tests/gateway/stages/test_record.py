@@ -12,7 +12,7 @@ from gateway.context import CacheStatus, RequestContext
 from gateway.metrics import Metrics
 from gateway.stages.record import Record
 from gateway.storage.ledger import LedgerRow
-from policies.pricing import Usage
+from policies.pricing import Bill, Usage
 from tests.gateway.fakes import TEAM_A, request
 
 
@@ -44,7 +44,7 @@ def answered() -> RequestContext:
         trace_id="order-7",
         user="alice",
     )
-    ctx.add_call(Usage(1000, 500, 200), Decimal("0.0015"))
+    ctx.add_call(Usage(1000, 500, 200), Bill(Decimal("0.0015")))
     ctx.saved = Decimal("0.0002")
     return ctx
 

@@ -20,7 +20,7 @@ from gateway.storage.budgets import BudgetTable, ledger_spend
 from gateway.storage.db import create_engine, create_tables, ledger
 from gateway.storage.ledger import LedgerRow
 from policies.budgets import Budget, Period, Scope, Window, window
-from policies.pricing import Usage
+from policies.pricing import Bill, Usage
 from tests.gateway.fakes import TEAM_A, request
 
 TEAM = Budget(Scope.TEAM, "team_a1", Period.MONTHLY, 5_000_000_000_000)
@@ -94,7 +94,7 @@ def spent(
         principal=principal, requested_model="small", served_model="small", created_at=at, user=user, tags=tags
     )
     ctx.request_id = f"req_{n}"
-    ctx.add_call(Usage(10, 10), Decimal(cost))
+    ctx.add_call(Usage(10, 10), Bill(Decimal(cost)))
     return LedgerRow.from_context(ctx).as_dict()
 
 

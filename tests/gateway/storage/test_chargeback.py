@@ -20,7 +20,7 @@ from gateway.context import Principal
 from gateway.storage.chargeback import CSV_HEADER, chargeback_csv, trace
 from gateway.storage.db import create_engine, create_tables, ledger, teams
 from gateway.storage.ledger import LedgerRow
-from policies.pricing import Usage
+from policies.pricing import Bill, Usage
 from tests.gateway.fakes import TEAM_A, request
 
 TEAM_B = Principal("team_b1", "team-b", "key_b1")
@@ -47,7 +47,7 @@ def row(
         created_at=at,
     )
     ctx.request_id = f"req_{n}"
-    ctx.add_call(Usage(100, 10), Decimal(cost))
+    ctx.add_call(Usage(100, 10), Bill(Decimal(cost)))
     ctx.saved = Decimal(saved)
     if not served:
         ctx.status_code, ctx.error = 402, "over budget"
