@@ -50,6 +50,7 @@ def request_fields(ctx: RequestContext) -> dict[str, Any]:
         "cache": ctx.cache_status.value,
         "cascade_tier": ctx.cascade_tier,
         "trace_id": ctx.trace_id,
+        "otel_trace_id": ctx.trace.trace_id if ctx.trace is not None else None,
         "error": ctx.error,
     }
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from gateway import tracing
 from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
@@ -51,8 +52,8 @@ def charge(
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
-    completion = await dep.provider.complete(
-        UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
+    completion = await tracing.complete(
+        ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
     )
     ctx.call_answered()
     charge(
@@ -64,8 +65,8 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
-    stream = await dep.provider.open_stream(
-        UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
+    stream = await tracing.open_stream(
+        ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
     )
     ctx.call_answered()
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
@@ -138,7 +139,7 @@ async def complete(
 ) -> Completion:
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
-    completion = await dep.provider.complete(UpstreamCall(endpoint, body))
+    completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body))
     ctx.call_answered()
     usage = completion.usage
     if usage is None:  # count this call's own body, not the client's

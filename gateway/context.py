@@ -124,6 +124,17 @@ class NativeRequest:
     history: tuple[dict[str, Any], ...] | None = None  # the stored conversation costgate resolved, if any
 
 
+class Trace(Protocol):
+    """A request's OpenTelemetry span (gateway/tracing.py), when tracing is on."""
+
+    @property
+    def trace_id(self) -> str:
+        """The OpenTelemetry trace id in hex, for the access log."""
+        ...
+
+    def finish(self, ctx: RequestContext) -> None: ...
+
+
 class SideCall(Protocol):
     """Calls made on a request's behalf after it was answered (a cascade's shadow sample). They
     run through a pipeline of their own (record, budget, then `run`), so they are held against and
@@ -178,6 +189,7 @@ class RequestContext:
     status_code: int = 200
     error: str | None = None
     first_token_at: float | None = None
+    trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/tracing.py)
     cascade_tier: int | None = None  # the cascade tier whose answer the client got (0: the cheapest)
     finished_at: float | None = None
     wants_usage_chunk: bool = False

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio
 import orjson
 
+from gateway import tracing
 from gateway.apis.anthropic import native as messages_native
 from gateway.apis.anthropic.errors import error_type
 from gateway.apis.responses import native as responses_native
@@ -108,7 +109,8 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
 async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    completion = await dep.provider.complete(UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority))
+    call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority)
+    completion = await tracing.complete(ctx, dep, call)
     ctx.call_answered()
     ctx.response_body = api.chat_answer(completion.body)
     text = ctx.response_body["choices"][0]["message"]["content"] or ""
@@ -123,8 +125,8 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    stream = await dep.provider.open_stream(
-        UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority)
+    stream = await tracing.open_stream(
+        ctx, dep, UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority)
     )
     ctx.call_answered()
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True

@@ -37,6 +37,7 @@ from gateway.stages.keep_text import KeepText
 from gateway.stages.side_call import RunSideCall
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
+from gateway.tracing import Tracing
 from policies.pricing import format_usd
 
 log = logging.getLogger("costgate.pipeline")
@@ -66,6 +67,7 @@ class StageParts:
     compression: CompressionConfig
     policy_metrics: PolicyMetrics
     keep_text: KeepText | None = None  # only when a team keeps its text for distillation
+    tracing: Tracing | None = None  # only when OTEL_* asks for spans (gateway/tracing.py)
 
 
 def build_stages(parts: StageParts) -> list[Stage]:
@@ -73,7 +75,7 @@ def build_stages(parts: StageParts) -> list[Stage]:
     p = parts
     keep = [p.keep_text] if p.keep_text is not None else []
     return [
-        record.Record(p.ledger, p.metrics),  # first in, so its settle runs last
+        record.Record(p.ledger, p.metrics, p.tracing),  # first in, so its settle runs last
         read_body.ReadBody(),  # a bad body is refused and recorded like any other refusal
         authenticate.Authenticate(p.keys, p.targets),
         tag.Tag(),

@@ -37,6 +37,7 @@ from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
 from gateway.storage.private import private_dir
 from gateway.storage.responses import ResponseStore
+from gateway.tracing import Tracing, build_tracing
 from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")
@@ -82,6 +83,7 @@ class Gateway:
     # Deletes kept text past its team's keep_text_days.
     text_retention: Retention
     texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
+    tracing: Tracing | None = None  # spans over OTLP, when OTEL_* asks (gateway/tracing.py)
 
     async def start(self) -> None:
         await create_tables(self.db)  # every store's tables, migrated under a lock (gateway/storage/migrate.py)
@@ -112,6 +114,8 @@ class Gateway:
         for dep in self.deployments.values():
             await dep.provider.aclose()
         await self.db.dispose()
+        if self.tracing is not None:
+            self.tracing.shutdown()  # the last spans go out
 
 
 def ready_line(models: list[str], starting: list[LocalProvider]) -> str:
@@ -160,9 +164,20 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry, minilm)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
     streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks, b.journal_every_s)
+    tracing = build_tracing(os.environ)
     stages = build_stages(
         StageParts(
-            keys, targets, deployments, spend, cache, ledger, metrics, settings.compression, routing.metrics, keep_text
+            keys,
+            targets,
+            deployments,
+            spend,
+            cache,
+            ledger,
+            metrics,
+            settings.compression,
+            routing.metrics,
+            keep_text,
+            tracing,
         )
     )
     pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
@@ -189,4 +204,5 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         feedback,
         Retention(texts or TextStore(db), settings.keep_text_days()),
         texts,
+        tracing,
     )

@@ -26,6 +26,7 @@ class UpstreamCall:
     stream: bool = False
     # The request's class; a replica set admits by it, and vLLM replicas get it as `priority`.
     priority: Priority = Priority.INTERACTIVE
+    headers: tuple[tuple[str, str], ...] = ()  # sent along: the trace context (gateway/tracing.py)
 
 
 @dataclass(frozen=True, slots=True)

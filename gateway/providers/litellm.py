@@ -173,7 +173,8 @@ class LiteLLMProvider:
         fields become keyword arguments, whichever path built the body (gateway/request_fields.py):
         where to connect, with what key, and nothing else, comes from the config alone."""
         body, _ = self.fields.split(call.endpoint.value, call.body)
-        return {**body, **self._extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
+        extra = {"extra_headers": dict(call.headers)} if call.headers else {}  # the trace context only
+        return {**body, **self._extra, **extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
 
     async def complete(self, call: UpstreamCall) -> Completion:
         return await with_retries(lambda: self._complete_once(call), self.max_retries)

@@ -249,13 +249,13 @@ class OpenAIProvider:
             async with asyncio.timeout(self.timeout_s):
                 if self._fast is not None:
                     status, headers, raw = await self._fast.post(
-                        PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call.endpoint)
+                        PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call)
                     )
                 else:
                     response = await self._client.post(
                         PATHS[call.endpoint],
                         content=orjson.dumps(call.body),
-                        headers={"content-type": "application/json", **self._headers(call.endpoint)},
+                        headers={"content-type": "application/json", **self._headers(call)},
                     )
                     status, headers, raw = response.status_code, response.headers, response.content
         except httpx.ConnectError:
@@ -279,7 +279,7 @@ class OpenAIProvider:
             "POST",
             PATHS[call.endpoint],
             content=orjson.dumps(call.body),
-            headers={"content-type": "application/json", **self._headers(call.endpoint)},
+            headers={"content-type": "application/json", **self._headers(call)},
         )
         try:
             response = await self._client.send(request, stream=True)
@@ -304,9 +304,7 @@ class OpenAIProvider:
         """`_open_stream_once` on aiohttp (gateway/providers/fast_post.py): the same errors."""
         assert self._fast is not None
         try:
-            response = await self._fast.open(
-                PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call.endpoint)
-            )
+            response = await self._fast.open(PATHS[call.endpoint], orjson.dumps(call.body), self._headers(call))
             if response.status >= 300:
                 try:
                     raw = self.redact(await fast_post.read(response))
@@ -328,8 +326,9 @@ class OpenAIProvider:
 
         return OpenAIStream(fast_post.lines(response), close, self.redact, self.timeout_s, last_event(call.endpoint))
 
-    def _headers(self, endpoint: Endpoint) -> dict[str, str]:
-        return self._anthropic if endpoint is Endpoint.MESSAGES else {}
+    def _headers(self, call: UpstreamCall) -> dict[str, str]:
+        own = self._anthropic if call.endpoint is Endpoint.MESSAGES else {}
+        return {**own, **dict(call.headers)} if call.headers else own
 
     def redact(self, raw: bytes) -> bytes:
         return redact(raw, self._secret)

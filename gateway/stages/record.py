@@ -11,17 +11,23 @@ from gateway.access_log import log_request
 from gateway.context import RequestContext
 from gateway.metrics import Metrics
 from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.tracing import Tracing
 
 
 class Record:
-    def __init__(self, ledger: LedgerWriter, metrics: Metrics) -> None:
+    def __init__(self, ledger: LedgerWriter, metrics: Metrics, tracing: Tracing | None = None) -> None:
         self.ledger = ledger
         self.metrics = metrics
+        self.tracing = tracing
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
+        if self.tracing is not None:
+            ctx.trace = self.tracing.start(ctx)  # its upstream calls' spans are its children
         return None
 
     async def settle(self, ctx: RequestContext) -> None:
+        if ctx.trace is not None:
+            ctx.trace.finish(ctx)
         log_request(ctx)
         if ctx.principal is None:
             self.metrics.unauthenticated.labels("v1").inc()
