@@ -42,7 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cascade_offline import DEFAULT_DATA  # noqa: E402
+from tests import support  # noqa: E402
 from tests.support import GatewayProcess, _env, free_port, model, wait_http  # noqa: E402
+
+# A gateway on the shared 2-core machine (8 developers' load) can take over a minute to start:
+# give it five before calling the run failed.
+_wait_http = support.wait_http
+support.wait_http = lambda url, proc, timeout=300.0: _wait_http(url, proc, timeout)
 
 WEAK, STRONG = "mixtral-8x7b-instruct", "gpt-4-1106-preview"
 

@@ -23,7 +23,7 @@ from gateway.tokens import count_prompt, count_text
 from policies.agreement import answers_agree
 from policies.quality_controller import Policy
 from policies.scorers import Scored
-from policies.whatif import Estimate, Interval, Recorded, estimate
+from policies.whatif import Recorded, estimate, report
 
 PREFIX = "costgate whatif: "
 
@@ -79,23 +79,6 @@ def with_vectors(rows: list[Recorded]) -> list[Recorded]:
         return []
     vectors = Embedder().embed_many([r.item.query for r in rows])
     return [replace(r, item=replace(r.item, query_vector=v)) for r, v in zip(rows, vectors)]
-
-
-def _interval(i: Interval) -> dict:
-    return {"mean": round(i.mean, 4), "low": round(i.low, 4), "high": round(i.high, 4)}
-
-
-def report(found: Estimate) -> dict:
-    return {
-        "requests": found.requests,
-        "draws": found.draws,
-        "level": found.level,
-        "cost_vs_last_tier": _interval(found.cost_ratio),
-        "saved_usd": _interval(found.saved_usd),
-        "agreement_with_last_tier": _interval(found.agreement),
-        "accuracy_vs_last_tier": None if found.accuracy_ratio is None else _interval(found.accuracy_ratio),
-        "certified_in_share_of_draws": found.certified_share,
-    }
 
 
 def run(args: argparse.Namespace) -> int:

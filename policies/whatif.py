@@ -234,13 +234,21 @@ def interval(values: Sequence[float], level: float) -> Interval:
 
 
 def estimate(
-    rows: Sequence[Recorded], policy: Policy, draws: int = 20, level: float = 0.9, router: bool = True, seed: int = 0
+    rows: Sequence[Recorded],
+    policy: Policy,
+    draws: int = 20,
+    level: float = 0.9,
+    router: bool = True,
+    seed: int = 0,
+    weights: Sequence[float] | None = None,
 ) -> Estimate:
-    """What a cascade would do on traffic like `rows` (see the module's docstring)."""
+    """What a cascade would do on traffic like `rows` (see the module's docstring). `weights`:
+    what each row stands for (a stored sample's 1 / the probability it was sampled), so that
+    the resamples are drawn as the traffic was, not as it was sampled."""
     rng = random.Random(seed)
     outcomes = []
     for _ in range(draws):
-        drawn = [rows[rng.randrange(len(rows))] for _ in rows]
+        drawn = rng.choices(rows, weights=weights, k=len(rows))
         outcomes.append(replay(drawn, policy, random.Random(rng.random()), router))
     accuracy = [o.accuracy_ratio for o in outcomes]
     return Estimate(
@@ -253,3 +261,21 @@ def estimate(
         None if any(a is None for a in accuracy) else interval([a for a in accuracy if a is not None], level),
         sum(o.certified_at is not None for o in outcomes) / draws,
     )
+
+
+def interval_json(i: Interval) -> dict:
+    return {"mean": round(i.mean, 4), "low": round(i.low, 4), "high": round(i.high, 4)}
+
+
+def report(found: Estimate) -> dict:
+    """The estimate as `costgate whatif` prints it and /admin/cascades/{name}/whatif returns it."""
+    return {
+        "requests": found.requests,
+        "draws": found.draws,
+        "level": found.level,
+        "cost_vs_last_tier": interval_json(found.cost_ratio),
+        "saved_usd": interval_json(found.saved_usd),
+        "agreement_with_last_tier": interval_json(found.agreement),
+        "accuracy_vs_last_tier": None if found.accuracy_ratio is None else interval_json(found.accuracy_ratio),
+        "certified_in_share_of_draws": found.certified_share,
+    }

@@ -180,6 +180,7 @@ PAGES = {
     "/budgets": "budgets",
     "/savings": "savings",
     "/cascades": "cascades",
+    "/whatif": "whatif",
     "/requests": "requests",
 }
 

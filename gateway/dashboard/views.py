@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import quote
 
 from starlette.responses import RedirectResponse, Response
 
@@ -94,6 +95,19 @@ class Views:
         missing = None if reply.ok else f"GET /admin/cascades answered {reply.status}: {reply.error}"
         charts = {c.get("name"): learning_chart(c.get("learning_curve") or []) for c in rows if isinstance(c, dict)}
         return self._render("cascades.html", session, page="cascades", cascades=rows, missing=missing, curves=charts)
+
+    async def whatif(self, session: Session, window: Window) -> Response:
+        """What each cascade would do on its recorded traffic (GET /admin/cascades/{name}/whatif)."""
+        reports, missing = [], []
+        for c in self.gateway.settings.cascades:
+            reply = await self.admin.call(
+                "GET", f"/admin/cascades/{quote(c.name, safe='')}/whatif", params={"draws": "3"}
+            )
+            if reply.ok and isinstance(reply.body, dict):
+                reports.append(reply.body)
+            else:
+                missing.append(f"{c.name}: GET /admin/cascades/{c.name}/whatif answered {reply.status}")
+        return self._render("whatif.html", session, page="whatif", reports=reports, missing="; ".join(missing) or None)
 
     async def requests(self, session: Session, window: Window) -> Response:
         return self._render(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 
+from gateway.errors import NotFound
 from gateway.routes.admin import require_admin
 from gateway.routing.cascade import CascadeTarget
 from gateway.routing.learning import Learning
+from gateway.routing.recorded import MAX_DRAWS, whatif
 from policies.pricing import format_usd
 from policies.scorers.refit import traffic_auc
 
@@ -17,6 +19,22 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 async def list_cascades(request: Request) -> dict:
     routing = request.app.state.gateway.routing
     return {"data": [cascade_view(cascade, routing.learning.get(name)) for name, cascade in routing.cascades.items()]}
+
+
+@router.get("/cascades/{name}/whatif")
+async def cascade_whatif(
+    request: Request,
+    name: str,
+    quality_target: float | None = Query(default=None, gt=0.0, le=1.0),
+    router_on: bool = Query(default=True, alias="router"),
+    draws: int = Query(default=10, ge=1, le=MAX_DRAWS),
+) -> dict:
+    """What the cascade would do, at `quality_target` (default: its own) and with or without the
+    router, on its recorded traffic (the samples that kept their text): gateway/routing/recorded.py."""
+    cascade = request.app.state.gateway.routing.cascades.get(name)
+    if cascade is None:
+        raise NotFound(f"no cascade named {name!r}")
+    return await whatif(cascade, quality_target, router_on, draws)
 
 
 def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:

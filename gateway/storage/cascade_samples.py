@@ -117,6 +117,20 @@ class SampleStore:
             out.append(StoredSample(r.request_id, sample, tuple(tuple(v) for v in vectors) if ok else None))
         return out
 
+    async def texted(self, cascade: str, limit: int) -> list[tuple[dict, float]]:
+        """The cascade's latest `limit` samples that kept their text (`log_prompts`), oldest
+        first: ({query, answers: [cheap..., last]}, weight)."""
+        c = cascade_samples.c
+        query = (
+            select(c.texts, c.weight)
+            .where(c.cascade == cascade, c.texts.is_not(None))
+            .order_by(c.id.desc())
+            .limit(limit)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [(json.loads(r.texts), r.weight or 1.0) for r in reversed(rows)]
+
     async def training_rows(self, cascade: str | None = None) -> list[TrainingRow]:
         """Every stored tier answer made with this version's features, oldest first."""
         query = (
