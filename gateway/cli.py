@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from engine import cli as engine_cli
-from gateway import admin_cli, cascade_cli, db_cli, distill_cli, whatif_cli
+from gateway import admin_cli, cascade_cli, db_cli, distill_cli, reconcile_cli, whatif_cli
 from gateway.access_log import configure_logging
 from gateway.cache_cli import team_labels
 from policies.semantic_cache.cli import add_cache_commands
@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     engine_cli.add_commands(commands)  # `costgate engine quantize SRC DST` (issue 6)
     db_cli.add_commands(commands)  # `costgate db upgrade | current` (issue 28)
     admin_cli.add_commands(commands)  # `costgate teams | keys | budgets ...`: the admin API (issue 28)
+    reconcile_cli.add_commands(commands)  # `costgate reconcile --provider P --month M` (issue 26)
     return parser
 
 

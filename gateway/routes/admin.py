@@ -3,6 +3,7 @@ strings, authorized by the admin key alone."""
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from decimal import Decimal
 from typing import Literal
@@ -12,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
 from gateway.errors import AuthenticationFailed, InvalidRequest
 from gateway.guard import bearer_matches
+from gateway.providers.cost_reports import BASE_VARIABLES, KEY_VARIABLES
+from gateway.reconciler import reconcile_month
 from gateway.storage.keys import KeyRecord
 from gateway.storage.ledger import spend
 from policies.pricing import format_usd
@@ -111,6 +114,39 @@ async def revoke_key(key_id: str, request: Request) -> dict:
 async def rotate_key(key_id: str, request: Request) -> dict:
     secret = await request.app.state.gateway.keys.rotate(key_id)
     return {"id": key_id, "key": secret}
+
+
+@router.get("/reconcile")
+async def reconcile(
+    request: Request,
+    provider: Literal["openai", "anthropic"],
+    month: str = Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$"),
+    model: list[str] = Query(default=[]),
+) -> dict:
+    """The ledger against the provider's cost report, per day and model (docs/budgets.md)."""
+    key = os.environ.get(KEY_VARIABLES[provider])
+    if not key:
+        raise InvalidRequest(f"set {KEY_VARIABLES[provider]} in the gateway's environment to the provider's admin key")
+    gateway = request.app.state.gateway
+    await gateway.ledger.flush()
+    base = os.environ.get(BASE_VARIABLES[provider])
+    lines = await reconcile_month(gateway.db, gateway.settings.models, provider, month, key, base, tuple(model))
+    return {
+        "provider": provider,
+        "month": month,
+        "rows": [
+            {
+                "day": line.day,
+                "model": line.model,
+                "ledger_usd": format_usd(line.ledger_usd),
+                "provider_usd": format_usd(line.provider_usd),
+                "difference_usd": format_usd(line.difference_usd),
+            }
+            for line in lines
+        ],
+        "ledger_usd": format_usd(sum((line.ledger_usd for line in lines), Decimal(0))),
+        "provider_usd": format_usd(sum((line.provider_usd for line in lines), Decimal(0))),
+    }
 
 
 @router.get("/spend")

@@ -300,3 +300,16 @@ async def spend(
 def _spend_row(group: str | None, requests: int, pt: int, ct: int, *pusd: int) -> SpendRow:
     cost, saved, pcache, ptier = (from_pico(int(v)) for v in pusd)
     return SpendRow(group, int(requests), int(pt), int(ct), cost, saved, pcache, ptier)
+
+
+async def cost_by_day_and_model(engine: AsyncEngine, start: str, end: str) -> dict[tuple[str, str], Decimal]:
+    """Dollars charged by (day, served model) from `start` to `end` (days, inclusive): what a
+    provider's cost report is reconciled against."""
+    query = (
+        select(ledger.c.day, ledger.c.served_model, func.sum(ledger.c.cost_pusd).label("cost"))
+        .where(ledger.c.day >= start, ledger.c.day <= end, ledger.c.served_model.is_not(None))
+        .group_by(ledger.c.day, ledger.c.served_model)
+    )
+    async with engine.connect() as conn:
+        rows = await conn.execute(query)
+    return {(r.day, r.served_model): from_pico(int(r.cost or 0)) for r in rows}

@@ -69,6 +69,7 @@ class Ledger:
     uncached_input_usd: dict[str, Decimal] = field(default_factory=dict)
     input_usd: dict[str, Decimal] = field(default_factory=dict)
     requests: list[dict[str, Any]] = field(default_factory=list)  # (body, usage) as received
+    by_day_model: dict[tuple[str, str], Decimal] = field(default_factory=dict)  # what its cost report shows
 
     def total(self) -> Decimal:
         return sum(self.usd.values(), Decimal(0))
@@ -113,7 +114,7 @@ class AnthropicCacheFake:
             error = {"type": "error", "error": {"type": "invalid_request_error", "message": str(err)}}
             return JSONResponse(error, status_code=400)
         usage["output_tokens"] = 8
-        self._charge(key, usage)
+        self._charge(key, usage, str(body.get("model")))
         self.bill.requests.append({"body": body, "usage": usage})
         message = {
             "id": "msg_fake_" + hashlib.sha256(orjson.dumps(body)).hexdigest()[:12],
@@ -184,7 +185,7 @@ class AnthropicCacheFake:
             out.append(h.copy().hexdigest())
         return out
 
-    def _charge(self, key: str, usage: dict[str, Any]) -> None:
+    def _charge(self, key: str, usage: dict[str, Any], model: str) -> None:
         r, split = self.rates, usage["cache_creation"]
         input_usd = (
             usage["input_tokens"] * r.input
@@ -196,7 +197,10 @@ class AnthropicCacheFake:
         b = self.bill
         b.input_usd[key] = b.input_usd.get(key, Decimal(0)) + input_usd
         b.uncached_input_usd[key] = b.uncached_input_usd.get(key, Decimal(0)) + prompt * r.input / M
-        b.usd[key] = b.usd.get(key, Decimal(0)) + input_usd + usage["output_tokens"] * r.output / M
+        usd = input_usd + usage["output_tokens"] * r.output / M
+        b.usd[key] = b.usd.get(key, Decimal(0)) + usd
+        day = time.strftime("%Y-%m-%d", time.gmtime(self.clock()))
+        b.by_day_model[(day, model)] = b.by_day_model.get((day, model), Decimal(0)) + usd
 
 
 def _stream(message: dict[str, Any]) -> bytes:

@@ -1,0 +1,205 @@
+"""Reconciliation (issue 26): the ledger against the provider's own cost report, per model and
+day, through `GET /admin/reconcile` and `costgate reconcile`. The provider's usage is billed by
+the Anthropic-style fake (tests/fakes/fake_anthropic_cache.py); its cost report and OpenAI's
+are fakes of the organization cost APIs, served over HTTP from a local thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import httpx2
+import pytest
+import uvicorn
+import yaml
+
+from gateway.app import create_app
+from gateway.cli import main
+from gateway.service import Gateway
+from gateway.settings import Settings
+from gateway.storage.db import create_engine
+from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.storage.migrate import upgrade_schema
+from policies.reconciliation import model_family, reconcile
+from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
+from tests.fakes.fake_cost_reports import cost_reports_app
+from tests.support import free_port
+
+ADMIN = "sk-cg-admin-reconcile"
+PROVIDER_ADMIN = "sk-admin-provider-reconcile"
+TODAY = datetime.now(UTC).strftime("%Y-%m-%d")
+MONTH = TODAY[:7]
+OTHER_DAY = MONTH + ("-01" if not TODAY.endswith("-01") else "-02")
+
+
+def serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("gpt-4o-mini-2024-07-18", "gpt-4o-mini"),
+        ("openai/gpt-4o-mini", "gpt-4o-mini"),
+        ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+        ("anthropic/claude-sonnet-4-5", "claude-sonnet-4-5"),
+    ],
+)
+def test_model_family(name: str, family: str) -> None:
+    assert model_family(name) == family
+
+
+def test_reconcile_lines_show_each_side() -> None:
+    lines = reconcile({("d1", "m"): Decimal("1.00")}, {("d1", "m"): Decimal("1.004"), ("d2", "m"): Decimal("2")})
+    assert [(x.day, x.difference_usd, x.matches) for x in lines] == [
+        ("d1", Decimal("0.004"), True),
+        ("d2", Decimal(2), False),
+    ]
+
+
+async def test_admin_reconcile_against_anthropics_cost_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = AnthropicCacheFake(min_tokens=1024)
+    settings = Settings.model_validate(
+        {
+            "admin_key": ADMIN,
+            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
+            "data_dir": str(tmp_path / "data"),
+            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
+            "models": [
+                {
+                    "name": "claude",
+                    "model": "claude-sonnet-4-5",
+                    "api_base": "http://anthropic.test/v1",
+                    "apis": ["chat", "messages"],
+                    "price": fake.rates.price_config(),
+                }
+            ],
+        }
+    )
+    app = create_app(settings, transport=httpx.ASGITransport(app=fake.app))
+    gateway: Gateway = app.state.gateway
+    await gateway.start()
+    try:
+        await gateway.keys.create_team("recon")
+        _, key = await gateway.keys.create_key("recon")
+        http2 = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
+        client = anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=key, http_client=http2, max_retries=0)
+        system = [{"type": "text", "text": "Rules of the house. " * 400}]
+        for question in ("one", "two", "three"):
+            await client.messages.create(
+                model="claude", max_tokens=20, system=system, messages=[{"role": "user", "content": question}]
+            )
+        # The provider's report names the model with its release date, and shows other traffic
+        # on the same account (another day) that never went through the gateway.
+        billed = {(day, model + "-20250929"): usd for (day, model), usd in fake.bill.by_day_model.items()}
+        billed[(OTHER_DAY, "claude-sonnet-4-5-20250929")] = Decimal("1.25")
+        server, thread, base = serve(cost_reports_app({}, billed, PROVIDER_ADMIN))
+        monkeypatch.setenv("ANTHROPIC_ADMIN_KEY", PROVIDER_ADMIN)
+        monkeypatch.setenv("ANTHROPIC_ADMIN_BASE_URL", base)
+        try:
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+                auth = {"authorization": f"Bearer {ADMIN}"}
+                answer = await http.get(f"/admin/reconcile?provider=anthropic&month={MONTH}", headers=auth)
+                refused = await http.get("/admin/reconcile?provider=anthropic&month=2026-13", headers=auth)
+        finally:
+            server.should_exit = True
+            await asyncio.to_thread(thread.join, 5)
+    finally:
+        await gateway.stop()
+    assert answer.status_code == 200, answer.text
+    rows = {(r["day"], r["model"]): r for r in answer.json()["rows"]}
+    today = rows[(TODAY, "claude-sonnet-4-5")]
+    assert Decimal(today["ledger_usd"]) == fake.bill.total() > 0 and Decimal(today["difference_usd"]) == 0
+    other = rows[(OTHER_DAY, "claude-sonnet-4-5")]  # what cannot reconcile: traffic the gateway never saw
+    assert (Decimal(other["ledger_usd"]), Decimal(other["provider_usd"])) == (0, Decimal("1.25"))
+    assert refused.status_code in (400, 422)
+
+
+def test_cli_reconciles_openai_and_says_where_it_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "ledger.db"
+    asyncio.run(
+        _ledger_rows(f"sqlite:///{db}", [("small", TODAY, Decimal("0.012345")), ("small", OTHER_DAY, Decimal("0.5"))])
+    )
+    config = tmp_path / "costgate.yaml"
+    model = {
+        "name": "small",
+        "model": "gpt-4o-mini",
+        "api_base": "http://up.test/v1",
+        "price": {"input_per_mtok": 1, "output_per_mtok": 2},
+    }
+    config.write_text(yaml.safe_dump({"database_url": f"sqlite:///{db}", "models": [model]}))
+    billed = {
+        (TODAY, "gpt-4o-mini-2024-07-18"): Decimal("0.012345"),
+        (OTHER_DAY, "gpt-4o-mini-2024-07-18"): Decimal("0.75"),
+    }
+    server, thread, base = serve(cost_reports_app(billed, {}, PROVIDER_ADMIN))
+    try:
+        monkeypatch.setenv("OPENAI_ADMIN_KEY", PROVIDER_ADMIN)
+        args = ["reconcile", "--provider", "openai", "--month", MONTH, "--config", str(config), "--base-url", base]
+        code = main([*args, "--model", "small"])
+        out = capsys.readouterr().out
+        monkeypatch.setenv("OPENAI_ADMIN_KEY", "wrong")
+        refused = main([*args, "--model", "small"])
+    finally:
+        server.should_exit = True
+        thread.join(5)
+    assert code == 3  # one day differs
+    lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    assert lines[TODAY][1:] == ["gpt-4o-mini", "0.012345", "0.012345", "0"]
+    assert lines[OTHER_DAY][1:5] == ["gpt-4o-mini", "0.5", "0.75", "0.25"]
+    assert refused == 1
+
+
+async def _ledger_rows(url: str, rows: list[tuple[str, str, Decimal]]) -> None:
+    engine = create_engine(url)
+    try:
+        await upgrade_schema(engine)
+        writer = LedgerWriter(engine)
+        ts = {day: datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp() + 3600 for _, day, _ in rows}
+        await writer.insert(
+            [
+                LedgerRow(
+                    f"req_{i}",
+                    ts[day],
+                    day,
+                    "team_x",
+                    "key_x",
+                    None,
+                    None,
+                    None,
+                    "chat.completions",
+                    model,
+                    model,
+                    "openai",
+                    10,
+                    5,
+                    0,
+                    int(usd * 10**12),
+                    0,
+                    1.0,
+                    None,
+                    "miss",
+                    200,
+                    None,
+                ).as_dict()
+                for i, (model, day, usd) in enumerate(rows)
+            ]
+        )
+    finally:
+        await engine.dispose()
