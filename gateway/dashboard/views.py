@@ -87,7 +87,24 @@ class Views:
             cache=summary.cache(),
             totals=summary.totals(),
             cascades=summary.cascades(cascades, prices),
+            provider=await self._provider_savings(window),
         )
+
+    async def _provider_savings(self, window: Window) -> list[dict[str, str]]:
+        """Per team, what the providers' prompt caches and batch/flex tiers saved (issue 26)."""
+        path = f"/admin/spend?group_by=team&start={window.first}&end={window.today.isoformat()}"
+        reply = await self.admin.call("GET", path)
+        rows = reply.body.get("rows", []) if reply.ok and isinstance(reply.body, dict) else []
+        names = await self._team_names()
+        return [
+            {
+                "team": names.get(r.get("group") or "", r.get("group") or "(none)"),
+                "cache": r.get("provider_cache_saved_usd", "0"),
+                "batch": r.get("provider_batch_saved_usd", "0"),
+            }
+            for r in rows
+            if r.get("provider_cache_saved_usd", "0") != "0" or r.get("provider_batch_saved_usd", "0") != "0"
+        ]
 
     async def cascades(self, session: Session, window: Window) -> Response:
         reply = await self.admin.call("GET", "/admin/cascades")

@@ -149,3 +149,20 @@ async def test_metrics_count_cache_tokens_and_the_saving(setup: tuple[Any, Anthr
 )
 def test_usage_reads_cache_writes(reported: dict[str, Any], expected: Usage) -> None:
     assert usage_from(reported) == expected
+
+
+async def test_the_savings_page_shows_what_the_provider_cache_saved(setup: tuple[Any, AnthropicCacheFake]) -> None:
+    app, fake = setup
+    client = await client_for(app, "team-page")
+    for question in ("one", "two"):
+        await client.messages.create(
+            model="claude", max_tokens=50, system=system(None), messages=[{"role": "user", "content": question}]
+        )
+    saved = (await spend_by_team(app))["team-page"]["provider_cache_saved_usd"]
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+        login = await http.post("/admin/ui/login", data={"admin_key": ADMIN})
+        assert login.status_code == 303, login.text
+        page = await http.get("/admin/ui/savings")
+    assert page.status_code == 200
+    table = page.text[page.text.index('id="provider-savings"') :]
+    assert "team-page" in table and f"${saved}" in table and Decimal(saved) > 0
