@@ -14,7 +14,7 @@ from gateway.request_view import RequestView
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Bill, Tier, Usage, in_picos
-from policies.ratelimit import RateCheck
+from policies.ratelimit import RateCheck, RateHeadroom
 
 UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
 
@@ -196,6 +196,7 @@ class RequestContext:
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
+    rate_headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
     # Upstream calls that answered (the provider bills them) and are not charged yet: settling

@@ -20,7 +20,7 @@ import anyio
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from gateway.context import CacheStatus, RequestContext
+from gateway.context import Api, CacheStatus, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import GatewayError, error_response
 from gateway.inflight import StreamJournal
@@ -241,6 +241,9 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     h["x-costgate-model"] = ctx.served_model or ctx.requested_model
     if ctx.dropped_params:
         h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
+    if ctx.rate_headroom is not None:  # a key on a plan with per-minute limits
+        anthropic = ctx.shape is not None and ctx.shape.api is Api.MESSAGES
+        h.update(ratelimit.limit_headers(ctx.rate_headroom, anthropic))
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
     if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:

@@ -67,8 +67,7 @@ def allows(check: RateCheck, current: int, previous: int, now: float) -> bool:
 def retry_after(check: RateCheck, now: float) -> int:
     """Seconds to wait before trying again: to the end of the current window (whole seconds,
     at least 1), after which a sliding window has shed at least the previous minute's weight."""
-    window_s = check.limit.window_s
-    return max(1, math.ceil(window_s - (now % window_s)))
+    return max(1, math.ceil(reset_s(check, now)))
 
 
 def estimate_tokens(body: dict[str, Any]) -> int:
@@ -90,3 +89,51 @@ def estimate_tokens(body: dict[str, Any]) -> int:
         elif isinstance(value, list):
             chars += sum(len(v) if isinstance(v, str) else 4 * len(v) if isinstance(v, list) else 0 for v in value)
     return max(1, (chars + 3) // 4)
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """What is left of one per-minute limit: OpenAI's `x-ratelimit-*` and Anthropic's
+    `anthropic-ratelimit-*` headers say it."""
+
+    limit: int
+    remaining: int
+    reset_s: float  # until the window's use is shed: the current window's end
+
+
+@dataclass(frozen=True, slots=True)
+class RateHeadroom:
+    """The tightest per-minute request and token limits that applied to a request (the key's
+    or its team's, whichever has less left), when it was admitted or refused."""
+
+    requests: Headroom | None
+    tokens: Headroom | None
+    now: float
+
+
+def headroom(checks: tuple[RateCheck, ...], used: tuple[int, ...], now: float) -> RateHeadroom | None:
+    """From the admitted checks and each one's use in its window (this request counted)."""
+    found: dict[Limit, Headroom] = {}
+    for check, count in zip(checks, used):
+        if check.limit is Limit.TOKENS_PER_DAY:
+            continue  # the headers speak of per-minute limits
+        room = Headroom(check.maximum, max(0, check.maximum - count), reset_s(check, now))
+        if check.limit not in found or room.remaining < found[check.limit].remaining:
+            found[check.limit] = room
+    if not found:
+        return None
+    return RateHeadroom(found.get(Limit.REQUESTS_PER_MINUTE), found.get(Limit.TOKENS_PER_MINUTE), now)
+
+
+def refused_headroom(check: RateCheck, now: float) -> RateHeadroom | None:
+    """The limit that refused a request: none of it left until the window ends."""
+    if check.limit is Limit.TOKENS_PER_DAY:
+        return None
+    room = Headroom(check.maximum, 0, reset_s(check, now))
+    requests = check.limit is Limit.REQUESTS_PER_MINUTE
+    return RateHeadroom(room if requests else None, None if requests else room, now)
+
+
+def reset_s(check: RateCheck, now: float) -> float:
+    window_s = check.limit.window_s
+    return window_s - (now % window_s)

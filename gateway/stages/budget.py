@@ -26,7 +26,7 @@ from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
 from policies.budgets import Budget, Hold, Scope, distinct_by_counter
 from policies.pricing import format_usd, from_pico, to_pico
-from policies.ratelimit import Limit
+from policies.ratelimit import Limit, headroom, refused_headroom
 
 log = logging.getLogger("costgate.budgets")
 
@@ -67,7 +67,10 @@ class ReserveBudget:
             ctx.reservation = Hold(hold.id, now, hold.budgets, want, held=False)
             return None
         if verdict.outcome is Outcome.RATE_LIMITED:
-            raise self.control.rate_limited(ctx.rate_checks[verdict.failed or 0], verdict.retry_after_s)
+            check = ctx.rate_checks[verdict.failed or 0]
+            ctx.rate_headroom = refused_headroom(check, now)
+            raise self.control.rate_limited(check, verdict.retry_after_s)
+        ctx.rate_headroom = headroom(ctx.rate_checks, verdict.used, now)
         if verdict.outcome is Outcome.OVER_BUDGET:
             b = budgets[verdict.failed or 0]
             self.control.metrics.refused.labels("budget", b.scope.value).inc()

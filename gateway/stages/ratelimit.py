@@ -6,11 +6,18 @@ and team, the plan's daily token quota — are only *named* here (`ctx.rate_chec
 stage checks and counts them together with its reservation, in one store call (one Redis round
 trip), so a request refused for its budget is not counted against its rate limits either.
 Tokens are counted at admission as an estimate of the prompt's tokens and corrected to the true total at settle.
+
+What the per-minute limits left goes back in the answer's headers (`limit_headers`), in the
+names the client's SDK knows: OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}`
+(reset as a duration, `17s`, `1m0s`), Anthropic's `anthropic-ratelimit-{requests,tokens}-
+{limit,remaining,reset}` (reset as an RFC 3339 time) on /v1/messages; on a 429 too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Mapping
 
 from starlette.responses import Response
@@ -19,7 +26,7 @@ from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import PermissionDenied
 from gateway.spend_control import SpendControl
-from policies.ratelimit import Limit, RateCheck, estimate_tokens
+from policies.ratelimit import Headroom, Limit, RateCheck, RateHeadroom, estimate_tokens
 
 
 class RateLimit:
@@ -51,3 +58,26 @@ class RateLimit:
         if plan.tarpit_s and ctx.endpoint is not Endpoint.EMBEDDINGS:
             await asyncio.sleep(plan.tarpit_s)
         return None
+
+
+def limit_headers(rates: RateHeadroom, anthropic: bool) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for kind, room in (("requests", rates.requests), ("tokens", rates.tokens)):
+        if room is None:
+            continue
+        if anthropic:
+            reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(math.ceil(rates.now + room.reset_s)))
+            headers[f"anthropic-ratelimit-{kind}-limit"] = str(room.limit)
+            headers[f"anthropic-ratelimit-{kind}-remaining"] = str(room.remaining)
+            headers[f"anthropic-ratelimit-{kind}-reset"] = reset
+        else:
+            headers[f"x-ratelimit-limit-{kind}"] = str(room.limit)
+            headers[f"x-ratelimit-remaining-{kind}"] = str(room.remaining)
+            headers[f"x-ratelimit-reset-{kind}"] = duration(room)
+    return headers
+
+
+def duration(room: Headroom) -> str:
+    """OpenAI's form of a reset time: `17s`, `1m0s` (whole seconds, rounded up)."""
+    minutes, seconds = divmod(max(1, math.ceil(room.reset_s)), 60)
+    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import enum
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from policies.budgets import fits
-from policies.ratelimit import Limit, RateCheck, allows, retry_after
+from policies.ratelimit import Limit, RateCheck, allows, estimate, retry_after
 
 
 class StoreUnavailable(Exception):
@@ -75,6 +76,7 @@ class Verdict:
     failed: int | None = None  # index into rates or budgets of the check that failed
     retry_after_s: int | None = None
     missing: tuple[str, ...] = ()
+    used: tuple[int, ...] = ()  # admitted: each rate limit's use in its window, this request counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,11 +171,14 @@ class InProcessStore:
         missing = tuple(b.counter for b in a.budgets if b.counter not in self.counters)
         if missing:
             return Verdict(Outcome.UNINITIALIZED, missing=missing)
+        used = []
         for i, check in enumerate(a.rates):
             current = self.windows.get(check.counter(a.now), 0)
             previous = self.windows.get(check.counter(a.now, previous=True), 0)
             if not allows(check, current, previous, a.now):
                 return Verdict(Outcome.RATE_LIMITED, failed=i, retry_after_s=retry_after(check, a.now))
+            window = check.limit.window_s
+            used.append(math.ceil(estimate(current, previous, window, a.now, check.limit.sliding) + check.amount))
         failed = self._over_budget(a)
         if failed is not None and self._reclaim_dead(a.now):  # a dead replica's holds go first
             failed = self._over_budget(a)
@@ -184,7 +189,7 @@ class InProcessStore:
             self.windows[key] = self.windows.get(key, 0) + check.amount
         if a.budgets and a.want_pusd:  # nothing held, nothing to remember (as in admit.lua)
             self._hold(a)
-        return Verdict(Outcome.ADMITTED)
+        return Verdict(Outcome.ADMITTED, used=tuple(used))
 
     async def settle(self, s: Settlement) -> list[int]:
         self._release(s.reservation_id)

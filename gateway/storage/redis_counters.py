@@ -92,7 +92,7 @@ class RedisStore:
         reply = await self._run(self._fast.run(self._admit, keys, args))
         code = int(reply[0])
         if code == 0:
-            return Verdict(Outcome.ADMITTED)
+            return Verdict(Outcome.ADMITTED, used=tuple(int(u) for u in reply[1:]))
         if code == 1:
             return Verdict(Outcome.RATE_LIMITED, failed=int(reply[1]) - 1, retry_after_s=int(reply[2]))
         if code == 2:

@@ -6,7 +6,8 @@
 -- to compare, where they are exact up to 2^53 pico-dollars ($9007) and off by < 1e-15 beyond.
 -- A budget that does not fit first gets the holds of dead replicas back (reclaim_dead), so a
 -- refusal is never caused by what a dead replica held.
--- Returns {0} admitted, {1, j, retry_after_s} rate limit j, {2, i} budget i, {3, missing...}.
+-- Returns {0, used...} admitted, {1, j, retry_after_s} rate limit j, {2, i} budget i, {3, missing...};
+-- used: each rate limit's use (whole units, this request counted), for the rate-limit headers.
 local prefix, now, deadline, id, want = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
 local nb, nr, hold_ttl, owner, lease_until = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], ARGV[9], ARGV[10]
 reclaim(KEYS[1], prefix, now, 100)
@@ -26,6 +27,7 @@ if #missing > 0 then
 end
 
 local a = 11 + nb
+local usage = {0}
 for j = 1, nr do
   local maximum, amount, win = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
   local used = tonumber(redis.call('GET', KEYS[nb + 2 * j]) or '0')
@@ -36,6 +38,7 @@ for j = 1, nr do
   if used + amount > maximum then
     return {1, j, math.max(1, math.ceil(win - (now % win)))}
   end
+  usage[j + 1] = math.ceil(used + amount)
   a = a + 5
 end
 
@@ -84,4 +87,4 @@ if nb > 0 and want ~= '0' then
   redis.call('EXPIRE', hkey, hold_ttl)
   redis.call('ZADD', KEYS[1], deadline, id)
 end
-return {0}
+return usage
