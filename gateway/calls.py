@@ -35,6 +35,8 @@ def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[st
     others are named in the answer's x-costgate-dropped-params header."""
     body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.body, dep.config.upstream_model, stream)
     ctx.dropped_params.update(dropped)
+    if ctx.native is not None:
+        ctx.dropped_params.update(ctx.native.translation_dropped)
     return dep.caching.chat(body, ctx.principal) if ctx.endpoint is Endpoint.CHAT else body
 
 

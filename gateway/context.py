@@ -122,6 +122,10 @@ class NativeRequest:
     api: Api
     body: dict[str, Any]  # as the client sent it
     history: tuple[dict[str, Any], ...] | None = None  # the stored conversation costgate resolved, if any
+    headers: tuple[tuple[str, str], ...] = ()  # the API's own headers a native upstream is sent (anthropic-beta…)
+    # What the Chat Completions translation left out: named in x-costgate-dropped-params when a
+    # translated call is made (a native one is sent them all).
+    translation_dropped: tuple[str, ...] = ()
 
 
 class Trace(Protocol):

@@ -92,13 +92,15 @@ NATIVE = {
 
 
 def serves_natively(ctx: RequestContext, dep: Deployment) -> bool:
-    return ctx.native is not None and ctx.native.api.value in dep.config.apis
+    return ctx.native is not None and ctx.native.api.value in dep.config.native_apis
 
 
 def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
     native = ctx.native
     assert native is not None
-    body, dropped = dep.fields.split(native.api.value, native.body)
+    # litellm takes body fields as keyword arguments: allow-listed there (gateway/request_fields.py)
+    litellm = dep.config.provider == "litellm"
+    body, dropped = dep.fields.split(native.api.value, native.body) if litellm else dep.fields.native(native.body)
     ctx.dropped_params.update(dropped)
     model = dep.config.upstream_model
     if native.api is Api.RESPONSES:
@@ -109,7 +111,7 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
 async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority)
+    call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority, headers=ctx.native.headers)
     completion = await tracing.complete(ctx, dep, call)
     ctx.call_answered()
     ctx.response_body = api.chat_answer(completion.body)
@@ -125,9 +127,8 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    stream = await tracing.open_stream(
-        ctx, dep, UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority)
-    )
+    call = UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority, headers=ctx.native.headers)
+    stream = await tracing.open_stream(ctx, dep, call)
     ctx.call_answered()
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     return _relay(ctx, dep, api, stream)

@@ -96,9 +96,10 @@ COMPLETION_FIELDS = frozenset(
 )
 EMBEDDING_FIELDS = frozenset({"model", "input", "dimensions", "encoding_format", "user"})
 # The native APIs' fields (gateway/apis: openai-python's `response_create_params`, anthropic's
-# `message_create_params`) that costgate also translates: what it refuses (background, prompt
-# templates, server-side tools, thinking, containers…) is refused before any upstream call, for
-# a native upstream too, and `stream_options` (obfuscation padding) is not sent.
+# `message_create_params`) that a litellm passthrough is sent: litellm takes body fields as
+# keyword arguments, so they stay allow-listed there. An upstream that serves the API over HTTP
+# judges the client's body itself (`FieldPolicy.native`): only what names hosts or credentials
+# is refused (gateway/apis' parsers) and what is priced apart is dropped.
 RESPONSES_FIELDS = frozenset(
     {
         "model",
@@ -142,6 +143,8 @@ MESSAGES_FIELDS = frozenset(
         "tool_choice",
         "thinking",
         "output_config",
+        "output_format",
+        "context_management",
         "cache_control",
         "service_tier",
     }
@@ -161,6 +164,10 @@ OPENAI_FIELDS: Mapping[str, frozenset[str]] = {
 PRICED_APART = frozenset(
     {"audio", "modalities", "moderation", "prompt_cache_options", "service_tier", "web_search_options"}
 )
+# Native-API fields that buy what the token price does not cover (Anthropic's fast mode and
+# regional inference cost a multiple of it; a service tier another rate): forwarded only to
+# models whose config lists them in `extra_params`, as PRICED_APART.
+NATIVE_PRICED_APART = frozenset({"speed", "inference_geo", "service_tier", "prompt_cache_options", "background"})
 # OpenAI fields that litellm also reads as its own keyword arguments (`metadata` feeds its
 # logging callbacks): never passed to a litellm model.
 LITELLM_READS = frozenset({"metadata"})
@@ -239,6 +246,13 @@ class FieldPolicy:
         kept = {k: v for k, v in body.items() if k in allowed}
         dropped = () if len(kept) == len(body) else tuple(sorted(k for k in body if k not in allowed))
         return kept, dropped
+
+    def native(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The client's body for an upstream that serves its API over HTTP (config `apis`): every
+        field but those priced apart or the config drops; the upstream judges the rest."""
+        left_out = (NATIVE_PRICED_APART - self.extra) | self.drop
+        kept = {k: v for k, v in body.items() if k not in left_out}
+        return kept, tuple(sorted(k for k in body if k in left_out))
 
     def upstream(
         self, endpoint: str, body: Mapping[str, Any], model: str, stream: bool

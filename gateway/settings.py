@@ -19,6 +19,8 @@ from gateway.request_fields import FIELD_NAME, MANAGED, refusal
 from policies.breaker import BreakerConfig
 
 NativeApiName = Literal["chat", "responses", "messages"]
+# litellm model names whose provider is Anthropic's own Messages API: served natively by default.
+LITELLM_MESSAGES_PREFIXES = ("anthropic/",)
 
 
 class _Strict(BaseModel):
@@ -98,12 +100,23 @@ class ModelConfig(_Strict):
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:
         native = [a for a in self.apis if a != "chat"]
+        if self.provider == "litellm" and native == ["messages"]:
+            return self  # litellm's Messages passthrough (Anthropic, Bedrock, Vertex Claude)
         if native and (self.provider != "openai" or not self.api_base or self.replicas):
             raise ValueError(
                 f"model {self.name!r}: apis {native} need provider openai with one api_base "
-                "(the upstream's own HTTP API)"
+                "(the upstream's own HTTP API), or provider litellm for messages"
             )
         return self
+
+    @property
+    def native_apis(self) -> frozenset[str]:
+        """The APIs a client's body is sent in as it came: the config's `apis`, and for a litellm
+        model of Anthropic's own API the Messages API (litellm passes it through natively)."""
+        apis = frozenset(self.apis)
+        if self.provider == "litellm" and self.upstream_model.startswith(LITELLM_MESSAGES_PREFIXES):
+            apis |= {"messages"}
+        return apis - {"chat"}
 
     @property
     def upstream_model(self) -> str:

@@ -159,7 +159,7 @@ class RequestTrace:
         span.set_attributes(attributes)
         headers: dict[str, str] = {}
         PROPAGATOR.inject(headers, trace.set_span_in_context(span))
-        return UpstreamSpan(span, replace(call, headers=tuple(headers.items())))
+        return UpstreamSpan(span, replace(call, headers=call.headers + tuple(headers.items())))
 
 
 def provider_name(dep: Deployment) -> str:
@@ -203,7 +203,8 @@ def passed_on(ctx: RequestContext, call: UpstreamCall) -> UpstreamCall:
     """Tracing off: the client's own trace context goes to the provider as it came."""
     if "traceparent" not in ctx.headers:
         return call
-    return replace(call, headers=tuple((h, ctx.headers[h]) for h in TRACE_HEADERS if h in ctx.headers))
+    passed = tuple((h, ctx.headers[h]) for h in TRACE_HEADERS if h in ctx.headers)
+    return replace(call, headers=call.headers + passed)  # after a native API's own headers
 
 
 async def complete(ctx: RequestContext, dep: Deployment, call: UpstreamCall) -> Completion:

@@ -12,7 +12,7 @@ usage as `cost_usd` (a decimal string) and the SSE comment line, as a chat strea
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -32,6 +32,11 @@ from gateway.tokens import count_messages
 from policies.pricing import format_usd
 
 
+def native_headers(headers: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The client's Messages headers a native upstream is sent: its version and betas."""
+    return tuple((name, headers[name]) for name in ("anthropic-version", "anthropic-beta") if name in headers)
+
+
 class MessagesShape:
     api = Api.MESSAGES
 
@@ -44,8 +49,12 @@ class MessagesShape:
         body = await read_json()
         req = parse_request(body, version)
         self.meta = MessageMeta(new_message_id(), req.model, tuple(req.stop_sequences or ()))
-        ctx.native = NativeRequest(Api.MESSAGES, body)
-        return to_chat_request(req)
+        dropped: list[str] = []
+        chat = to_chat_request(req, dropped)
+        ctx.native = NativeRequest(
+            Api.MESSAGES, body, headers=native_headers(ctx.headers), translation_dropped=tuple(dropped)
+        )
+        return chat
 
     def _meta(self) -> MessageMeta:
         assert self.meta is not None, "an answer comes only after the body was read"

@@ -55,8 +55,10 @@ class ResponsesShape:
             chain = await resolve_chain(self.store.get, req.previous_response_id, ctx.principal.team_id)
             history = tuple(conversation(chain))
         self.meta = ResponseMeta(new_id("resp"), int(ctx.created_at), req.model)
-        ctx.native = NativeRequest(Api.RESPONSES, body, history)
-        return to_chat_request(req, history or ())
+        dropped: list[str] = []
+        chat = to_chat_request(req, history or (), dropped)
+        ctx.native = NativeRequest(Api.RESPONSES, body, history, translation_dropped=tuple(dropped))
+        return chat
 
     def _request(self) -> tuple[ResponsesRequest, ResponseMeta]:
         assert self.req is not None and self.meta is not None, "an answer comes only after the body was read"

@@ -26,7 +26,10 @@ class UpstreamCall:
     stream: bool = False
     # The request's class; a replica set admits by it, and vLLM replicas get it as `priority`.
     priority: Priority = Priority.INTERACTIVE
-    headers: tuple[tuple[str, str], ...] = ()  # sent along: the trace context (gateway/tracing.py)
+    # Sent along as they are: the trace context (gateway/tracing.py), and to an upstream of a
+    # native API the client's headers of that API (Messages: anthropic-version, anthropic-beta;
+    # gateway/compat/messages.py) — never a credential or a host.
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -146,6 +146,52 @@ class LiteLLMStream:
             await close()
 
 
+class LiteLLMMessagesStream:
+    """litellm's Messages passthrough stream (the upstream's server-sent events as bytes), as
+    events: split at blank lines, each `data:` payload parsed, the provider key redacted."""
+
+    def __init__(self, chunks: Any, secret: bytes) -> None:
+        self._chunks = chunks
+        self._secret = secret
+
+    async def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        pending = b""
+        try:
+            async for chunk in self._chunks:
+                pending += chunk if isinstance(chunk, bytes) else str(chunk).encode()
+                *frames, pending = pending.replace(b"\r\n", b"\n").split(b"\n\n")
+                for frame in frames:
+                    event = _sse_event(frame, self._secret)
+                    if event is not None:
+                        yield event
+        except Exception as err:  # litellm raises its own tree; translate, never swallow
+            raise _translate(err, self._secret) from err
+        event = _sse_event(pending, self._secret)
+        if event is not None:
+            yield event
+
+    async def aclose(self) -> None:
+        close = getattr(self._chunks, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def _sse_event(frame: bytes, secret: bytes) -> StreamEvent | None:
+    data = b"\n".join(line[5:].strip() for line in frame.split(b"\n") if line.startswith(b"data:"))
+    if not data:
+        return None
+    raw = redact(data, secret)
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise UpstreamError("upstream stream carried an event that is not JSON", code="bad_upstream_stream") from None
+    if not isinstance(parsed, dict):
+        raise UpstreamError("upstream stream carried an event that is not an object", code="bad_upstream_stream")
+    if parsed.get("type") == "error":
+        raise UpstreamError("upstream stream failed", code="upstream_stream_error")
+    return StreamEvent(raw, parsed)
+
+
 class LiteLLMProvider:
     """`provider: litellm` — `model` is litellm's name, e.g. `anthropic/claude-haiku-4-5`."""
 
@@ -173,13 +219,27 @@ class LiteLLMProvider:
         fields become keyword arguments, whichever path built the body (gateway/request_fields.py):
         where to connect, with what key, and nothing else, comes from the config alone."""
         body, _ = self.fields.split(call.endpoint.value, call.body)
-        extra = {"extra_headers": dict(call.headers)} if call.headers else {}  # the trace context only
+        # the trace context, and a native Messages call's anthropic-version and anthropic-beta
+        extra = {"extra_headers": dict(call.headers)} if call.headers else {}
         return {**body, **self._extra, **extra, "model": self.model, "timeout": self._timeout, "num_retries": 0}
+
+    async def _messages(self, call: UpstreamCall) -> Any:
+        """litellm's Messages passthrough: Anthropic's own API (or Bedrock's, Vertex's) with the
+        client's body, so thinking signatures and cache markers arrive as they were sent."""
+        from litellm.anthropic_interface import messages
+
+        try:
+            return await messages.acreate(**self.kwargs_for(call))
+        except Exception as err:  # litellm raises its own tree; translate, never swallow
+            raise _translate(err, self._secret, self.name) from err
 
     async def complete(self, call: UpstreamCall) -> Completion:
         return await with_retries(lambda: self._complete_once(call), self.max_retries)
 
     async def _complete_once(self, call: UpstreamCall) -> Completion:
+        if call.endpoint is Endpoint.MESSAGES:
+            raw, body = _redacted(dict(await self._messages(call)), self._secret)
+            return Completion(body, raw, None)  # priced by gateway/native_calls.py from the Message
         litellm = _litellm()
         fn = (
             litellm.aembedding
@@ -193,10 +253,12 @@ class LiteLLMProvider:
         raw, body = _redacted(response.model_dump(exclude_none=True), self._secret)
         return Completion(body, raw, usage_from(body.get("usage")))
 
-    async def open_stream(self, call: UpstreamCall) -> LiteLLMStream:
+    async def open_stream(self, call: UpstreamCall) -> LiteLLMStream | LiteLLMMessagesStream:
         return await with_retries(lambda: self._open_stream_once(call), self.max_retries)
 
-    async def _open_stream_once(self, call: UpstreamCall) -> LiteLLMStream:
+    async def _open_stream_once(self, call: UpstreamCall) -> LiteLLMStream | LiteLLMMessagesStream:
+        if call.endpoint is Endpoint.MESSAGES:
+            return LiteLLMMessagesStream(await self._messages(call), self._secret)
         litellm = _litellm()
         try:
             chunks = await litellm.acompletion(**self.kwargs_for(call))

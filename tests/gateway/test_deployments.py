@@ -163,8 +163,25 @@ def test_fallbacks_must_name_configured_models() -> None:
 
 
 @pytest.mark.parametrize(
-    "fields", [{"provider": "litellm", "model": "anthropic/claude-haiku-4-5"}, {"replicas": ["http://127.0.0.1:9/v1"]}]
+    "fields",
+    [
+        {"provider": "litellm", "model": "anthropic/claude-haiku-4-5", "apis": ["chat", "responses"]},
+        {"replicas": ["http://127.0.0.1:9/v1"], "apis": ["chat", "messages"]},
+    ],
 )
 def test_a_native_api_needs_one_http_upstream(fields: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="need provider openai with one api_base"):
-        ModelConfig(**{"name": "m", "api_base": "http://127.0.0.1:9/v1", **fields, "apis": ["chat", "messages"]})
+        ModelConfig(**{"name": "m", "api_base": "http://127.0.0.1:9/v1", **fields})
+
+
+@pytest.mark.parametrize(
+    "fields, native",
+    [
+        ({"provider": "litellm", "model": "anthropic/claude-haiku-4-5"}, {"messages"}),  # litellm's passthrough
+        ({"provider": "litellm", "model": "bedrock/anthropic.claude-x", "apis": ["chat", "messages"]}, {"messages"}),
+        ({"provider": "litellm", "model": "gemini/gemini-2.5-flash"}, set()),
+        ({"api_base": "http://127.0.0.1:9/v1", "apis": ["chat", "responses"]}, {"responses"}),
+    ],
+)
+def test_which_apis_a_model_serves_natively(fields: dict[str, Any], native: set[str]) -> None:
+    assert ModelConfig(**{"name": "m", **fields}).native_apis == native

@@ -168,9 +168,8 @@ def test_a_budget_too_small_is_a_billing_error(gw: GatewayProcess, fake_upstream
 
 def test_refusals_are_in_anthropics_shape(gw: GatewayProcess, client: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.BadRequestError) as refused:
-        client.messages.create(
-            model="small", max_tokens=10, messages=ask("hi"), thinking={"type": "enabled", "budget_tokens": 1024}
-        )
+        document = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}
+        client.messages.create(model="small", max_tokens=10, messages=[{"role": "user", "content": [document]}])
     assert refused.value.body["error"]["type"] == "invalid_request_error"
     with pytest.raises(anthropic.NotFoundError):
         client.messages.create(model="no-such-model", max_tokens=10, messages=ask("hi"))

@@ -175,7 +175,8 @@ def test_a_budget_too_small_is_refused_before_any_upstream_call(
 def test_what_cannot_be_translated_is_refused_and_recorded(gw: GatewayProcess) -> None:
     client = gw.client(gw.new_key("team-refused"))
     with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="small", input="hi", tools=[{"type": "web_search"}])
+        mcp = {"type": "mcp", "server_label": "m", "server_url": "https://mcp.example"}
+        client.responses.create(model="small", input="hi", tools=[mcp])
     assert refused.value.body["param"] == "tools[0].type"
     [team] = [t["id"] for t in gw.admin("GET", "/admin/teams").json()["data"] if t["name"] == "team-refused"]
     [row] = [r for r in gw.spend("team")["rows"] if r["group"] == team]

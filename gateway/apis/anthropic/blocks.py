@@ -7,10 +7,14 @@
     assistant: text, tool_use       -> one assistant message: content + tool_calls (input as JSON)
     a `system` role message         -> a system message where it stands
 
-Refused: documents, thinking blocks, server tools' blocks, images by file id, images inside
-tool results (a chat tool message carries text only). `cache_control` and `citations` on a
-block are hints that change nothing a chat upstream would answer, and are not sent. A tool
-result's `is_error` has no chat counterpart: its content goes through as it is.
+Dropped and named (`messages[].content[].<type>`): an assistant's thinking and redacted
+thinking (a chat upstream cannot read another model's signed reasoning; the client keeps its
+own copy, and a native upstream gets them byte for byte), and server tools' blocks in its
+history. Refused: documents, images by file id, images inside tool results (a chat tool
+message carries text only) — leaving those out would change what the model answers.
+`cache_control` and `citations` on a block are hints that change nothing a chat upstream
+would answer, and are not sent. A tool result's `is_error` has no chat counterpart: its
+content goes through as it is.
 """
 
 from __future__ import annotations
@@ -67,7 +71,14 @@ def system_message(system: str | list[dict[str, Any]]) -> dict[str, Any]:
     return {"role": "system", "content": texts[0]["text"] if len(texts) == 1 else texts}
 
 
-def chat_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+# An assistant's blocks a chat upstream has no place for, left out of the translation.
+ASSISTANT_DROPPED = frozenset(
+    {"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result"}
+)
+
+
+def chat_messages(messages: Sequence[dict[str, Any]], dropped: list[str] | None = None) -> list[dict[str, Any]]:
+    dropped = [] if dropped is None else dropped
     out: list[dict[str, Any]] = []
     for i, raw in enumerate(messages):
         where = f"messages[{i}]"
@@ -75,7 +86,7 @@ def chat_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if message.role == "system":
             out.append(system_message(message.content))
         elif message.role == "assistant":
-            out.append(_assistant(message.content, f"{where}.content"))
+            out.append(_assistant(message.content, f"{where}.content", dropped))
         else:
             out.extend(_user(message.content, f"{where}.content"))
     return out
@@ -138,7 +149,7 @@ def _tool_result(content: str | list[dict[str, Any]], where: str) -> str | list[
     return parts[0]["text"] if len(parts) == 1 else parts
 
 
-def _assistant(content: str | list[dict[str, Any]], where: str) -> dict[str, Any]:
+def _assistant(content: str | list[dict[str, Any]], where: str, dropped: list[str]) -> dict[str, Any]:
     if isinstance(content, str):
         return {"role": "assistant", "content": content}
     texts, calls = [], []
@@ -156,6 +167,8 @@ def _assistant(content: str | list[dict[str, Any]], where: str) -> dict[str, Any
                     "function": {"name": use.name, "arguments": orjson.dumps(use.input).decode()},
                 }
             )
+        elif kind in ASSISTANT_DROPPED:
+            dropped.append(f"messages[].content[].{kind}")
         else:
             raise unsupported(f"{at}.type", f"'{kind}' blocks cannot be sent to a Chat Completions upstream")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}

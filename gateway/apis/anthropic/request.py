@@ -1,15 +1,19 @@
 """The parameters of `POST /v1/messages` and `POST /v1/messages/count_tokens`, typed.
 
-A parameter either translates to Chat Completions, or changes nothing a chat upstream could do
-differently (prompt-cache markers, the standard service tier), or is refused with a 400 that
-names it. Unknown parameters are refused, as Anthropic refuses them, and so are what the
-client's API version removed (headers.py). Content blocks and tools are checked one by one in
-blocks.py and to_chat.py, where their translation lives.
+A parameter either translates to Chat Completions (to_chat.py), or is dropped there and named
+in `x-costgate-dropped-params` (`dropped`), or — only where dropping it would change what the
+client relies on, or it names hosts or credentials — is refused with a 400 that names it. The
+clients that send the newest fields (Claude Code: thinking, effort, context management, betas)
+move faster than any list, so a field costgate does not know is dropped, not refused; a native
+upstream (config `apis: [messages]`) is sent the body as it came and judges it itself. What the
+client's API version removed is refused (headers.py), as Anthropic does. Content blocks and
+tools are read one by one in blocks.py and to_chat.py, where their translation lives.
+docs/compat.md lists how each field is handled.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,20 +32,22 @@ from gateway.errors import InvalidRequest
 SAMPLING = ("temperature", "top_p", "top_k")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Open(BaseModel):
+    """Known fields typed; unknown ones kept aside (`model_extra`), to be dropped and named."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
-class Metadata(_Strict):
-    user_id: str | None = Field(default=None, max_length=256)
+class Metadata(_Open):
+    user_id: str | None = Field(default=None, max_length=512)
 
 
-class OutputConfig(_Strict):
+class OutputConfig(_Open):
     format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}: to_chat.py
-    effort: str | None = None
+    effort: str | None = None  # -> reasoning_effort (to_chat.py)
 
 
-class Conversation(_Strict):
+class Conversation(_Open):
     """What both endpoints take: the model and what it reads."""
 
     model: str = Field(min_length=1, max_length=256, pattern=MODEL_NAME)
@@ -54,15 +60,8 @@ class Conversation(_Strict):
     # Prompt-cache markers: chat upstreams cache prompt prefixes on their own, so there is
     # nothing to translate them to and nothing they would change in the answer.
     cache_control: Any = None
-    speed: Literal["standard", "fast"] | None = None
-    # Refused unless absent: REFUSED below says why.
-    context_management: Any = None
-    user_profile_id: Any = None
-    workspace_id: Any = None
-    container: Any = None
+    # MCP connectors name servers and carry their tokens (issue 16): refused on every path.
     mcp_servers: Any = None
-    diagnostics: Any = None
-    inference_geo: Any = None
 
 
 class MessagesRequest(Conversation):
@@ -73,23 +72,11 @@ class MessagesRequest(Conversation):
     top_k: int | None = Field(default=None, ge=0)
     metadata: Metadata | None = None
     stream: bool | None = None
-    # costgate never buys priority capacity, so "standard_only" already holds and "auto" is met.
-    service_tier: Literal["auto", "standard_only"] | None = None
+    service_tier: Any = None  # priced apart: dropped (gateway/request_fields.py)
 
 
 REFUSED: Refusals = {
-    "thinking": (
-        lambda v: v is None or v.get("type") == "disabled",
-        "extended thinking has no Chat Completions equivalent; leave it out or disable it",
-    ),
-    "speed": (lambda v: v in (None, "standard"), "fast mode is Anthropic's own capacity"),
-    "context_management": (unset, "server-side context editing is not supported"),
-    "user_profile_id": (unset, "Anthropic user profiles do not apply through costgate"),
-    "workspace_id": (unset, "Anthropic workspaces do not apply through costgate; costgate's key names the team"),
-    "container": (unset, "code-execution containers run at Anthropic only"),
-    "mcp_servers": (unset, "MCP connectors run at Anthropic only"),
-    "diagnostics": (unset, "prompt-cache diagnostics are Anthropic's own"),
-    "inference_geo": (unset, "costgate cannot promise where a chat upstream runs"),
+    "mcp_servers": (unset, "MCP connectors name servers and carry their credentials; a request may not choose them"),
 }
 
 
@@ -117,8 +104,17 @@ def _check_version(body: Any, version: ApiVersion) -> None:
 
 def _check(req: Conversation) -> None:
     check_refusals(req, REFUSED)
-    if req.output_config is not None and req.output_config.effort is not None:
-        raise unsupported("output_config.effort", "Anthropic's effort levels have no Chat Completions equivalent")
+
+
+def dropped(req: Conversation) -> list[str]:
+    """The top-level fields (and output_config's, metadata's) the translation has no use for."""
+    names = sorted(req.model_extra or {})
+    for parent, value in (("output_config", req.output_config), ("metadata", getattr(req, "metadata", None))):
+        if isinstance(value, BaseModel):
+            names += [f"{parent}.{name}" for name in sorted(value.model_extra or {})]
+    if getattr(req, "service_tier", None) is not None:
+        names.append("service_tier")
+    return names
 
 
 def parse_request(body: Any, version: ApiVersion = ApiVersion.V2023_06_01) -> MessagesRequest:

@@ -7,7 +7,14 @@
                                              (or a new one): one turn's calls stay one message
     function_call_output                  -> a `tool` message
 
-Anything else (reasoning, item references, built-in tools' calls) is refused. `developer`
+    custom_tool_call                      -> a tool call whose arguments are {"input": <input>}
+    custom_tool_call_output               -> a `tool` message
+
+Dropped and named (`input[].<type>`): reasoning items (a chat upstream cannot read another
+model's encrypted reasoning; the client keeps them) and the items of tools OpenAI runs itself or
+that costgate does not offer a chat model (web search, tool search, local shell…), each call
+with its output so no tool message is left without its call. Item references are refused: they
+need OpenAI's item store, and leaving them out would change what the model reads. `developer`
 becomes `system`: every chat upstream knows that role, and OpenAI treats the two alike for
 chat models. Item ids and statuses only describe an item and are not sent on.
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.apis.parsing import unsupported, validate
@@ -61,16 +69,20 @@ class RefusalPart(_Item):
     refusal: str
 
 
-def _refusal_reason(kind: Any) -> str:
-    if kind == "reasoning":
-        return "reasoning items cannot be sent to a Chat Completions upstream"
-    if kind == "item_reference":
-        return "item references need OpenAI's item store; send the item itself"
-    return f"'{kind}' items belong to tools costgate does not run (it serves function tools only)"
+class CustomCallItem(_Item):
+    call_id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    input: str
 
 
-def add_items(messages: list[dict[str, Any]], items: Sequence[Any], at: str) -> None:
-    """Append the chat messages for `items` (named `at[i]` in errors) to `messages`."""
+class CustomCallOutputItem(_Item):
+    call_id: str = Field(min_length=1)
+    output: str | list[dict[str, Any]]
+
+
+def add_items(messages: list[dict[str, Any]], items: Sequence[Any], at: str, dropped: list[str]) -> None:
+    """Append the chat messages for `items` (named `at[i]` in errors) to `messages`; the kinds
+    left out are named in `dropped`."""
     for i, raw in enumerate(items):
         where = f"{at}[{i}]"
         kind = raw.get("type", "message") if isinstance(raw, dict) else "message"
@@ -78,13 +90,19 @@ def add_items(messages: list[dict[str, Any]], items: Sequence[Any], at: str) -> 
             messages.append(_message(validate(MessageItem, raw, where), where))
         elif kind == "function_call":
             _add_call(messages, validate(FunctionCallItem, raw, where))
-        elif kind == "function_call_output":
-            out = validate(FunctionCallOutputItem, raw, where)
+        elif kind == "custom_tool_call":
+            custom = validate(CustomCallItem, raw, where)
+            arguments = orjson.dumps({"input": custom.input}).decode()
+            _add_call(messages, FunctionCallItem(call_id=custom.call_id, name=custom.name, arguments=arguments))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            out = validate(CustomCallOutputItem, raw, where)
             messages.append(
                 {"role": "tool", "tool_call_id": out.call_id, "content": _tool_output(out.output, f"{where}.output")}
             )
+        elif kind == "item_reference":
+            raise unsupported(f"{where}.type", "item references need OpenAI's item store; send the item itself")
         else:
-            raise unsupported(f"{where}.type", _refusal_reason(kind))
+            dropped.append(f"{at}[].{kind}")
 
 
 def _add_call(messages: list[dict[str, Any]], call: FunctionCallItem) -> None:

@@ -1,9 +1,13 @@
 """The parameters of `POST /v1/responses`, typed.
 
 A parameter either translates to Chat Completions, or is echoed back and needs nothing
-upstream, or is refused with a 400 that names it: nothing is dropped silently. Unknown
-parameters are refused too, as OpenAI refuses them. Input items and tools are checked one by
-one in items.py and to_chat.py, where their translation lives.
+upstream, or is dropped from the translation and named in `x-costgate-dropped-params`
+(`dropped`), or — only where leaving it out would change what the client relies on — refused
+with a 400 that names it. Codex sends fields no allow-list keeps up with (`client_metadata`,
+`include: ["reasoning.encrypted_content"]`, reasoning summaries), so what costgate does not
+know is dropped, not refused; a native upstream (config `apis: [responses]`) is sent the body
+and judges it itself. Input items and tools are read one by one in items.py and to_chat.py,
+where their translation lives. docs/compat.md lists how each field is handled.
 """
 
 from __future__ import annotations
@@ -18,21 +22,22 @@ from gateway.apis.parsing import (
     check_refusals,
     missing,
     unset,
-    unsupported,
     validate,
 )
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Open(BaseModel):
+    """Known fields typed; unknown ones kept aside (`model_extra`), to be dropped and named."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
 
-class TextConfig(_Strict):
+class TextConfig(_Open):
     format: dict[str, Any] | None = None  # text | json_schema | json_object: to_chat.py
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class Reasoning(_Strict):
+class Reasoning(_Open):
     effort: str | None = None
     summary: str | None = None
     generate_summary: str | None = None  # the deprecated name of `summary`
@@ -40,11 +45,11 @@ class Reasoning(_Strict):
     mode: str | None = None
 
 
-class StreamOptions(_Strict):
+class StreamOptions(_Open):
     include_obfuscation: bool | None = None  # costgate adds no obfuscation padding either way
 
 
-class ResponsesRequest(_Strict):
+class ResponsesRequest(_Open):
     model: str = Field(min_length=1, max_length=256, pattern=MODEL_NAME)
     input: str | list[dict[str, Any]] | None = None
     instructions: str | None = None
@@ -68,18 +73,11 @@ class ResponsesRequest(_Strict):
     prompt_cache_retention: str | None = None
     safety_identifier: str | None = None
     service_tier: str | None = None
+    include: list[str] | None = None  # extra outputs: none of them is produced by a translation
     # Refused unless absent or neutral: REFUSED below says why.
     background: Any = None
     conversation: Any = None
     prompt: Any = None
-    include: Any = None
-    top_logprobs: Any = None
-    context_management: Any = None
-    moderation: Any = None
-    image: Any = None
-    access_programs: Any = None
-    background_options: Any = None
-    prompt_cache_options: Any = None
 
     @property
     def stores(self) -> bool:
@@ -91,17 +89,6 @@ REFUSED: Refusals = {
     "background": (unset, "background responses are not supported; send the request and wait, or stream it"),
     "conversation": (unset, "the Conversations API is not served; use previous_response_id"),
     "prompt": (unset, "stored prompt templates live at OpenAI; send the prompt as input"),
-    "include": (
-        unset,
-        ("the extra outputs it asks for (logprobs, encrypted reasoning, tool results) are not produced"),
-    ),
-    "top_logprobs": (unset, "log probabilities are not returned by the Responses translation"),
-    "context_management": (unset, "server-side context compaction is not supported"),
-    "moderation": (unset, "moderation runs at OpenAI only"),
-    "image": (unset, "image generation settings have no Chat Completions equivalent"),
-    "access_programs": (unset, "OpenAI access programs do not apply through costgate"),
-    "background_options": (unset, "background responses are not supported"),
-    "prompt_cache_options": (unset, "explicit prompt-cache breakpoints have no Chat Completions equivalent"),
     "truncation": (
         lambda v: v in (None, "disabled"),
         "'auto' truncation is not supported; a conversation over the context window fails",
@@ -114,12 +101,20 @@ def parse_request(body: Any) -> ResponsesRequest:
     check_refusals(req, REFUSED)
     if req.input is None and req.previous_response_id is None:
         raise missing("input")
-    reasoning = req.reasoning
-    if reasoning is not None:
-        for name in ("summary", "generate_summary", "context", "mode"):
-            if getattr(reasoning, name) is not None:
-                raise unsupported(
-                    f"reasoning.{name}",
-                    "Chat Completions upstreams return no reasoning summaries; only reasoning.effort is translated",
-                )
     return req
+
+
+def dropped(req: ResponsesRequest) -> list[str]:
+    """What the Chat Completions translation leaves out: unknown fields, the extra outputs
+    `include` asks for, reasoning settings other than effort (chat returns no summaries)."""
+    names = sorted(req.model_extra or {})
+    if req.include:
+        names.append("include")
+    for parent, value in (("reasoning", req.reasoning), ("text", req.text), ("stream_options", req.stream_options)):
+        if value is not None:
+            names += [f"{parent}.{name}" for name in sorted(value.model_extra or {})]
+    if req.reasoning is not None:
+        names += [
+            f"reasoning.{n}" for n in ("summary", "generate_summary", "context", "mode") if getattr(req.reasoning, n)
+        ]
+    return names

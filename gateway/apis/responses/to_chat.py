@@ -14,6 +14,12 @@
 
 `store`, `previous_response_id` and `max_tool_calls` stay with costgate (store.py); in chat,
 `store` would ask OpenAI to keep the completion, which is not what the client asked for.
+
+Dropped and named (x-costgate-dropped-params, request.py's `dropped` and `tools[].<type>`):
+tools other than functions (Codex's freeform `custom` apply_patch, `web_search`, `tool_search`,
+`local_shell`: a chat model could not call them the way the client expects, and the client
+falls back on its function tools), tool settings chat lacks. `mcp` tools name servers and carry
+their credentials: refused (issue 16).
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gateway.apis.chat import function_tool
-from gateway.apis.parsing import Refusals, check_refusals, unset, unsupported, validate
+from gateway.apis.parsing import unsupported, validate
 from gateway.apis.responses.items import add_items
 from gateway.apis.responses.request import ResponsesRequest
+from gateway.apis.responses.request import dropped as request_dropped
 
 # Passed on unchanged: the two APIs give them the same name and meaning.
 SAME_NAME = (
@@ -41,14 +48,11 @@ SAME_NAME = (
 )
 
 
-NO_CHAT_SETTING: Refusals = {
-    name: (unset, "Chat Completions function tools have no such setting")
-    for name in ("defer_loading", "allowed_callers", "output_schema")
-}
+NO_CHAT_SETTING = ("defer_loading", "allowed_callers", "output_schema")
 
 
 class FunctionTool(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)  # unknown settings: dropped and named
     type: str
     name: str
     description: str | None = None
@@ -68,13 +72,18 @@ def input_items(req: ResponsesRequest) -> list[dict[str, Any]]:
     return list(req.input)
 
 
-def to_chat_request(req: ResponsesRequest, history: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The chat body for `req`; `history` is the earlier conversation's items (store.py)."""
+def to_chat_request(
+    req: ResponsesRequest, history: Sequence[dict[str, Any]] = (), dropped: list[str] | None = None
+) -> dict[str, Any]:
+    """The chat body for `req`; `history` is the earlier conversation's items (store.py). What
+    is left out is named in `dropped`."""
+    dropped = [] if dropped is None else dropped
+    dropped += request_dropped(req)
     messages: list[dict[str, Any]] = []
     if req.instructions:
         messages.append({"role": "system", "content": req.instructions})
-    add_items(messages, history, "previous_response_id")
-    add_items(messages, input_items(req), "input")
+    add_items(messages, history, "previous_response_id", dropped)
+    add_items(messages, input_items(req), "input", dropped)
     body: dict[str, Any] = {"model": req.model, "messages": messages}
     for name in SAME_NAME:
         value = getattr(req, name)
@@ -85,7 +94,7 @@ def to_chat_request(req: ResponsesRequest, history: Sequence[dict[str, Any]] = (
     if req.reasoning is not None and req.reasoning.effort is not None:
         body["reasoning_effort"] = req.reasoning.effort
     _add_text(body, req)
-    _add_tools(body, req)
+    _add_tools(body, req, dropped)
     if req.stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -111,25 +120,29 @@ def _add_text(body: dict[str, Any], req: ResponsesRequest) -> None:
         raise unsupported("text.format.type", f"'{fmt.get('type')}' is not a text format costgate knows")
 
 
-def _add_tools(body: dict[str, Any], req: ResponsesRequest) -> None:
+def _add_tools(body: dict[str, Any], req: ResponsesRequest, dropped: list[str]) -> None:
     # Chat refuses tool_choice and parallel_tool_calls without tools; Responses allows them.
-    if not req.tools:
+    tools = [t for t in (chat_tool(tool, f"tools[{i}]", dropped) for i, tool in enumerate(req.tools or ())) if t]
+    if not tools:
         return
-    body["tools"] = [chat_tool(tool, f"tools[{i}]") for i, tool in enumerate(req.tools)]
+    body["tools"] = tools
     if req.tool_choice is not None:
         body["tool_choice"] = chat_tool_choice(req.tool_choice)
     if req.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = req.parallel_tool_calls
 
 
-def chat_tool(tool: dict[str, Any], where: str) -> dict[str, Any]:
+def chat_tool(tool: dict[str, Any], where: str, dropped: list[str]) -> dict[str, Any] | None:
+    """A function tool in chat's shape; None (and named in `dropped`) for any other kind."""
     kind = tool.get("type")
+    if kind == "mcp":
+        raise unsupported(f"{where}.type", "MCP tools name servers and carry their credentials; a request may not")
     if kind != "function":
-        raise unsupported(
-            f"{where}.type", f"'{kind}' is a tool OpenAI runs on its own side; costgate serves function tools only"
-        )
+        dropped.append(f"tools[].{kind}")
+        return None
     spec = validate(FunctionTool, tool, where)
-    check_refusals(spec, NO_CHAT_SETTING, where)
+    dropped += [f"tools[].{name}" for name in NO_CHAT_SETTING if getattr(spec, name) is not None]
+    dropped += [f"tools[].{name}" for name in spec.model_extra or {}]
     return function_tool(spec.name, spec.parameters, spec.description, spec.strict)
 
 

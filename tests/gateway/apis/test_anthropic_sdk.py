@@ -163,8 +163,6 @@ async def test_count_tokens() -> None:
 @pytest.mark.parametrize(
     "extra, param",
     [
-        ({"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, "tools[0].type"),
-        ({"thinking": {"type": "enabled", "budget_tokens": 2048}}, "thinking"),
         (
             {
                 "messages": [
@@ -186,6 +184,20 @@ async def test_untranslatable_requests_are_refused(extra: dict, param: str) -> N
         await server.client().messages.create(**({"model": "small", "max_tokens": 10, "messages": HI} | extra))
     assert err.value.body["error"]["type"] == "invalid_request_error" and param in err.value.body["error"]["message"]
     assert server.chat_bodies == []
+
+
+async def test_thinking_and_server_tools_are_mapped_or_dropped_not_refused() -> None:
+    """Claude Code's defaults (issue 29): thinking maps to the reasoning setting, a tool only
+    Anthropic runs is left out."""
+    server = MessagesServer(Answer("ok"))
+    await server.client().messages.create(
+        model="small",
+        max_tokens=10,
+        messages=HI,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        tools=[{"type": "web_search_20250305", "name": "web_search"}],
+    )
+    assert server.chat_bodies[0]["reasoning_effort"] == "low" and "tools" not in server.chat_bodies[0]
 
 
 async def test_sampling_parameters_follow_the_api_version() -> None:

@@ -231,20 +231,14 @@ def test_previous_conversation_comes_first_and_old_instructions_do_not() -> None
 @pytest.mark.parametrize(
     "body, param",
     [
-        ({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["vs"]}]}, "tools[0].type"),
-        ({"input": "x", "tools": [FN, {"type": "custom", "name": "grammar"}]}, "tools[1].type"),
-        ({"input": "x", "tools": [FN | {"defer_loading": True}]}, "tools[0].defer_loading"),
         ({"input": "x", "tools": [FN], "tool_choice": {"type": "web_search_preview"}}, "tool_choice"),
+        ({"input": "x", "tools": [{"type": "mcp", "server_label": "m", "server_url": "https://m"}]}, "tools[0].type"),
         ({"input": "x", "background": True}, "background"),
         ({"input": "x", "conversation": "conv_1"}, "conversation"),
         ({"input": "x", "prompt": {"id": "pmpt_1"}}, "prompt"),
-        ({"input": "x", "top_logprobs": 3}, "top_logprobs"),
         ({"input": "x", "truncation": "auto"}, "truncation"),
-        ({"input": "x", "context_management": [{"type": "compaction"}]}, "context_management"),
-        ({"input": "x", "reasoning": {"generate_summary": "concise"}}, "reasoning.generate_summary"),
         ({"input": "x", "text": {"format": {"type": "grammar"}}}, "text.format.type"),
         ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
-        ({"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]}, "input[0].type"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]},
             "input[0].content[0].file_id",
@@ -275,9 +269,49 @@ def test_untranslatable_parameters_are_refused(body: dict[str, Any], param: str)
 
 
 @pytest.mark.parametrize(
+    "body, dropped",
+    [
+        ({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": ["vs"]}]}, ["tools[].file_search"]),
+        ({"input": "x", "tools": [FN, {"type": "custom", "name": "apply_patch"}]}, ["tools[].custom"]),
+        ({"input": "x", "tools": [FN | {"defer_loading": True}]}, ["tools[].defer_loading"]),
+        ({"input": "x", "top_logprobs": 3}, ["top_logprobs"]),
+        ({"input": "x", "context_management": [{"type": "compaction"}]}, ["context_management"]),
+        ({"input": "x", "reasoning": {"effort": "low", "generate_summary": "concise"}}, ["reasoning.generate_summary"]),
+        ({"input": "x", "client_metadata": {"session_id": "s"}}, ["client_metadata"]),
+        ({"input": "x", "include": ["reasoning.encrypted_content"]}, ["include"]),
+        ({"input": "x", "frobnicate": 1}, ["frobnicate"]),
+        ({"input": [{"type": "web_search_call", "id": "ws_1", "status": "completed"}]}, ["input[].web_search_call"]),
+        (
+            {"input": [{"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"}]},
+            ["input[].reasoning"],
+        ),
+    ],
+)
+def test_fields_without_a_chat_equivalent_are_dropped_and_named(body: dict[str, Any], dropped: list[str]) -> None:
+    """What Codex sends by default is never a 400 (issue 29): left out and named."""
+    names: list[str] = []
+    to_chat_request(parse_request({"model": "small", **body}), (), names)
+    assert sorted(set(names)) == dropped
+
+
+def test_a_custom_tool_call_in_the_history_is_a_tool_call_and_its_output() -> None:
+    body = {
+        "input": [
+            {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"},
+        ]
+    }
+    messages = to_chat_request(parse_request({"model": "small", **body}))["messages"]
+    assert messages[0]["tool_calls"][0]["function"] == {
+        "name": "apply_patch",
+        "arguments": '{"input":"*** Begin Patch"}',
+    }
+    assert messages[1] == {"role": "tool", "tool_call_id": "c1", "content": "Done"}
+
+
+@pytest.mark.parametrize(
     "body, param, words",
     [
-        ({"input": "x", "frobnicate": 1}, "frobnicate", "Unknown parameter"),
         ({}, "input", "Missing required parameter"),
         ({"input": 5}, "input", "Invalid 'input'"),
         ({"input": "x", "temperature": 3}, "temperature", "less than or equal to 2"),

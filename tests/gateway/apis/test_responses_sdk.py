@@ -160,14 +160,31 @@ async def test_stored_responses_are_per_team() -> None:
         await mine.responses.retrieve(kept.id)
 
 
+async def test_codex_defaults_are_dropped_not_refused() -> None:
+    """What Codex sends by default (issue 29) reaches a chat upstream without a 400."""
+    server = ResponsesServer(Answer("ok"))
+    await server.client().responses.create(
+        model="small",
+        input=[
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+            *[{"role": "user", "content": "x"}],
+        ],
+        tools=[{"type": "web_search"}, {"type": "custom", "name": "apply_patch", "description": "patch"}],
+        include=["reasoning.encrypted_content"],
+        reasoning={"effort": "low", "summary": "auto"},
+        store=False,
+        extra_body={"client_metadata": {"session_id": "s"}},
+    )
+    assert server.chat_bodies[0]["reasoning_effort"] == "low" and "tools" not in server.chat_bodies[0]
+    assert server.chat_bodies[0]["messages"] == [{"role": "user", "content": "x"}]
+
+
 @pytest.mark.parametrize(
     "extra, param",
     [
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"tools": [{"type": "mcp", "server_label": "m", "server_url": "https://mcp.example"}]}, "tools[0].type"),
         ({"background": True}, "background"),
-        ({"include": ["message.output_text.logprobs"]}, "include"),
-        ({"reasoning": {"effort": "low", "summary": "auto"}}, "reasoning.summary"),
-        ({"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}, "input[0].type"),
+        ({"input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
     ],
 )
 async def test_untranslatable_requests_are_refused_with_the_sdk_error(extra: dict, param: str) -> None:
