@@ -52,9 +52,8 @@ REDACTED = "EmwKAhgBEgy" + "fakeredacted" * 8
 ENCRYPTED = "gAAAAABfake" + "encryptedreasoning" * 6
 REASONING_TOKENS = 7
 MTOK = Decimal(1_000_000)
-# $ per million tokens: input, output, cache read, cache write (Anthropic's 5-minute write is
-# priced at the input rate here: costgate's price map has no write rate yet).
-PRICES = {"in": Decimal("3"), "out": Decimal("15"), "read": Decimal("0.3"), "write": Decimal("3")}
+# $ per million tokens: input, output, cache read, cache write (Anthropic's 5-minute write, 1.25x input).
+PRICES = {"in": Decimal("3"), "out": Decimal("15"), "read": Decimal("0.3"), "write": Decimal("3.75")}
 RECORDED_HEADERS = ("anthropic-version", "anthropic-beta", "x-api-key", "authorization", "user-agent")
 
 

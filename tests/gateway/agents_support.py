@@ -5,7 +5,6 @@ talking to the fake directly)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import threading
@@ -24,11 +23,12 @@ from tests.fakes.fake_agents import PRICES, AgentFake, create_agent_fake
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 ADMIN = "sk-cg-admin-agents-test"
-# The gateway prices every model as the fake bills (PRICES: cache writes at the input rate).
+# The gateway prices every model as the fake bills (PRICES).
 PRICE = {
     "input_per_mtok": str(PRICES["in"]),
     "output_per_mtok": str(PRICES["out"]),
     "cached_input_per_mtok": str(PRICES["read"]),
+    "cache_write_per_mtok": str(PRICES["write"]),
 }
 
 
@@ -152,7 +152,3 @@ class InProcessGateway:
         await self.gateway.ledger.flush()
         response = await self.http.get("/admin/spend?group_by=team", headers={"authorization": f"Bearer {ADMIN}"})
         return str(response.json()["total_usd"])
-
-
-def run(coro: Any) -> Any:
-    return asyncio.get_event_loop().run_until_complete(coro)
