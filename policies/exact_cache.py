@@ -79,6 +79,30 @@ def refusal(body: dict[str, Any], policy: CachePolicy) -> str | None:
     return None
 
 
+# Earlier messages (system and developer ones aside) a request may carry and still be answered by
+# meaning: past that, the answer depends on a conversation the verifier never compares.
+MAX_SEMANTIC_HISTORY = 4
+
+
+def semantic_refusal(body: dict[str, Any]) -> str | None:
+    """Why this request must not be answered (or kept) by meaning, or None when it may be.
+
+    An agent's turn (Claude Code, Codex: issue 29) offers tools and carries a long history. With
+    tools the answer may be a tool call that acts on the exact words asked (which file, which
+    command), and a similar question is not the same act; with a long history the answer is about
+    the conversation, while the semantic cache compares only the last question. Both still use the
+    exact cache, whose key is the whole request."""
+    if body.get("tools") or body.get("functions"):
+        return "tools offered: an answer may be a tool call for these exact words"
+    messages = body.get("messages")
+    history = (
+        [m for m in messages[:-1] if m.get("role") not in ("system", "developer")] if isinstance(messages, list) else []
+    )
+    if len(history) > MAX_SEMANTIC_HISTORY:
+        return f"a history of {len(history)} messages (more than {MAX_SEMANTIC_HISTORY})"
+    return None
+
+
 def _text(content: Any) -> str | None:
     if isinstance(content, str):
         return content

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 
 import orjson
@@ -25,7 +26,7 @@ from gateway.deployments import Deployment
 from gateway.response_cache import ResponseCache
 from gateway.sse import SSE_HEADERS, replay
 from gateway.stages.cache_replay import WORDS_PER_CHUNK, ZERO_COST, completion_body
-from policies.exact_cache import CachedAnswer, answer_of, refusal, request_keys
+from policies.exact_cache import CachedAnswer, answer_of, refusal, request_keys, semantic_refusal
 from policies.pricing import ZERO, Usage, cost_of
 from policies.semantic_cache.store import Entry
 
@@ -39,6 +40,8 @@ def decide(ctx: RequestContext, cache: ResponseCache) -> CacheDecision | None:
     policy = cache.policy_for(ctx.principal.team_name)
     if not (policy.exact or policy.semantic) or refusal(ctx.body, policy) is not None:
         return None
+    if policy.semantic and semantic_refusal(ctx.body) is not None:
+        policy = replace(policy, semantic=False)  # neither looked up nor kept by meaning
     keys = request_keys(ctx.principal.team_id, ctx.endpoint.value, ctx.body)
     return CacheDecision(keys, policy, ctx.principal.team_id, ctx.principal.team_name)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.exact_cache import CachePolicy, answer_of, refusal, request_keys
+from policies.exact_cache import MAX_SEMANTIC_HISTORY, CachePolicy, answer_of, refusal, request_keys, semantic_refusal
 
 USER = [{"role": "user", "content": "What is the capital of France?"}]
 BASE = {"model": "small", "messages": USER, "temperature": 0}
@@ -127,3 +127,24 @@ def test_answer_of_keeps_only_plain_text_answers(body: dict | None, kept: bool) 
     assert (answer is not None) is kept
     if answer is not None:
         assert answer.text == "Paris." and answer.served_model == "small"
+
+
+def _history(n: int) -> list[dict]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    "body, refused",
+    [
+        (BASE, False),
+        (BASE | {"tools": [{"type": "function", "function": {"name": "f"}}]}, True),
+        (BASE | {"functions": [{"name": "f"}]}, True),
+        (BASE | {"tools": []}, False),
+        ({"model": "small", "messages": [*_history(MAX_SEMANTIC_HISTORY), *USER]}, False),
+        ({"model": "small", "messages": [*_history(MAX_SEMANTIC_HISTORY + 1), *USER]}, True),
+        ({"model": "small", "messages": [{"role": "system", "content": "s"}] * 9 + USER}, False),  # system aside
+        ({"model": "small", "prompt": "q"}, False),
+    ],
+)
+def test_agents_turns_are_not_compared_by_meaning(body: dict, refused: bool) -> None:
+    assert (semantic_refusal(body) is not None) is refused

@@ -318,6 +318,42 @@ async def test_a_near_vector_is_not_enough_when_the_verifier_refuses() -> None:
     assert lookups(c, "semantic", "miss") == 2
 
 
+TOOL = {"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}
+TURNS = [{"role": r, "content": f"turn {i}"} for i, r in enumerate(["user", "assistant"] * 3)]
+
+
+@pytest.mark.parametrize(
+    "first, paraphrase",
+    [
+        (ask(tools=[TOOL]), ask("what is the capital of france", tools=[TOOL])),
+        (
+            request(
+                {"model": "small", "messages": [*TURNS, {"role": "user", "content": "What is the capital of France?"}]},
+                principal=TEAM_A,
+                requested_model="small",
+            ),
+            request(
+                {"model": "small", "messages": [*TURNS, {"role": "user", "content": "what is the capital of france"}]},
+                principal=TEAM_A,
+                requested_model="small",
+            ),
+        ),
+    ],
+    ids=["tools", "long history"],
+)
+async def test_an_agents_turn_is_never_answered_by_meaning(first: RequestContext, paraphrase: RequestContext) -> None:
+    """Issue 29: with tools offered or a long history, a paraphrase is not served from the
+    semantic cache (nor is the answer kept by meaning); the exact request still is."""
+    c = cache(semantic=True, topics={"What is the capital of France?": 1, "what is the capital of france": 1})
+    exact, semantic = stages(c)
+    await exact(first)
+    assert await semantic(first) is None
+    await exact.settle(answered(first))
+    await exact(paraphrase)
+    assert await semantic(paraphrase) is None and paraphrase.cache_status is CacheStatus.MISS
+    assert c.embedded == []
+
+
 @pytest.mark.parametrize(
     "case, ctx, config",
     [
