@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from engine.admission import Priority
 from gateway import tracing
 from gateway.bodies import answer_text
 from gateway.context import Endpoint, RequestContext
@@ -37,7 +38,19 @@ def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[st
     ctx.dropped_params.update(dropped)
     if ctx.native is not None:
         ctx.dropped_params.update(ctx.native.translation_dropped)
+    if wants_flex(ctx, dep) and "service_tier" not in body:
+        body["service_tier"] = "flex"
     return dep.caching.chat(body, ctx.principal) if ctx.endpoint is Endpoint.CHAT else body
+
+
+def wants_flex(ctx: RequestContext, dep: Deployment) -> bool:
+    """A batch-class request to a model whose config allows its provider's flex tier."""
+    return dep.config.flex and dep.price.flex is not None and ctx.priority is Priority.BATCH
+
+
+def billed_tier(answer: dict[str, Any]) -> Tier:
+    """The tier the provider says it served at (OpenAI's `service_tier` in the answer or chunk)."""
+    return Tier.FLEX if answer.get("service_tier") == "flex" else Tier.STANDARD
 
 
 def charge(
@@ -58,9 +71,8 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
         ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
     )
     ctx.call_answered()
-    charge(
-        ctx, dep, completion.usage, answer_text(completion.body, all_choices=True) if completion.usage is None else ""
-    )
+    text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
+    charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     return completion
 
@@ -78,6 +90,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
 
 async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
     usage: Usage | None = None
+    tier = Tier.STANDARD
     reported_raw: Any = None  # the upstream's own usage object, whose details the tail keeps
     last: dict[str, Any] = {}
     failed, cut = True, False
@@ -93,6 +106,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             if text:
                 ctx.completion_text.append(text)
             last = data
+            tier = billed_tier(data) if "service_tier" in data else tier
             if reported is None:
                 yield b"data: " + event.raw + b"\n\n"
             else:
@@ -118,7 +132,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 usage = Usage(count_prompt(ctx.body, dep.config.upstream_model), meter.tokens)
-            final = charge(ctx, dep, usage, "".join(ctx.completion_text))
+            final = charge(ctx, dep, usage, "".join(ctx.completion_text), tier)
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk, reported_raw):

@@ -96,6 +96,10 @@ class ModelConfig(_Strict):
     # its answer relayed as it came; otherwise it is translated to Chat Completions.
     apis: list[NativeApiName] = Field(default_factory=lambda: list[NativeApiName](["chat"]))
     prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
+    # Batch-class requests (free keys' default, `x-costgate-priority: batch`, Batch API lines) are
+    # sent with `service_tier: flex` (OpenAI's slower, cheaper tier) when this is on and the model
+    # has a flex price (litellm's map or `price.flex`); charged at it when the answer says flex.
+    flex: bool = False
 
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:
