@@ -1,7 +1,7 @@
 """Does the semantic cache serve the opposite question? (issue 27 item 4)
 
     python bench/cache_opposites.py [qqp_dev.jsonl] [--pairs bench/data/opposite_pairs.txt]
-                                    [--per-kind 300] [--out variants.jsonl]
+                                    [--per-kind 300] [--labels ADJUDICATED.jsonl ...] [--out variants.jsonl]
 
 Builds near-duplicates of dev questions that ask something else, then asks the shipped
 verifier, at the default bound and with the MiniLM cosine the cache would see, whether it
@@ -14,7 +14,9 @@ candidates before the verifier sees them. Kinds of variant:
 - route: "from A to B" asked as "from B to A" (and "convert A to B" as "convert B to A");
 - negation: "not" after the first auxiliary verb;
 - deictic: the question pointing at context its text does not carry ("... given below", "this");
-- number: a number in the question changed.
+- number: a number in the question changed;
+- reworded (with `--labels`): a word swapped for its partner in the *query* of a hand-judged
+  pair whose stored question answers it ("same"): an opposite asked in other words.
 
 Word pairs and questions are each cut in two by a hash: `tune` (what the check was developed
 on) and `held-out` (never looked at while tuning). A variant is held out when its question is,
@@ -35,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cache_labels import DEFAULT_PAIRS  # noqa: E402
+from bench.cache_labels import DEFAULT_PAIRS, read_labelled  # noqa: E402
 from gateway.settings import SemanticCacheConfig  # noqa: E402
 from policies.semantic_cache.differences import Parsed  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
@@ -137,6 +139,19 @@ def variants(questions: list[str], pairs: dict[str, list[tuple[str, str]]], per_
     return out
 
 
+def reworded(labels: list[Path], pairs: dict[str, list[tuple[str, str]]]) -> list[Variant]:
+    """The opposite of a rewording: the query of each pair judged the same, one word swapped."""
+    out = []
+    for pair in read_labelled(labels):
+        if pair.same:
+            for query, change in swap_word(pair.query, [p for kind in pairs.values() for p in kind]):
+                words = " ".join(sorted(w.lower() for w in change.split(" -> ")))
+                both = {half(pair.query), half(words)}
+                out += [Variant(pair.stored, query, "reworded", change, both.pop())] if len(both) == 1 else []
+                break
+    return out
+
+
 def served(found: list[Variant], verifier: Verifier, rate: float) -> list[bool]:
     embedder = Embedder()
     texts = sorted({t for v in found for t in (v.stored, v.query)})
@@ -163,12 +178,14 @@ def main() -> None:
     parser.add_argument("data", nargs="?", default=str(DEFAULT_PAIRS), help="qqp_dev.jsonl")
     parser.add_argument("--pairs", default=str(PAIRS))
     parser.add_argument("--per-kind", type=int, default=300)
+    parser.add_argument("--labels", nargs="*", default=[], help="hand-judged pairs for the reworded kind")
     parser.add_argument("--out", help="write the variants (and whether each was served) here")
     parser.add_argument("--show", type=int, default=10, help="print this many served variants")
     args = parser.parse_args()
     rows = [json.loads(line) for line in open(args.data)]
     questions = list(dict.fromkeys(q for r in rows for q in (r["a"], r["b"]) if 4 <= len(q.split()) <= 20))
-    found = variants(questions, read_pairs(Path(args.pairs)), args.per_kind)
+    pairs = read_pairs(Path(args.pairs))
+    found = variants(questions, pairs, args.per_kind) + reworded([Path(p) for p in args.labels], pairs)
     rate = SemanticCacheConfig().max_false_hit_rate
     hits = served(found, Verifier.load(), rate)
     print(f"{len(found)} variants of {len(questions)} dev questions; verifier at max_false_hit_rate {rate}")

@@ -6,14 +6,15 @@ the words around the change are the same, and antonyms sit close in any distribu
 no cosine, of the questions or of the changed words, can tell "required" for "needed" from
 "after" for "before". What can be read from the two texts is *how* they differ:
 
-- **a word swapped for another**: aligned token by token, somewhere the two questions differ
-  by one or two words against as many, and a word there stands against one that is not a form
-  of it (an inflection, a spelling variant, a listed synonym: `variant_form`) or is its
-  `opposite_form` ("possible" / "impossible"). A rewording that changes more at once ("to
-  contact" / "in touch with") is no swap: it is left to the verifier's model. A word for a
-  word is how an opposite is asked ("for" / "against", "all" / "some", "speed up" / "slow
-  down"), and a paraphrase that does it too ("needed" / "required") costs a hit, never a
-  wrong one;
+- **a word swapped for another**: aligned token by token, and the words that only hold a
+  sentence together set aside, somewhere the two questions differ by one or two words against
+  one or two, and a word there stands against one that is not a form of it (an inflection, a
+  spelling variant, a listed synonym: `variant_form`) or is its `opposite_form` ("possible" /
+  "impossible"). A rewording that changes more at once ("what are the common reasons for" /
+  "what causes") is no swap: it is left to the verifier's model. A word or two for a word or
+  two is how an opposite is asked ("for" / "against", "all" / "some", "speed up" / "slow
+  down"), and a paraphrase that does it too ("needed" / "required", "get in touch with" / "get
+  to contact") costs a hit, never a wrong one;
 - **a negation more on one side**, even when both have one ("... without a code" / "how can't
   I ... without a code");
 - **spans trading places**: the same words, two of them (or two names) in each other's place
@@ -64,11 +65,11 @@ OPPOSING_ENDINGS = (("ful", "less"), ("er", "ee"), ("or", "ee"))
 _REVERSED = tuple((y, x) for x, y in OPPOSING_ENDINGS)
 ARTICLES = frozenset({"a", "an", "the"})
 # Function words that only hold a sentence together: pronouns, articles, auxiliaries and
-# modals, question words, conjunctions, most prepositions. One of them against a content word
-# means the sentence was rebuilt around it ("my" / "text"), not that it asks something else.
-# Every other function word names a side, an amount, a rank or a manner ("for" / "against",
-# "some" / "all", "best" / "worst", "in" / "out", "way" / "reason"): against a content word it
-# is a swap.
+# modals, question words, conjunctions, most prepositions. Set aside where two questions differ
+# (`_differing`): "my" / "text" means the sentence was rebuilt, not that it asks something
+# else. Every other function word names a side, an amount, a rank or a manner ("for" /
+# "against", "some" / "all", "best" / "worst", "in" / "out", "way" / "reason"): against a
+# content word it is a swap.
 STRUCTURAL = frozenset(
     """a an the i you me my mine your yours we us our they them their he him his she her it its
     one ones one's s t u i'm it's there's im what's is are was were be been being am do does
@@ -77,7 +78,7 @@ STRUCTURAL = frozenset(
     that there here also really actually just very please""".split()
 )
 FROM, TOWARDS = frozenset({"from"}), frozenset({"to", "into", "towards", "toward", "onto"})
-MAX_SWAP = 2  # words against as many words, each against its own: "speed up" / "slow down"
+MAX_SWAP = 2  # the most words a side of a swap has: "speed up" / "slow down", "feel more" / "less"
 MAX_SPAN = 4  # the longest span (in words) considered for trading places, and between them
 MAX_TOKENS = 64  # longer texts are not searched for spans that trade places
 
@@ -130,29 +131,34 @@ def negations(p: Parsed) -> int:
 def _differing(a: Parsed, b: Parsed) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """The aligned places where the two differ: (words of `a`, words of `b`) for each, after
     dropping the words the other side has in one of its own differing places (moved, not
-    changed) and the articles."""
+    changed) and the `STRUCTURAL` words, which hold a sentence together and mean nothing of
+    their own ("legal" / "is unlawful" is a word against a word)."""
     ops = difflib.SequenceMatcher(None, a.tokens, b.tokens, autojunk=False).get_opcodes()
     changed = [(a.tokens[i1:i2], b.tokens[j1:j2]) for op, i1, i2, j1, j2 in ops if op != "equal"]
     loose_a = [w for x, _ in changed for w in x]
     loose_b = [w for _, y in changed for w in y]
     out = []
     for x, y in changed:
-        kept_x = tuple(w for w in x if w not in ARTICLES and not any(variant_form(w, o) for o in loose_b))
-        kept_y = tuple(w for w in y if w not in ARTICLES and not any(variant_form(w, o) for o in loose_a))
+        kept_x = tuple(w for w in x if w not in STRUCTURAL and not any(variant_form(w, o) for o in loose_b))
+        kept_y = tuple(w for w in y if w not in STRUCTURAL and not any(variant_form(w, o) for o in loose_a))
         out.append((kept_x, kept_y))
     return out
 
 
 def swapped_words(a: Parsed, b: Parsed) -> list[tuple[str, str]]:
     """Words of `a` that stand against other words of `b` where the two differ by at most
-    `MAX_SWAP` words against as many, each word against its own: two content words that are not
-    forms of one word, a content word against a function word that is not `STRUCTURAL`
-    ("for" / "against", "some" / "all", "best" / "worst"), a word against its
-    `opposite_form`, or "from" against "to". Other function words trading for each other ("to"
-    / "for", "what" / "how") or a structural one for a content word ("it" / "walking": the
-    sentence was rebuilt around it) are the verifier model's to weigh."""
+    `MAX_SWAP` words against at most as many (each word against its own when the counts are
+    equal, against each of the other's when not): two content words that are not forms of one
+    word, a content word against a function word that names a side, an amount or a rank ("for"
+    / "against", "some" / "all", "best" / "worst"), a word against its `opposite_form`, or
+    "from" against "to". Other function words trading for each other ("to" / "for", "what" /
+    "how") are the verifier model's to weigh; a rewording that changes more words at once too."""
     return [
-        (u, v) for x, y in _differing(a, b) if len(x) == len(y) <= MAX_SWAP for u, v in zip(x, y) if _contrast(u, v)
+        (u, v)
+        for x, y in _differing(a, b)
+        if 0 < len(x) <= MAX_SWAP and 0 < len(y) <= MAX_SWAP
+        for u, v in (zip(x, y) if len(x) == len(y) else ((u, v) for u in x for v in y))
+        if _contrast(u, v)
     ]
 
 

@@ -94,7 +94,7 @@ REWORDINGS = [
     ),
     ("How do I lose five kg?", "How do I lose 5 kg?"),
     ("What are some tips for learning guitar?", "What are some tips to learn guitar?"),
-    ("How do I get in touch with a hacker?", "How do I get to contact a hacker?"),
+    ("What are the common reasons for hair loss?", "What causes hair loss?"),
     ("Whats the point of life?", "What's the point of life?"),
     (
         "What is the best financial investment you have ever made?",
@@ -133,6 +133,14 @@ def test_rewordings_pass_the_contrast_checks(a: str, b: str) -> None:
         ("Why does it hurt so much?", "Why does walking hurt so much?", None),  # rebuilt around "it", not swapped
         ("What are the major principles of Sikhism?", "What are the major principles in Sikhism?", None),
         ("How do I become a doctor?", "How do I be a doctor?", None),  # a copula: left to the model
+        # a rewording the check refuses: a hit lost, never a wrong one
+        ("How do I get in touch with a hacker?", "How do I get to contact a hacker?", ("touch", "contact")),
+        (
+            "Is bidding legal in India?",
+            "Is bidding is unlawful in India?",
+            ("legal", "unlawful"),
+        ),  # "is" holds no meaning
+        ("How do I make crutches feel more comfortable?", "How do I make crutches less comfortable?", ("feel", "less")),
     ],
 )
 def test_which_words_count_as_swapped(stored: str, asked: str, swap: tuple[str, str] | None) -> None:
