@@ -434,6 +434,7 @@ def create_agent_fake(fake: AgentFake | None = None) -> Starlette:
             Route("/v1/responses", fake.responses, methods=["POST"]),
             Route("/v1/chat/completions", fake.chat, methods=["POST"]),
             Route("/_requests", fake.seen, methods=["GET"]),
+            Route("/_stats", fake.billed, methods=["GET"]),  # what tests/support.FakeUpstream waits for
             Route("/_bill", fake.billed, methods=["GET"]),
             Route("/_reset", fake.reset, methods=["POST"]),
         ]
