@@ -148,8 +148,8 @@ class GatewayProcess:
                 str(self.config_path),
                 "--port",
                 str(self.port),
-                "--log-level",
-                "warning",
+                "--log-level",  # info: the access log's lines, which some tests read (issue 28)
+                "info",
             ],
             stdout=self._log,
             stderr=subprocess.STDOUT,

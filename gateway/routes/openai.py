@@ -3,7 +3,6 @@ the pipeline; no route wires a policy of its own."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Protocol
@@ -25,7 +24,6 @@ from gateway.json_body import parse_json_body
 from gateway.wire import REQUEST_MODELS
 
 router = APIRouter()
-log = logging.getLogger("costgate")
 
 
 class Shape(AnswerShape, Protocol):
@@ -78,7 +76,7 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
         try:
             raw = await read_body(request, gateway.settings.max_body_bytes)
         except ClientDisconnect:  # nothing to fix and nobody to answer: a refusal, not a traceback
-            log.info("client disconnected before its request body ended: POST %s", request.url.path)
+            # (its access-log line says so, with the request's id: gateway/access_log.py)
             raise InvalidRequest(
                 "the client disconnected before its request body ended", code="client_disconnected"
             ) from None
