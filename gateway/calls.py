@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import orjson
 
 from engine.admission import Priority
 from gateway import tracing
@@ -88,6 +89,20 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
     return _relay(ctx, dep, stream)
 
 
+def as_asked(raw: bytes, data: dict[str, Any], asked: str) -> bytes:
+    """A chunk naming the model the client asked for, as whole answers do (gateway/pipeline.py
+    stamped); `data` (its parsed form) is renamed too. The name is swapped in the bytes: a
+    quote inside any string value is escaped, so only the key itself can match."""
+    model = data.get("model")
+    if model is None or model == asked:
+        return raw
+    data["model"] = asked
+    upstream = b'"model":' + orjson.dumps(model)
+    if upstream in raw:
+        return raw.replace(upstream, b'"model":' + orjson.dumps(asked), 1)
+    return orjson.dumps(data)  # written some other way ("model": "x"): written again
+
+
 async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
     usage: Usage | None = None
     tier = Tier.STANDARD
@@ -98,6 +113,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
     try:
         async for event in stream:
             data = event.data
+            raw = as_asked(event.raw, data, ctx.requested_model)
             reported = usage_from(data.get("usage"))
             choices = data.get("choices")
             if choices and ctx.first_token_at is None:
@@ -108,7 +124,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             last = data
             tier = billed_tier(data) if "service_tier" in data else tier
             if reported is None:
-                yield b"data: " + event.raw + b"\n\n"
+                yield b"data: " + raw + b"\n\n"
             else:
                 usage, reported_raw = reported, data["usage"]
                 if choices:  # usage riding on a content chunk: forward the content only

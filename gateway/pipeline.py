@@ -17,6 +17,7 @@ from functools import partial
 from typing import Protocol
 
 import anyio
+import orjson
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -134,7 +135,7 @@ class Pipeline:
                 body = settling_when_done(ctx.shape.stream(ctx, settled), settled)
             return with_headers(SettledStream(response, body, partial(self._settle, entered, ctx)), ctx)
         await self._settle(entered, ctx)
-        return with_headers(response, ctx)
+        return with_headers(stamped(response, ctx), ctx)
 
     async def _refuse(self, err: GatewayError, entered: list[Stage], ctx: RequestContext) -> Response:
         if self.on_refusal is not None:
@@ -230,6 +231,26 @@ async def settling_when_done(
     finally:
         with anyio.CancelScope(shield=True):
             await settled.aclose()
+
+
+def stamped(response: Response, ctx: RequestContext) -> Response:
+    """A whole answer, in every API's shape, names the model the client asked for (as
+    OpenAI-compatible gateways do; `x-costgate-model` names the one that answered) and carries
+    the request's cost as `usage.cost_usd`, as a stream's last usage does."""
+    if response.status_code != 200 or not response.headers.get("content-type", "").startswith("application/json"):
+        return response
+    body = orjson.loads(response.body)
+    if not isinstance(body, dict):
+        return response
+    if "model" in body:
+        body["model"] = ctx.requested_model
+    if isinstance(body.get("usage"), dict):
+        body["usage"]["cost_usd"] = format_usd(ctx.cost)
+    out = Response(orjson.dumps(body), media_type="application/json")
+    for name, value in response.headers.items():
+        if name not in ("content-length", "content-type"):
+            out.headers[name] = value
+    return out
 
 
 def with_headers(response: Response, ctx: RequestContext) -> Response:

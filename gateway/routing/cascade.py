@@ -228,7 +228,8 @@ class CascadeTarget:
         ctx.wants_usage_chunk = ctx.view.include_usage
         ctx.first_token_at = time.perf_counter()
         ctx.completion_text = [answer_text(body)]
-        return replay(ctx.endpoint, body, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
+        named = {**body, "model": ctx.requested_model}  # as every answer names it (gateway/pipeline.py stamped)
+        return replay(ctx.endpoint, named, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
 
     async def _answer_last(
         self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0

@@ -56,7 +56,7 @@ def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: M
     ctx.served_model = entry.answer.served_model
     ctx.saved = saved_by(entry.answer, deployments)
     ctx.first_token_at = time.perf_counter()
-    body = completion_body(ctx.endpoint, entry.answer)
+    body = completion_body(ctx.endpoint, entry.answer) | {"model": ctx.requested_model}  # as every answer names it
     if ctx.stream:
         ctx.wants_usage_chunk = ctx.view.include_usage
         usage = Usage(entry.answer.prompt_tokens, entry.answer.completion_tokens)

@@ -111,3 +111,40 @@ def test_missing_key_is_401(gateway: GatewayProcess) -> None:
             model="small", messages=[{"role": "user", "content": "hi"}]
         )
     assert err.value.body["code"] == "invalid_api_key"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_every_answer_names_the_model_asked_for_and_carries_its_cost(
+    gateway: GatewayProcess, key: str, stream: bool
+) -> None:
+    """As Responses and Messages answers do (issue 28, item 8): the body names the model the
+    client asked for, `x-costgate-model` the one that answered (here `broken`'s fallback), and
+    `usage.cost_usd` is the charge, whole or streamed, missed or replayed from the cache."""
+    client = gateway.client(key)
+    messages = [{"role": "user", "content": f"which model answers, stream={stream}"}]
+    for cache in ("miss", "exact"):
+        if stream:
+            raw = client.chat.completions.with_raw_response.create(
+                model="broken", messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+            chunks = list(raw.parse())
+            assert {c.model for c in chunks} == {"broken"}
+            usage = chunks[-1].usage
+        else:
+            raw = client.chat.completions.with_raw_response.create(model="broken", messages=messages)
+            completion = raw.parse()
+            assert completion.model == "broken"
+            usage = completion.usage
+            assert usage.model_extra["cost_usd"] == raw.headers["x-costgate-cost-usd"]
+        assert raw.headers["x-costgate-model"] == "small" and raw.headers["x-costgate-cache"] == cache
+        assert usage is not None
+        charged = Decimal(usage.model_extra["cost_usd"])
+        assert charged == (expected_cost(usage) if cache == "miss" else 0)
+
+
+def test_a_whole_completion_names_the_model_asked_for(gateway: GatewayProcess, key: str) -> None:
+    raw = gateway.client(key).completions.with_raw_response.create(model="broken", prompt="say something")
+    completion = raw.parse()
+    assert completion.model == "broken" and raw.headers["x-costgate-model"] == "small"
+    assert completion.usage is not None
+    assert Decimal(completion.usage.model_extra["cost_usd"]) == expected_cost(completion.usage) > 0
