@@ -215,7 +215,7 @@ def summarize_learning(name: str, outs: list) -> None:
     )
     first = outs[0].curve
     marks = [c for c in first if c[0] in (20, 50, 100, 200, 300, 400, 500, 600, 650)]
-    print("  learning curve (file order): " + "; ".join(f"{n}: cost {r:.1%} {m}" for n, r, _, m in marks))
+    print("  learning curve (file order): " + "; ".join(f"{n}: cost {r:.1%} {m}" for n, r, _, m, _ in marks))
 
 
 def agreement_bound(problems: Sequence[Problem]) -> None:

@@ -25,7 +25,7 @@ it certifies is the one without the router, a conservative one for the traffic w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -81,5 +81,5 @@ def train_router(
     found = auc(scores.tolist(), y.tolist())
     if found < MIN_AUC:
         return None
-    model = fit_logistic(x, y.astype(float), l2)
+    model = replace(fit_logistic(x, y.astype(float), l2), names=tuple(NAMES[i] for i in QUERY_FEATURES))
     return PrecallRouter(model, found, len(y))

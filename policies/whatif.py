@@ -61,7 +61,8 @@ class Outcome:
     routed: int = 0
     shadow_calls: int = 0
     certified_at: int | None = None
-    curve: list[tuple[int, float, float, str]] = field(default_factory=list)  # requests, cost ratio, agreement, mode
+    # requests, cost ratio, agreement, mode, accuracy ratio (None without labels): every 10th request
+    curve: list[tuple[int, float, float, str, float | None]] = field(default_factory=list)
 
     @property
     def cost_ratio(self) -> float:
@@ -163,7 +164,8 @@ def replay(
         if out.certified_at is None and learner.controller.mode is Mode.CERTIFIED:
             out.certified_at = out.requests
         if out.requests % 10 == 0:
-            out.curve.append((out.requests, out.cost_ratio, out.agreement, learner.controller.mode.value))
+            mode = learner.controller.mode.value
+            out.curve.append((out.requests, out.cost_ratio, out.agreement, mode, out.accuracy_ratio))
     return out
 
 
