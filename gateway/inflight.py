@@ -16,6 +16,15 @@ and commits the cost once whether or not the hold was reclaimed already: either 
 reclaim and recovery counts the cost once), then writes the row (insert-or-ignore). A row
 already in the ledger means the stream finished and was charged in full: nothing is done.
 
+The same progress is checkpointed on the stream's budget hold in the counter store (Redis), where
+every replica sees it (`BudgetStore.checkpoint`, written off the stream's path, one write at a
+time per stream). A replica that dies and never comes back leaves its holds to be reclaimed by
+another when its lease ends (gateway/leases.py); reclaiming a hold that carries a checkpoint
+queues it (lua/holds.lua), and every replica takes that queue now and then (`charge_stopped`)
+and charges each stream as a restart would charge it from the journal: the hold settled with
+the checkpoint's cost (idempotent: a stream charged once, by whichever path comes first), the
+row inserted unless one is there. So a rescheduled pod, whose disk is gone, is charged too.
+
 The cost journaled is an estimate — the upstream's usage comes only with the last chunk —
 from tiktoken counts of the prompt and of the text relayed so far, priced like the final
 charge; up to `every_chunks` chunks (or `every_s` seconds) of the end can be missing.
@@ -23,6 +32,7 @@ charge; up to `every_chunks` chunks (or `every_s` seconds) of the end can be mis
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -31,9 +41,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
+from sqlalchemy.exc import SQLAlchemyError
+
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.spend_control import SpendControl
+from gateway.storage.counters import BudgetStore, StoreUnavailable
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.tokens import count_prompt, count_text
@@ -52,13 +66,18 @@ class StreamJournal:
         every_chunks: int = 16,
         every_s: float = 1.0,
         max_bytes: int = 4 << 20,
+        checkpoints: BudgetStore | None = None,
     ) -> None:
         self.journal = Journal(directory, kind="streams")
         self.deployments = deployments
         self.every_chunks = every_chunks
         self.every_s = every_s
         self.max_bytes = max_bytes
+        self.checkpoints = checkpoints  # where other replicas see the progress; None: the journal only
         self._open: dict[str, dict[str, Any]] = {}  # request id -> its last progress line
+        self._writing: dict[str, asyncio.Task[None]] = {}  # request id -> the task writing its checkpoints
+        self._latest: dict[str, tuple[str, str]] = {}  # request id -> (hold id, progress) not yet written
+        self._charger: asyncio.Task[None] | None = None
 
     def watch(self, ctx: RequestContext) -> StreamWatch:
         return StreamWatch(self, ctx)
@@ -66,6 +85,39 @@ class StreamJournal:
     def progress(self, record: dict[str, Any]) -> None:
         self._open[record["request_id"]] = record
         self._append(record)
+        self._checkpoint(record)
+
+    def _checkpoint(self, record: dict[str, Any]) -> None:
+        """Write the progress on the stream's hold, in the background, one write at a time per
+        stream: progress made while a write is in flight replaces what waits behind it."""
+        rid, hold = record["request_id"], record["hold"]
+        if self.checkpoints is None or hold is None:
+            return
+        self._latest[rid] = (hold["id"], orjson.dumps(record).decode())
+        if rid not in self._writing:
+            self._writing[rid] = asyncio.create_task(self._write_checkpoints(self.checkpoints, rid))
+
+    async def _write_checkpoints(self, store: BudgetStore, rid: str) -> None:
+        try:
+            while (latest := self._latest.pop(rid, None)) is not None:
+                await store.checkpoint(*latest)
+        except StoreUnavailable as err:  # the local journal still has it
+            self._latest.pop(rid, None)
+            log.warning("stream checkpoint not written: %s", err)
+        finally:
+            self._writing.pop(rid, None)
+
+    def start(self, ledger: LedgerWriter, spend: SpendControl) -> None:
+        """Charge, now and then, the streams of replicas that stopped (`charge_stopped`)."""
+        self._charger = asyncio.create_task(self._charge_loop(ledger, spend), name="stopped-streams")
+
+    async def _charge_loop(self, ledger: LedgerWriter, spend: SpendControl) -> None:
+        while True:
+            try:
+                await charge_stopped(self, ledger, spend)
+            except (StoreUnavailable, SQLAlchemyError, OSError) as err:  # taken again at the next tick
+                log.warning("stopped replicas' streams not charged yet: %s", err)
+            await asyncio.sleep(spend.leases.tick_s)
 
     def done(self, request_id: str) -> None:
         if self._open.pop(request_id, None) is not None:
@@ -82,6 +134,8 @@ class StreamJournal:
     def close(self) -> None:
         """Streams still open keep their lines for the next start (there should be none:
         every stream settles before the app stops)."""
+        if self._charger is not None:
+            self._charger.cancel()
         self.journal.close(delete=not self._open)
 
 
@@ -99,6 +153,10 @@ class StreamWatch:
         self.prompt_tokens: int | None = None
         self.completion_tokens = 0
         self.counted_parts = 0  # how many of ctx.completion_text are counted
+        # Trailing whitespace of the text counted so far, counted with what follows it: tiktoken
+        # joins a space to the next word, so a batch counted with its trailing space alone
+        # would count one token too many at every checkpoint.
+        self.uncounted = ""
 
     def relayed(self) -> None:
         """A chunk was handed to the client (journaled right after the send, before the next
@@ -149,8 +207,11 @@ class StreamWatch:
             self.prompt_tokens = count_prompt(ctx.body, model)
         new = ctx.completion_text[self.counted_parts :]
         self.counted_parts += len(new)
-        if new:
-            self.completion_tokens += count_text("".join(new), model)
+        text = self.uncounted + "".join(new)
+        counted = text.rstrip()
+        self.uncounted = text[len(counted) :]
+        if counted:
+            self.completion_tokens += count_text(counted, model)
         stream = Usage(self.prompt_tokens, self.completion_tokens)
         factor = ctx.lane_factor(dep.config.provider)
         return ctx.usage + stream, ctx.cost + in_picos(cost_of(stream, dep.price) * factor)
@@ -167,9 +228,32 @@ async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: S
                 finished.add(record["request_id"])
             else:
                 latest[record["request_id"]] = record
-    pending = [r for rid, r in latest.items() if rid not in finished]
-    charged = await ledger.existing([r["request_id"] for r in pending])
-    pending = [r for r in pending if r["request_id"] not in charged]
+    charged = await _charge([r for rid, r in latest.items() if rid not in finished], ledger, spend)
+    if charged:
+        log.warning("charged %d streams a stopped process left unfinished, from its journal", charged)
+    for path in paths:
+        path.unlink(missing_ok=True)
+    return charged
+
+
+async def charge_stopped(streams: StreamJournal, ledger: LedgerWriter, spend: SpendControl) -> int:
+    """Charge the streams whose holds were reclaimed unsettled (their replica died), from the
+    checkpoints the store queued; returns how many. A checkpoint taken is charged here or, if
+    this fails, lost to the store's queue (the dead replica's journal still has it)."""
+    if streams.checkpoints is None:
+        return 0
+    records = [orjson.loads(r) for r in await streams.checkpoints.stopped(100)]
+    charged = await _charge(records, ledger, spend)
+    if charged:
+        log.warning("charged %d streams of a replica that stopped, from their checkpoints", charged)
+    return charged
+
+
+async def _charge(records: list[dict[str, Any]], ledger: LedgerWriter, spend: SpendControl) -> int:
+    """Charge each stream once: settle its hold with its cost, then write its row, unless its
+    row is in the ledger already (it finished, or was charged by another path)."""
+    charged = await ledger.existing([r["request_id"] for r in records])
+    pending = [r for r in records if r["request_id"] not in charged]
     for record in pending:  # settle first, as a live stream does: a crash here redoes it harmlessly
         hold, row = record["hold"], record["row"]
         if hold is not None and record["team_id"] is not None:
@@ -178,7 +262,4 @@ async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: S
             )
     if pending:
         await ledger.insert([r["row"] for r in pending])
-        log.warning("charged %d streams a stopped process left unfinished, from its journal", len(pending))
-    for path in paths:
-        path.unlink(missing_ok=True)
     return len(pending)

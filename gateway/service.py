@@ -94,6 +94,7 @@ class Gateway:
         self.ledger.start()
         self.batch_lane.start()  # picks up the batches a previous run left unfinished
         await self.spend.start()
+        self.streams.start(self.ledger, self.spend)  # charges the streams of replicas that died
         await self.cache.start()
         starting = []
         for dep in self.deployments.values():  # local engines start now: the first request need not wait
@@ -163,7 +164,13 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry, minilm)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
-    streams = StreamJournal(Path(settings.data_dir) / "journal", deployments, b.journal_every_chunks, b.journal_every_s)
+    streams = StreamJournal(
+        Path(settings.data_dir) / "journal",
+        deployments,
+        b.journal_every_chunks,
+        b.journal_every_s,
+        checkpoints=spend.store,  # where the other replicas see a stream's progress
+    )
     tracing = build_tracing(os.environ)
     stages = build_stages(
         StageParts(

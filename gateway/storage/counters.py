@@ -132,6 +132,16 @@ class BudgetStore(Protocol):
         """`owner` stops: release what it still holds, end its lease; returns how many."""
         ...
 
+    async def checkpoint(self, reservation_id: str, record: str) -> bool:
+        """Keep `record` (a stream's progress) on the hold while it is held; False: it is gone.
+        A hold reclaimed from a dead owner queues its checkpoint for `stopped`."""
+        ...
+
+    async def stopped(self, limit: int) -> list[str]:
+        """Take up to `limit` checkpoints of dead owners' reclaimed holds: each is taken once,
+        by whichever replica asks first."""
+        ...
+
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
         """True exactly once per (counter, label): the caller then sends the alert."""
         ...
@@ -147,6 +157,7 @@ class _Hold:
     counters: tuple[str, ...]
     deadline: float
     owner: str | None
+    checkpoint: str | None = None
 
 
 @dataclass(slots=True)
@@ -163,6 +174,7 @@ class InProcessStore:
     owned: dict[str, set[str]] = field(default_factory=dict)  # owner -> its holds' ids
     alerts: dict[str, dict[str, float]] = field(default_factory=dict)
     expires: dict[str, float] = field(default_factory=dict)  # spend counters' end of life
+    stopped_checkpoints: list[str] = field(default_factory=list)  # of holds released unsettled
     _pruned_minute: int = 0
 
     async def admit(self, a: Admission) -> Verdict:
@@ -230,6 +242,16 @@ class InProcessStore:
     async def retire(self, owner: str) -> int:
         return self._release_owner(owner)
 
+    async def checkpoint(self, reservation_id: str, record: str) -> bool:
+        hold = self.holds.get(reservation_id)
+        if hold is not None:
+            hold.checkpoint = record
+        return hold is not None
+
+    async def stopped(self, limit: int) -> list[str]:
+        taken, self.stopped_checkpoints = self.stopped_checkpoints[:limit], self.stopped_checkpoints[limit:]
+        return taken
+
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
         fired = self.alerts.setdefault(counter, {})
         if label in fired:
@@ -284,11 +306,20 @@ class InProcessStore:
 
     def _reclaim_dead(self, now: float) -> int:
         """The holds of owners whose lease has ended."""
-        return sum(self._release_owner(owner) for owner, until in list(self.leases.items()) if until <= now)
+        dead = [owner for owner, until in self.leases.items() if until <= now]
+        return sum(self._release_owner(owner, dead=True) for owner in dead)
 
-    def _release_owner(self, owner: str) -> int:
+    def _release_owner(self, owner: str, dead: bool = False) -> int:
         self.leases.pop(owner, None)
-        return sum(self._release(rid) for rid in self.owned.pop(owner, set()))
+        release = self._drop if dead else self._release
+        return sum(release(rid) for rid in self.owned.pop(owner, set()))
+
+    def _drop(self, reservation_id: str) -> int:
+        """Release a dead replica's hold, queueing its checkpoint (as holds.lua does)."""
+        hold = self.holds.get(reservation_id)
+        if hold is not None and hold.checkpoint is not None:
+            self.stopped_checkpoints.append(hold.checkpoint)
+        return self._release(reservation_id)
 
     def _prune(self, now: float) -> None:
         """Forget rate windows older than the previous one and spend counters past their

@@ -58,6 +58,7 @@ class RedisStore:
         self._seed = self.redis.register_script(_lua("seed.lua"))
         self._reclaim = self.redis.register_script(holds + _lua("reclaim_only.lua"))
         self._retire = self.redis.register_script(holds + _lua("retire.lua"))
+        self._checkpoint = self.redis.register_script(_lua("checkpoint.lua"))
         self._holds = prefix + "holds"
 
     async def _run(self, call: Any) -> Any:
@@ -135,6 +136,14 @@ class RedisStore:
 
     async def retire(self, owner: str) -> int:
         return int(await self._run(self._retire(keys=[self._holds], args=[self.prefix, owner])))
+
+    async def checkpoint(self, reservation_id: str, record: str) -> bool:
+        key = self.prefix + "hold:" + reservation_id
+        return bool(await self._run(self._checkpoint(keys=[key], args=[record])))
+
+    async def stopped(self, limit: int) -> list[str]:
+        popped = await self._run(self.redis.lpop(self.prefix + "stopped", limit))
+        return [_text(v) for v in popped or ()]
 
     async def claim_alert(self, counter: str, label: str, now: float, ttl_s: int | None) -> bool:
         key = self.prefix + "alerts:" + counter

@@ -9,6 +9,7 @@ It answers deterministically and misbehaves on request, chosen by the model name
     truncate            a stream cut after two chunks (no usage, no [DONE])
     no-usage            answers without a usage object
     slow                waits 2 s before answering    drip       streams one chunk every 0.2 s
+                                                                 (counting each in `sent:drip`)
     reject              400 with an OpenAI error (the client's fault)
     json-stream         answers a stream request with a whole JSON answer (here and natively)
     echo-details        usage with details, as OpenAI reports them: half the prompt (rounded
@@ -302,6 +303,8 @@ class FakeUpstream:
                 else {"index": 0, "text": token, "finish_reason": None}
             )
             yield b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
+            if model == "drip":  # what a stream cut short was billed: the tokens it was sent
+                self.calls["sent:drip"] += 1
         final = (
             {"index": 0, "delta": {}, "finish_reason": "stop"}
             if chat

@@ -318,3 +318,24 @@ async def test_redis_settlement_is_idempotent(prefix: str):
     [state] = await store.read([team.counter])
     assert (state.spent_pusd, state.reserved_pusd) == (1234, 0)
     await store.close()
+
+
+async def test_a_dead_owners_checkpointed_hold_is_queued_for_charging_and_a_settled_one_is_not(store):
+    """Issue 24, item 8: a stream's progress checkpointed on its hold outlives the hold when the
+    hold is reclaimed unsettled (its replica died), for a live replica to charge; a settled hold
+    takes its checkpoint with it, and a checkpoint never recreates a hold that is gone."""
+    team = BudgetCheck("team:t:daily:cp", 10_000, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    for rid in ("streaming", "finished", "unwatched"):
+        assert (await store.admit(admission(rid, T0, 1000, (team,), owner="dead"))).outcome is Outcome.ADMITTED
+    assert await store.checkpoint("streaming", '{"cost": 1}')
+    assert await store.checkpoint("streaming", '{"cost": 2}')  # the latest progress wins
+    assert await store.checkpoint("finished", '{"cost": 3}')
+    await store.settle(Settlement("finished", T0, 400, (team.counter,)))
+    assert not await store.checkpoint("finished", '{"cost": 4}')  # settled: not recreated
+    assert await store.stopped(10) == []
+    assert await store.reclaim(T0 + 11) == 2  # the owner's lease (10 s) ended
+    assert await store.stopped(10) == ['{"cost": 2}']  # the unwatched hold had no checkpoint
+    assert await store.stopped(10) == []  # taken once
+    [state] = await store.read([team.counter])
+    assert (state.spent_pusd, state.reserved_pusd) == (400, 0)

@@ -4,6 +4,7 @@ once, settling the hold first. The SIGKILL over HTTP is tests/reliability/test_c
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from decimal import Decimal
@@ -16,10 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.context import Endpoint, Principal, RequestContext
 from gateway.deployments import build_deployments
-from gateway.inflight import StreamJournal, recover_streams
+from gateway.inflight import StreamJournal, charge_stopped, recover_streams
 from gateway.settings import ModelConfig, Settings
 from gateway.spend_control import SpendControl
-from gateway.storage.counters import Admission, BudgetCheck, Lease
+from gateway.storage.counters import Admission, BudgetCheck, Lease, Settlement
 from gateway.storage.db import create_engine, create_tables, ledger
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
@@ -61,14 +62,14 @@ async def parts(tmp_path: Path) -> AsyncIterator[tuple[SpendControl, LedgerWrite
     await engine.dispose()
 
 
-async def hold(control: SpendControl, ctx: RequestContext) -> None:
+async def hold(control: SpendControl, ctx: RequestContext, deadline: float = 2000.0) -> None:
     assert ctx.reservation is not None
     check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)
     await control.store.admit(
         Admission(
             ctx.reservation.id,
             1000.0,
-            2000.0,
+            deadline,
             ctx.reservation.want_pusd,
             (),
             (check,),
@@ -130,3 +131,44 @@ async def test_the_journal_stays_small_with_many_streams(tmp_path: Path) -> None
     assert {"s297", "s298", "s299"} <= set(latest)
     assert latest["s299"]["row"]["completion_tokens"] == 5
     assert Decimal(latest["s299"]["row"]["cost_pusd"]) > 0
+
+
+async def test_a_replica_that_never_restarts_has_its_streams_charged_from_its_checkpoints(
+    tmp_path: Path, parts
+) -> None:
+    """Issue 24, item 8: the progress is also checkpointed on the hold in the shared store; when
+    the dead replica's lease ends, a live one reclaims the hold and charges the checkpoint — and a
+    later restart on the dead one's disk charges nothing twice."""
+    control, writer, engine = parts
+    dead = StreamJournal(tmp_path / "dead", deployments(), every_chunks=2, checkpoints=control.store)
+    cut, finished = stream_ctx("cut"), stream_ctx("finished")
+    for ctx in (cut, finished):
+        await hold(control, ctx, deadline=time.time() + 900)
+    relay(dead, cut, [" one", " two", " three"])
+    await asyncio.sleep(0.05)  # the background checkpoint writes land
+    done = relay(dead, finished, [" one"])
+    await asyncio.sleep(0.05)
+    await control.store.settle(Settlement("h-finished", 1000.0, 7, (BUDGET.counter(1000.0),)))  # it ended
+    done.finished()
+    dead.journal.close(delete=False)  # the process dies and never comes back
+
+    live = StreamJournal(tmp_path / "live", deployments(), checkpoints=control.store)
+    assert await charge_stopped(live, writer, control) == 0  # its lease has not ended yet
+    assert await control.store.reclaim(time.time() + 61) == 1  # ... now it has: the cut stream's hold
+    assert await charge_stopped(live, writer, control) == 1
+    async with engine.connect() as conn:
+        rows = {r.request_id: r for r in await conn.execute(select(ledger))}
+    row = rows["cut"]
+    assert set(rows) == {"cut"} and row.status == 500 and row.completion_tokens == 3
+    [state] = await control.store.read([BUDGET.counter(1000.0)])
+    assert (state.spent_pusd, state.reserved_pusd) == (7 + row.cost_pusd, 0)
+    assert await recover_streams(StreamJournal(tmp_path / "dead", deployments()), writer, control) == 0
+
+
+async def test_a_checkpoint_counts_a_word_split_across_batches_once(tmp_path: Path) -> None:
+    """Each batch of text is counted on its own; a trailing space counted alone is a token of
+    its own, so it waits for the word it belongs to."""
+    streams = StreamJournal(tmp_path / "journal", deployments(), every_chunks=1)
+    ctx = stream_ctx("words")
+    watch = relay(streams, ctx, ["hello ", "hello ", "hello ", "hello"])
+    assert watch.record()["row"]["completion_tokens"] == 4

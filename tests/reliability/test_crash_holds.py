@@ -1,8 +1,9 @@
 """A crash must not leave money reserved (issue 16, item 3), against the real Redis: a gateway
 SIGKILLed with 4 streams in flight. Restarted on its data dir, it releases their holds at
 once and charges what they relayed from its journal; never restarted, another replica
-reclaims the holds when the dead one's lease ends, and the journal charges the streams
-whenever a process starts on that data dir again."""
+reclaims the holds when the dead one's lease ends and charges what they relayed from the
+checkpoints the dead one left on the holds (issue 24, item 8), within one checkpoint of what
+the provider streamed; a later restart on the dead one's data dir charges nothing twice."""
 
 from __future__ import annotations
 
@@ -44,8 +45,8 @@ def config(fake: FakeUpstream, prefix: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def body(i: int, stream: bool, model_name: str = "drip") -> dict[str, Any]:
-    words = " ".join(f"w{i}" for _ in range(WORDS))
+def body(i: int, stream: bool, model_name: str = "drip", word: str | None = None) -> dict[str, Any]:
+    words = " ".join(word or f"w{i}" for _ in range(WORDS))
     return {
         "model": model_name,
         "stream": stream,
@@ -57,9 +58,9 @@ def body(i: int, stream: bool, model_name: str = "drip") -> dict[str, Any]:
 class Stream(threading.Thread):
     """A client reading a slow stream until the gateway dies under it."""
 
-    def __init__(self, gw: GatewayProcess, key: str, i: int) -> None:
+    def __init__(self, gw: GatewayProcess, key: str, i: int, word: str | None = None) -> None:
         super().__init__(daemon=True)
-        self.gw, self.key, self.i = gw, key, i
+        self.gw, self.key, self.i, self.word = gw, key, i, word
         self.request_id: str | None = None
         self.chunks = 0
         self.flowing = threading.Event()
@@ -68,7 +69,11 @@ class Stream(threading.Thread):
         headers = {"authorization": f"Bearer {self.key}", **NO_CACHE}
         try:
             with httpx.stream(
-                "POST", self.gw.url + "/v1/chat/completions", json=body(self.i, True), headers=headers, timeout=60
+                "POST",
+                self.gw.url + "/v1/chat/completions",
+                json=body(self.i, True, word=self.word),
+                headers=headers,
+                timeout=60,
             ) as response:
                 self.request_id = response.headers["x-costgate-request-id"]
                 for line in response.iter_lines():
@@ -98,10 +103,12 @@ def ask(gw: GatewayProcess, key: str, i: int) -> int:
     ).status_code
 
 
-def four_streams_holding_the_budget(gw: GatewayProcess, key: str, team: str) -> tuple[list[Stream], Decimal]:
+def four_streams_holding_the_budget(
+    gw: GatewayProcess, key: str, team: str, word: str | None = None
+) -> tuple[list[Stream], Decimal]:
     """4 streams in flight, the team's budget set so that their holds leave no room for a 5th."""
     gw.admin("PUT", "/admin/budgets", json={"scope": "team", "id": team, "amount_usd": "1", "period": "daily"})
-    streams = [Stream(gw, key, i) for i in range(4)]
+    streams = [Stream(gw, key, i, word) for i in range(4)]
     for s in streams:
         s.start()
     for s in streams:
@@ -163,31 +170,69 @@ def test_sigkill_with_streams_in_flight_then_restart_releases_the_holds_and_char
         gw.stop()
 
 
-def test_a_replica_that_never_comes_back_loses_its_holds_when_its_lease_ends(
+@pytest.mark.slow
+def test_a_replica_that_never_comes_back_has_its_streams_charged_by_another(
     tmp_path: Path, fake_upstream: FakeUpstream, prefix: str
 ) -> None:
+    """Its holds go when its lease ends, and the replica that reclaims them charges each stream
+    what its last checkpoint saw relayed: the provider's bill within one checkpoint's tokens."""
     with fresh_postgres() as pg:
         a = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "a")
         b = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "b")
         try:
             key = a.new_key("team-lease")
-            streams, _held = four_streams_holding_the_budget(a, key, "team-lease")
+            sent_before = fake_upstream.stats().get("sent:drip", 0)
+            # "hello" is one token to the gateway's tokenizer and one word to the fake's bill
+            streams, _held = four_streams_holding_the_budget(a, key, "team-lease", word="hello")
             assert ask(b, key, 99) == 402  # replica a's holds bind replica b too
             ids = [s.request_id for s in streams]
+            spent_before = Decimal(budget(b)["spent_usd"])
             a.kill()
+            for s in streams:
+                s.join(10)
             # b gets the holds back once a's lease ends: before refusing, and by its own reclaim
             wait_for("b admits a new request", lambda: ask(b, key, 100) == 200, 3 * LEASE_S + 10)
             wait_for("b's view shows nothing held", lambda: Decimal(budget(b)["reserved_usd"]) == 0, 3 * LEASE_S + 10)
-            spent_before = Decimal(budget(b)["spent_usd"])
-            assert charged(b, pg, ids) == []  # what they relayed is in a's journal, on a's disk alone
-            a.start()  # whenever a process starts on a's data dir again, its streams are charged
-            assert len(charged(b, pg, ids)) == 4
-            assert Decimal(budget(b)["spent_usd"]) > spent_before
-            assert Decimal(budget(b)["spent_usd"]) == Decimal(b.spend()["total_usd"])
+            wait_for("b charged a's streams", lambda: len(charged(b, pg, ids)) == 4, 3 * LEASE_S + 10)
+            rows = stream_rows(pg, ids)
+            # The provider billed each stream WORDS prompt tokens and the tokens it sent before
+            # the connection died (one a chunk); tiktoken counts the chat framing (6 tokens) and
+            # "echo:" as two. What goes uncharged is at most one checkpoint (4 chunks) a stream
+            # (and the chunk in flight when the replica died).
+            sent = fake_upstream.stats()["sent:drip"] - sent_before
+            every = 4  # journal_every_chunks
+            prompts = sum(rows[i][1] for i in ids)
+            completions = sum(rows[i][2] for i in ids)
+            assert all(rows[i][0] == 500 for i in ids)
+            assert 0 <= prompts - 4 * WORDS <= 4 * 8
+            assert sent - 4 * (every + 1) <= completions <= sent + 4, (sent, completions)
+            assert all(cost == (p + c) * int(PRICE) * 10**6 for _, p, c, cost in rows.values())  # $10/Mtok
+            charged_usd = sum(Decimal(rows[i][3]) for i in ids) / Decimal(10**12)
+            asked_usd = Decimal(b.spend()["total_usd"]) - charged_usd  # b's own request after the kill
+            spent = Decimal(budget(b)["spent_usd"])
+            assert spent_before == 0 and spent == charged_usd + asked_usd  # the budget counts them once
+            a.start()  # a process on a's data dir again: its journal finds them charged already
+            assert Decimal(budget(b)["spent_usd"]) == spent == Decimal(b.spend()["total_usd"])  # nothing twice
             assert Decimal(budget(b)["reserved_usd"]) == 0
         finally:
             a.stop()
             b.stop()
+
+
+def stream_rows(pg_url: str, ids: list[str]) -> dict[str, tuple[int, int, int, int]]:
+    async def query() -> dict[str, tuple[int, int, int, int]]:
+        conn = await asyncpg.connect(pg_url)
+        try:
+            found = await conn.fetch(
+                "SELECT request_id, status, prompt_tokens, completion_tokens, cost_pusd FROM ledger"
+                " WHERE request_id = ANY($1::text[])",
+                ids,
+            )
+            return {r["request_id"]: (r[1], r[2], r[3], r[4]) for r in found}
+        finally:
+            await conn.close()
+
+    return asyncio.run(query())
 
 
 def charged(gw: GatewayProcess, pg_url: str, ids: list[str]) -> list[str]:

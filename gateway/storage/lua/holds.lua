@@ -16,6 +16,16 @@ local function release_hold(holds, prefix, id)
   redis.call('ZREM', holds, id)
 end
 
+-- A hold whose replica died: the stream progress its owner checkpointed on it (field
+-- 'checkpoint', gateway/inflight.py) is queued on PREFIX..'stopped' for a live replica to
+-- charge, instead of vanishing with the hold. (A hold past its deadline belongs to a live
+-- replica, whose stream settles its true cost when it ends; one retired cleanly, likewise.)
+local function drop_hold(holds, prefix, id)
+  local checkpoint = redis.call('HGET', prefix .. 'hold:' .. id, 'checkpoint')
+  if checkpoint then redis.call('RPUSH', prefix .. 'stopped', checkpoint) end
+  release_hold(holds, prefix, id)
+end
+
 -- Holds past their deadline (a backstop: a live replica's hold that was never settled).
 local function reclaim(holds, prefix, now, limit)
   local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', 0, limit)
@@ -23,12 +33,13 @@ local function reclaim(holds, prefix, now, limit)
   return #expired
 end
 
--- Every hold of `owner` (up to limit); the owner is forgotten once it holds nothing.
-local function release_owner(holds, prefix, owner, limit)
+-- Every hold of `owner` (up to limit); the owner is forgotten once it holds nothing. `dead`:
+-- its checkpoints are queued (drop_hold).
+local function release_owner(holds, prefix, owner, limit, dead)
   local owned = prefix .. 'owned:' .. owner
   local ids = redis.call('SRANDMEMBER', owned, limit)
   for _, id in ipairs(ids) do
-    release_hold(holds, prefix, id)
+    if dead then drop_hold(holds, prefix, id) else release_hold(holds, prefix, id) end
     redis.call('SREM', owned, id)  -- also when the hold's hash had expired already
   end
   if redis.call('SCARD', owned) == 0 then redis.call('ZREM', prefix .. 'owners', owner) end
@@ -39,6 +50,6 @@ end
 local function reclaim_dead(holds, prefix, now, limit)
   local dead = redis.call('ZRANGEBYSCORE', prefix .. 'owners', '-inf', now, 'LIMIT', 0, 16)
   local released = 0
-  for _, owner in ipairs(dead) do released = released + release_owner(holds, prefix, owner, limit) end
+  for _, owner in ipairs(dead) do released = released + release_owner(holds, prefix, owner, limit, true) end
   return released
 end
