@@ -110,3 +110,25 @@ async def test_flex_savings_show_in_spend(app: tuple[Any, list[dict[str, Any]]])
     row = next(r for r in rows["rows"] if r["group"] == "reasoner")
     assert Decimal(row["provider_batch_saved_usd"]) >= 1000 * (LIST_IN - FLEX_IN) + 100 * (LIST_OUT - FLEX_OUT)
     assert Decimal(row["saved_usd"]) == 0
+
+
+@pytest.mark.parametrize(
+    "provider, charged, saved",
+    [
+        ("local", Decimal("0.0005"), Decimal("0.0005")),  # the engine's idle capacity: the lane's discount
+        ("openai", Decimal("0.001"), Decimal(0)),  # an external API billed it in full: so is the team
+        ("litellm", Decimal("0.001"), Decimal(0)),
+    ],
+)
+def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charged: Decimal, saved: Decimal) -> None:
+    from gateway.calls import charge
+    from gateway.deployments import Deployment
+    from gateway.settings import ModelConfig
+    from policies.pricing import Price, Usage
+    from tests.gateway.fakes import ScriptedProvider, request
+
+    config = ModelConfig(name="m", provider=provider, api_base="http://upstream.invalid/v1")  # type: ignore[arg-type]
+    dep = Deployment(config, ScriptedProvider("m"), Price.per_million(Decimal(1), Decimal(0)), 4096)
+    ctx = request(price_factor=Decimal("0.5"))
+    charge(ctx, dep, Usage(1000, 0))
+    assert (ctx.cost, ctx.saved) == (charged, saved)
