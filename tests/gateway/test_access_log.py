@@ -134,28 +134,20 @@ def test_log_level_and_format_take_effect() -> None:
         root.setLevel(level)
 
 
-async def test_a_client_leaving_mid_stream_is_in_the_ledger_and_the_log(
-    app: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Straight over ASGI, as uvicorn calls the app: the client reads two chunks, then goes away."""
-    caplog.set_level(logging.INFO, "costgate.access")
-    key = await new_key(app, "team-leaves")
-    body = orjson.dumps({"model": "m", "stream": True, "messages": HI})
+async def leave_after_two_chunks(app: Any, path: str, body: bytes, auth: tuple[bytes, bytes]) -> tuple[str, int]:
+    """Straight over ASGI, as uvicorn calls the app: the client reads two chunks, then goes
+    away. The request's id and how many chunks were sent."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},  # uvicorn's
         "http_version": "1.1",
         "method": "POST",
         "scheme": "http",
-        "path": "/v1/chat/completions",
-        "raw_path": b"/v1/chat/completions",
+        "path": path,
+        "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [
-            (b"authorization", f"Bearer {key}".encode()),
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-        ],
+        "headers": [auth, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
         "client": ("127.0.0.1", 5000),
         "server": ("gw.test", 80),
     }
@@ -181,8 +173,27 @@ async def test_a_client_leaving_mid_stream_is_in_the_ledger_and_the_log(
                 two_read.set()
 
     await asyncio.wait_for(app(scope, receive, send), 10)
-    assert 2 <= len(chunks) < DRIP_CHUNKS  # cut short
-    request_id = headers[b"x-request-id"].decode()
+    request_id = (headers.get(b"x-request-id") or headers[b"request-id"]).decode()
+    return request_id, len(chunks)
+
+
+@pytest.mark.parametrize("api", ["chat", "messages"])
+async def test_a_client_leaving_mid_stream_is_in_the_ledger_and_the_log(
+    app: Any, caplog: pytest.LogCaptureFixture, api: str
+) -> None:
+    caplog.set_level(logging.INFO, "costgate.access")
+    key = await new_key(app, "team-leaves")
+    if api == "chat":
+        body = {"model": "m", "stream": True, "messages": HI}
+        request_id, sent = await leave_after_two_chunks(
+            app, "/v1/chat/completions", orjson.dumps(body), (b"authorization", f"Bearer {key}".encode())
+        )
+    else:
+        body = {"model": "m", "stream": True, "max_tokens": 500, "messages": HI}
+        request_id, sent = await leave_after_two_chunks(
+            app, "/v1/messages", orjson.dumps(body), (b"x-api-key", key.encode())
+        )
+    assert 2 <= sent < DRIP_CHUNKS  # cut short
     [row] = [r for r in await ledger_rows(app) if r["request_id"] == request_id]
     assert row["status"] == 499 and "disconnected" in row["error"]
     assert row["completion_tokens"] > 0  # charged what the upstream produced until then

@@ -173,3 +173,11 @@ async def test_litellm_404_and_429_map_like_openais(litellm_app: Any, capfd) -> 
     printed = capfd.readouterr()
     assert "Give Feedback" not in printed.out + printed.err
     assert (await client.chat.completions.create(model="fine", messages=HI)).choices[0].message.content == "ok"
+
+
+async def test_litellm_passes_the_trace_context_on(litellm_app: Any, local_upstream: LocalUpstream) -> None:
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    client = openai_client(litellm_app, await new_key(litellm_app))
+    await client.chat.completions.create(model="fine", messages=HI, extra_headers={"traceparent": traceparent})
+    _, _, headers = local_upstream.seen[-1]
+    assert headers["traceparent"] == traceparent
