@@ -233,3 +233,27 @@ def test_a_native_apis_body_goes_through_its_own_allow_list() -> None:
     assert dropped == ("api_base", "service_tier", "stream_options")
     sent, dropped = FieldPolicy().split("messages", {"model": "m", "messages": [], "max_tokens": 5, "fallbacks": []})
     assert sent == {"model": "m", "messages": [], "max_tokens": 5} and dropped == ("fallbacks",)
+
+
+def test_an_http_native_upstream_judges_the_body_itself() -> None:
+    """Issue 29: an upstream that serves the client's API over HTTP gets every field the client
+    sent (its newest ones included), but what is priced apart, unless the config lists it, and
+    what the config drops. No field can move the call: the host and key are the config's."""
+    from gateway.request_fields import FieldPolicy
+
+    body = {
+        "model": "m",
+        "messages": [],
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": []},
+        "future_field": 1,
+        "speed": "fast",
+        "inference_geo": "us",
+        "service_tier": "auto",
+        "metadata": {"user_id": "u"},
+    }
+    sent, dropped = FieldPolicy().native(body)
+    assert set(sent) == {"model", "messages", "thinking", "context_management", "future_field", "metadata"}
+    assert dropped == ("inference_geo", "service_tier", "speed")
+    sent, dropped = FieldPolicy(extra=frozenset({"speed"}), drop=frozenset({"metadata"})).native(body)
+    assert "speed" in sent and "metadata" not in sent and dropped == ("inference_geo", "metadata", "service_tier")
