@@ -5,6 +5,7 @@ minutes) or 200% (1 hour). The client places the markers; the ledger must equal 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
@@ -166,3 +167,21 @@ async def test_the_savings_page_shows_what_the_provider_cache_saved(setup: tuple
     assert page.status_code == 200
     table = page.text[page.text.index('id="provider-savings"') :]
     assert "team-page" in table and f"${saved}" in table and Decimal(saved) > 0
+
+
+async def test_a_streamed_answer_is_charged_its_cache_reads_and_writes(setup: tuple[Any, AnthropicCacheFake]) -> None:
+    """message_start carries the input side (reads, writes by TTL); the ledger prices it as billed."""
+    app, fake = setup
+    client = await client_for(app, "team-stream")
+    charged = Decimal(0)
+    for question in ("first", "second"):
+        async with client.messages.stream(
+            model="claude", max_tokens=50, system=system("1h"), messages=[{"role": "user", "content": question}]
+        ) as stream:
+            await stream.get_final_message()
+        await asyncio.sleep(0)
+    usages = [r["usage"] for r in fake.bill.requests]
+    assert usages[0]["cache_creation"]["ephemeral_1h_input_tokens"] > 0 and usages[1]["cache_read_input_tokens"] > 0
+    row = (await spend_by_team(app))["team-stream"]
+    charged = Decimal(row["cost_usd"])
+    assert charged == fake.bill.total()

@@ -82,7 +82,8 @@ class StreamUsage:
             return
         update = _read(raw)
         if update is not None:  # later counts replace earlier ones; absent ones keep theirs
-            self.seen = self.seen.model_copy(update=update.model_dump(exclude_none=True))
+            merged = self.seen.model_dump(exclude_none=True) | update.model_dump(exclude_none=True)
+            self.seen = MessagesUsage.model_validate(merged)  # nested counts stay a model, not a dict
 
     @property
     def usage(self) -> Usage | None:
