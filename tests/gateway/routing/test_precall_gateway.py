@@ -22,7 +22,6 @@ from tests.gateway.in_process import (
     settings_for,
 )
 
-
 STRONG = {"input_per_mtok": "10", "output_per_mtok": "30"}  # the weak tier: 1 and 2
 
 
