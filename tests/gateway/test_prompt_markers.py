@@ -258,3 +258,23 @@ async def test_openai_gets_a_prompt_cache_key_per_team_unless_the_client_set_one
     assert keys[0] == keys[1] and keys[2] == keys[3]  # one key a team and stable prefix...
     assert keys[0] != keys[2] and keys[0].startswith("cg-")  # ...another team's is its own
     assert keys[4] == "mine"  # the client's own is kept
+
+
+async def test_a_streamed_chat_replay_is_charged_the_bill(app: Any, fake_server: Any) -> None:
+    fake, _ = fake_server
+    client = openai_client(app, await new_key(app, "streams"))
+    for turns_of in conversations(1, 3):
+        for t, turn in enumerate(turns_of):
+            stream = await client.chat.completions.create(
+                model="claude-chat",
+                stream=True,
+                stream_options={"include_usage": True},
+                **chat_request(AGENT, turns_of[:t], turn),
+            )
+            async for _ in stream:
+                pass
+    assert fake.bill.requests[-1]["usage"]["cache_read_input_tokens"] > 0
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+        rows = (await http.get("/admin/spend?group_by=model", headers={"authorization": f"Bearer {ADMIN}"})).json()
+    charged = next(Decimal(r["cost_usd"]) for r in rows["rows"] if r["group"] == "claude-chat")
+    assert charged == fake.bill.total()
