@@ -100,6 +100,10 @@ class ModelConfig(_Strict):
     # sent with `service_tier: flex` (OpenAI's slower, cheaper tier) when this is on and the model
     # has a flex price (litellm's map or `price.flex`); charged at it when the answer says flex.
     flex: bool = False
+    # How a budget bounds the prompt this model bills (issue 24): "tiktoken" counts it exactly, as
+    # OpenAI bills; "bytes" by its UTF-8 bytes, which no byte-level tokenizer can exceed. Unset:
+    # tiktoken for OpenAI's models (by their names), bytes for any other (docs/budgets.md).
+    tokenizer: Literal["tiktoken", "bytes"] | None = None
 
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:

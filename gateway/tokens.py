@@ -1,7 +1,9 @@
 """Token counts with tiktoken, from the encoding files litellm ships (never downloaded).
 
 `count_prompt` estimates the prompt tokens a provider reports (what a call is charged when it
-reports no usage); `billed_prompt_tokens` bounds what it may bill (what a budget holds).
+reports no usage); `billed_prompt_tokens` bounds what it may bill (what a budget holds): exactly,
+with tiktoken, for OpenAI's models; for any other (whose tokenizer costgate does not run) by the
+prompt's UTF-8 bytes, which no byte-level tokenizer can exceed (docs/budgets.md).
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ def _point_tiktoken_at_litellm() -> None:
     if spec and spec.submodule_search_locations:
         root = Path(next(iter(spec.submodule_search_locations)))
         os.environ["TIKTOKEN_CACHE_DIR"] = str(root / "litellm_core_utils" / "tokenizers")
+
+
+# Upstream model names whose tokenizer is tiktoken's (OpenAI's own models, also through litellm).
+OPENAI_MODELS = ("gpt-", "chatgpt-", "o1", "o3", "o4", "text-embedding-", "davinci", "babbage", "ft:gpt-")
+
+
+def runs_tiktoken(model: str) -> bool:
+    """Whether `model` is OpenAI's, so tiktoken counts its tokens exactly."""
+    return model.removeprefix("openai/").removeprefix("azure/").startswith(OPENAI_MODELS)
 
 
 @cache
@@ -126,14 +137,21 @@ def count_prompt(body: dict[str, Any], model: str = "") -> int:
     return total
 
 
-def billed_prompt_tokens(body: dict[str, Any], model: str = "") -> int:
+def billed_prompt_tokens(body: dict[str, Any], model: str = "", exact: bool | None = None) -> int:
     """The most prompt tokens a provider can bill for `body`: every byte of text it is sent, as an
     upstream that counts the whole body would (messages and their framing, every prompt of a list,
     token arrays, tools, functions, response_format schemas, stop words, metadata…), plus each
-    image by the tile rule instead of its bytes, and each file part at FILE_PAGES page images."""
+    image by the tile rule instead of its bytes, and each file part at FILE_PAGES page images.
+    `exact`: whether the provider's tokenizer is tiktoken's (unset: whether `model` is OpenAI's);
+    if not, the text counts as its UTF-8 bytes."""
     rule = rule_for(model)
     text_body, media = _media_apart(body, rule)
-    return count_text(orjson.dumps(text_body).decode(), model) + media + TOKENS_PER_REPLY
+    text = orjson.dumps(text_body)
+    # A tokenizer costgate does not run may make a token of every byte (emoji, CJK and long runs
+    # bill 1.5-3x a tiktoken count): the JSON's bytes bound it, escapes included.
+    exact = runs_tiktoken(model) if exact is None else exact
+    tokens = count_text(text.decode(), model) if exact else len(text)
+    return tokens + media + TOKENS_PER_REPLY
 
 
 def _media_apart(body: dict[str, Any], rule: TileRule) -> tuple[dict[str, Any], int]:

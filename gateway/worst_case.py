@@ -51,7 +51,8 @@ def prompt_bound(ctx: RequestContext, dep: Deployment) -> int:
     if bound is None:
         model = dep.config.upstream_model
         sent, _ = dep.fields.upstream(ctx.endpoint.value, ctx.body, model, stream=True)
-        bound = ctx.prompt_bounds[dep.name] = billed_prompt_tokens(sent, model)
+        exact = dep.config.tokenizer == "tiktoken" if dep.config.tokenizer else None
+        bound = ctx.prompt_bounds[dep.name] = billed_prompt_tokens(sent, model, exact)
     return bound
 
 

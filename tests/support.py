@@ -214,5 +214,6 @@ def model(
         "api_base": api_base,
         "api_key": "fake-key",
         "price": {"input_per_mtok": input_per_mtok, "output_per_mtok": output_per_mtok},
+        "tokenizer": "tiktoken",  # the fake counts words, or bills with tiktoken (`bill-*`): never more
         **extra,
     }

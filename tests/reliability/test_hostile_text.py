@@ -45,6 +45,7 @@ def models(api_base: str, root: str) -> list[dict[str, Any]]:
     return [
         {"name": "gpt", "model": "gpt-4o-mini", **openai},
         {"name": "native", "model": "gpt-4o", **openai, "apis": ["chat", "responses", "messages"]},
+        {"name": "custom", "model": "my-llama", **openai},  # an OpenAI-compatible host, its own tokenizer
         {"name": "claude", "provider": "litellm", "model": "anthropic/claude-haiku-4-5", "api_base": root,
          "api_key": "fake", "price": price},
     ]  # fmt: skip
@@ -60,6 +61,7 @@ async def gateway(tmp_path_factory: pytest.TempPathFactory, upstream: BytesUpstr
             "data_dir": str(work / "data"),
             "max_body_bytes": 8 * 1024 * 1024,  # room for a million \x0b, each "\u000b" in JSON
             "models": models(upstream.url, upstream.root),
+            "cache": {"exact": {"enabled": False}},  # every request reaches the provider
         }
     )
     app = create_app(settings)
@@ -82,12 +84,12 @@ class Team:
         self.gw, self.key, self.id = gw, key, team_id
 
     @classmethod
-    async def create(cls, gw: FastAPI, name: str) -> Team:
+    async def create(cls, gw: FastAPI, name: str, amount: str = BUDGET) -> Team:
         team = await gw.state.gateway.keys.create_team(name)
         _, key = await gw.state.gateway.keys.create_key(name)
         async with http(gw) as admin:
             put = await admin.put(
-                "/admin/budgets", json={"scope": "team", "id": name, "amount_usd": BUDGET, "period": "total"}
+                "/admin/budgets", json={"scope": "team", "id": name, "amount_usd": amount, "period": "total"}
             )
             assert put.status_code == 200, put.text
         return cls(gw, key, team.id)
@@ -212,3 +214,23 @@ async def test_a_stream_the_client_left_before_its_first_chunk_is_charged_its_ho
     assert billed > 0  # the provider answered, and bills it
     assert await team.reserved() == 0
     assert await team.ledger() >= billed
+
+
+@pytest.mark.parametrize("model", ["claude", "custom"])
+@pytest.mark.parametrize("text", ["a" + " " * 8000 + "b", "a" + "\xa0" * 4000 + "b"], ids=["spaces", "nbsp"])
+async def test_a_hold_bounds_a_provider_that_bills_every_byte(
+    gateway: FastAPI, upstream: BytesUpstream, model: str, text: str
+) -> None:
+    """Issue 24, item 3: for a model whose tokenizer costgate does not run, emoji, CJK and runs
+    billed 1.5-3x the hold (tiktoken's count), and a small budget ended well past its limit. A
+    run of spaces is the starkest: tiktoken makes one token of up to 128 of them."""
+    team = await Team.create(gateway, f"bytes-{model}-{ord(text[1])}", amount="0.05")
+    billed_model = {"claude": "claude-haiku-4-5", "custom": "my-llama"}[model]
+    statuses, billed = [], Decimal(0)
+    while len(statuses) < 40 and (not statuses or statuses[-1] != 402):
+        before = upstream.billed(billed_model)
+        statuses.append((await team.post("/v1/chat/completions", chat(model, text))).status_code)
+        billed += bill_cost(before, upstream.billed(billed_model))
+    assert statuses[-1] == 402 and statuses.count(200) >= 2, statuses
+    assert await team.ledger() == billed <= Decimal("0.05")
+    assert await team.reserved() == 0
