@@ -4,6 +4,10 @@ come as `x-api-key` or a bearer token; errors are in Anthropic's shape."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
+import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,11 +32,16 @@ async def create(request: Request) -> Response:
 
 async def count_tokens(request: Request) -> Response:
     """`{"input_tokens": n}`: tiktoken on the translated conversation and its tools (an estimate
-    for models with another tokenizer, as costgate's own budget checks are)."""
+    for models with another tokenizer). Bounded as the pipeline's endpoints are: counted against
+    the key's and team's request rates before its body is read (up to the same body limit), and
+    counted on a worker thread, so a long body never stalls the event loop."""
     gateway = request.app.state.gateway
     request_id = request_ids.request_id(request.scope)
     try:
         principal = await gateway.keys.authenticate(api_key(request.headers))
+        limited = await gateway.spend.count_request(principal, time.time())
+        if limited is not None:
+            raise limited
         version = api_version(request.headers)
         body = parse_json_body(await read_body(request, gateway.settings.max_body_bytes))
         chat = conversation_body(parse_count_tokens(body, version))
@@ -43,12 +52,17 @@ async def count_tokens(request: Request) -> Response:
             raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
     except GatewayError as err:
         return anthropic_error_response(err, request_id=request_id)
-    tokens = count_messages(chat["messages"], model)
-    if chat.get("tools"):
-        tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
+    tokens = await anyio.to_thread.run_sync(input_tokens, chat, model)
     return Response(
         orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers={"request-id": request_id}
     )
+
+
+def input_tokens(chat: dict[str, Any], model: str) -> int:
+    tokens = count_messages(chat["messages"], model)
+    if chat.get("tools"):
+        tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
+    return tokens
 
 
 def routes() -> list[Route]:
