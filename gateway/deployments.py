@@ -65,8 +65,18 @@ def _per_token(p: TierPriceConfig) -> Price:
     )
 
 
+# What a model the price map knows as a non-reasoning one is never sent: OpenAI refuses
+# `reasoning_effort` for such a model with a 400, and the Messages and Responses translations
+# map Claude Code's effort and Codex's reasoning to it by default (issue 29).
+REASONING_FIELDS = ("reasoning_effort",)
+
+
 def field_policy(config: ModelConfig) -> FieldPolicy:
-    return for_provider(config.provider, config.extra_params, config.drop_params)
+    drop = list(config.drop_params)
+    info = lookup(config.upstream_model)
+    if info is not None and not info.reasons and "reasoning_effort" not in (config.extra_params or ()):
+        drop += REASONING_FIELDS
+    return for_provider(config.provider, config.extra_params, drop)
 
 
 def build_provider(

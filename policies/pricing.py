@@ -189,6 +189,7 @@ class ModelInfo:
     price: Price
     max_output_tokens: int | None
     max_input_tokens: int | None
+    reasons: bool = False  # the map's `supports_reasoning`: the model takes a reasoning effort
 
 
 def _price_map_path() -> Path:
@@ -218,7 +219,9 @@ def lookup(model: str) -> ModelInfo | None:
     assert price is not None
     tiers = {tier: _rates(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
     price = replace(price, batch=tiers["batch"], flex=tiers["flex"])
-    return ModelInfo(price, entry.get("max_output_tokens"), entry.get("max_input_tokens"))
+    return ModelInfo(
+        price, entry.get("max_output_tokens"), entry.get("max_input_tokens"), entry.get("supports_reasoning") is True
+    )
 
 
 def _rates(entry: dict, suffix: str) -> Price | None:

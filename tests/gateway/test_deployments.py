@@ -185,3 +185,20 @@ def test_a_native_api_needs_one_http_upstream(fields: dict[str, Any]) -> None:
 )
 def test_which_apis_a_model_serves_natively(fields: dict[str, Any], native: set[str]) -> None:
     assert ModelConfig(**{"name": "m", **fields}).native_apis == native
+
+
+@pytest.mark.parametrize(
+    "model, sent",
+    [
+        ("gpt-4o-mini", False),  # the price map: no reasoning; OpenAI would answer 400
+        ("o3-mini", True),
+        ("my-own-model", True),  # unknown to the map: the upstream judges
+    ],
+)
+def test_reasoning_effort_reaches_only_models_that_reason(model: str, sent: bool) -> None:
+    """Claude Code's effort and Codex's reasoning map to reasoning_effort (issue 29): a model the
+    price map knows not to reason gets it dropped and named, not a 400."""
+    priced = {"price": {"input_per_mtok": 1, "output_per_mtok": 1}}
+    dep = build_deployments([config(name="m", model=model, **priced)])["m"]
+    kept, dropped = dep.fields.split("chat.completions", {"model": "m", "messages": [], "reasoning_effort": "medium"})
+    assert ("reasoning_effort" in kept) is sent and (dropped == ()) is sent
