@@ -203,8 +203,9 @@ class StreamWatch:
         if dep is None:
             return ctx.usage, ctx.cost
         model = dep.config.upstream_model
-        if self.prompt_tokens is None:
-            self.prompt_tokens = count_prompt(ctx.body, model)
+        if self.prompt_tokens is None:  # the hold counted it already (worst_case.prompt_bound): not again
+            bound = ctx.prompt_bounds.get(dep.name)
+            self.prompt_tokens = count_prompt(ctx.body, model) if bound is None else bound
         new = ctx.completion_text[self.counted_parts :]
         self.counted_parts += len(new)
         text = self.uncounted + "".join(new)

@@ -172,3 +172,13 @@ async def test_a_checkpoint_counts_a_word_split_across_batches_once(tmp_path: Pa
     ctx = stream_ctx("words")
     watch = relay(streams, ctx, ["hello ", "hello ", "hello ", "hello"])
     assert watch.record()["row"]["completion_tokens"] == 4
+
+
+async def test_the_first_checkpoint_takes_the_prompt_the_hold_counted(tmp_path: Path) -> None:
+    """Issue 24: the stream's prompt was counted again at its first chunk (where a million tabs
+    made tiktoken fail); the hold's count, the bound a provider can bill, is taken instead."""
+    streams = StreamJournal(tmp_path / "journal", deployments(), every_chunks=1)
+    ctx = stream_ctx("bound")
+    ctx.prompt_bounds["m"] = 12_345
+    watch = relay(streams, ctx, ["one"])
+    assert watch.record()["row"]["prompt_tokens"] == 12_345
