@@ -51,11 +51,13 @@ from gateway.storage.counters import BudgetStore, StoreUnavailable
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.tokens import count_prompt, count_text
+from policies.budgets import Hold
 from policies.pricing import Usage, cost_of, in_picos, to_pico
 
 log = logging.getLogger("costgate.inflight")
 
 STOPPED = "the gateway replica stopped mid-stream: charged for what its journal saw relayed"
+STOPPED_BEFORE = "the gateway replica stopped before the request was settled: charged its whole hold"
 
 
 class StreamJournal:
@@ -175,25 +177,8 @@ class StreamWatch:
             self.journal.done(self.ctx.request_id)
 
     def record(self) -> dict[str, Any]:
-        ctx = self.ctx
         usage, cost = self._so_far()
-        row = replace(
-            LedgerRow.from_context(ctx),
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
-            cost_pusd=to_pico(cost),
-            status=500,
-            error=STOPPED,
-        )
-        hold = ctx.reservation
-        return {
-            "request_id": ctx.request_id,
-            "row": row.as_dict(),
-            "team_id": ctx.principal.team_id if ctx.principal else None,
-            "hold": None
-            if hold is None
-            else {"id": hold.id, "now": hold.now, "counters": [b.counter(hold.now) for b in hold.budgets]},
-        }
+        return stopped_record(self.ctx, self.ctx.reservation, usage, to_pico(cost), STOPPED)
 
     def _so_far(self) -> tuple[Usage, Decimal]:
         ctx = self.ctx
@@ -216,6 +201,33 @@ class StreamWatch:
         stream = Usage(self.prompt_tokens, self.completion_tokens)
         factor = ctx.lane_factor(dep.config.provider)
         return ctx.usage + stream, ctx.cost + in_picos(cost_of(stream, dep.price) * factor)
+
+
+def held_record(ctx: RequestContext, hold: Hold) -> dict[str, Any]:
+    """What a request is charged if its replica dies before anything better is known (its first
+    checkpoint, written with the hold): the whole hold, fail-closed — the upstream may have
+    answered, and billed, already."""
+    return stopped_record(ctx, hold, ctx.usage, hold.want_pusd, STOPPED_BEFORE)
+
+
+def stopped_record(ctx: RequestContext, hold: Hold | None, usage: Usage, cost_pusd: int, error: str) -> dict[str, Any]:
+    """A request's charge should its replica stop now: its row so far (status 500) and its hold."""
+    row = replace(
+        LedgerRow.from_context(ctx),
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_pusd=cost_pusd,
+        status=500,
+        error=error,
+    )
+    return {
+        "request_id": ctx.request_id,
+        "row": row.as_dict(),
+        "team_id": ctx.principal.team_id if ctx.principal else None,
+        "hold": None
+        if hold is None
+        else {"id": hold.id, "now": hold.now, "counters": [b.counter(hold.now) for b in hold.budgets]},
+    }
 
 
 async def recover_streams(streams: StreamJournal, ledger: LedgerWriter, spend: SpendControl) -> int:

@@ -17,10 +17,12 @@ import secrets
 from collections.abc import Mapping
 from decimal import Decimal
 
+import orjson
 from starlette.responses import Response
 
 from gateway.context import RequestContext
 from gateway.errors import BudgetExceeded, Unavailable
+from gateway.inflight import held_record
 from gateway.routing.target import RouteTarget
 from gateway.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
@@ -53,6 +55,9 @@ class ReserveBudget:
             ctx.rate_checks,
             budget_checks(budgets, now),
             self.control.leases.lease(now),
+            # should this replica die before the request settles (or its stream checkpoints),
+            # whoever reclaims the hold charges it whole (gateway/inflight.py)
+            orjson.dumps(held_record(ctx, hold)).decode() if want else None,
         )
         try:
             verdict = await self.control.admit(admission, budgets)

@@ -61,6 +61,9 @@ class Admission:
     rates: tuple[RateCheck, ...] = ()
     budgets: tuple[BudgetCheck, ...] = ()
     lease: Lease | None = None  # whose hold it is; None: owned by no replica (deadline only)
+    # What to charge if the owner dies before its stream checkpoints anything (the whole hold:
+    # gateway/inflight.py `held_record`); kept on the hold, like a stream's checkpoints.
+    checkpoint: str | None = None
 
 
 class Outcome(enum.Enum):
@@ -276,7 +279,10 @@ class InProcessStore:
         for b in a.budgets:
             self.counters[b.counter][1] += a.want_pusd
         owner = a.lease.owner if a.lease is not None else None
-        self.holds[a.reservation_id] = _Hold(a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline, owner)
+        checkpoint = a.checkpoint if owner is not None else None
+        self.holds[a.reservation_id] = _Hold(
+            a.want_pusd, tuple(b.counter for b in a.budgets), a.deadline, owner, checkpoint
+        )
         heapq.heappush(self.deadlines, (a.deadline, a.reservation_id))
         if a.lease is not None:  # admitting proves the owner alive: its lease runs at least this long
             self.owned.setdefault(a.lease.owner, set()).add(a.reservation_id)

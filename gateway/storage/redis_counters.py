@@ -90,6 +90,7 @@ class RedisStore:
             window = r.limit.window_s
             keys += [p + r.counter(a.now), p + r.counter(a.now, previous=True)]
             args += [r.maximum, r.amount, window, 1 if r.limit.sliding else 0, 2 * window + 60]
+        args.append(a.checkpoint or "")
         reply = await self._run(self._fast.run(self._admit, keys, args))
         code = int(reply[0])
         if code == 0:

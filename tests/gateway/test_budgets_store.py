@@ -339,3 +339,19 @@ async def test_a_dead_owners_checkpointed_hold_is_queued_for_charging_and_a_sett
     assert await store.stopped(10) == []  # taken once
     [state] = await store.read([team.counter])
     assert (state.spent_pusd, state.reserved_pusd) == (400, 0)
+
+
+async def test_a_hold_admitted_with_a_checkpoint_is_charged_whole_if_its_owner_dies_first(store):
+    """Without a stream's progress, a dead replica's hold is charged whole: the checkpoint given
+    at admission. A hold without an owner (deadline only) keeps none; settling drops it."""
+    team = BudgetCheck("team:t:daily:whole", 10_000, 3600)
+    await store.initialize({team.counter: (0, 3600)})
+    dying = Admission("dies", T0, T0 + 60, 1000, (), (team,), Lease("dead", T0 + 10), '{"whole": 1000}')
+    settled = Admission("settles", T0, T0 + 60, 1000, (), (team,), Lease("dead", T0 + 10), '{"whole": 1}')
+    ownerless = Admission("ownerless", T0, T0 + 60, 1000, (), (team,), None, '{"whole": 2}')
+    for a in (dying, settled, ownerless):
+        assert (await store.admit(a)).outcome is Outcome.ADMITTED
+    await store.settle(Settlement("settles", T0, 400, (team.counter,)))
+    assert await store.reclaim(T0 + 11) == 1
+    assert await store.stopped(10) == ['{"whole": 1000}']
+    assert await store.checkpoint("dies", '{"later": 1}') is False  # gone with its hold

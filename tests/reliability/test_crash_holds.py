@@ -32,7 +32,11 @@ NO_CACHE = {"x-costgate-cache": "no-cache, no-store"}
 
 def config(fake: FakeUpstream, prefix: str, **extra: Any) -> dict[str, Any]:
     return {
-        "models": [model("drip", "drip", fake.url, PRICE, PRICE), model("small", "echo-small", fake.url, PRICE, PRICE)],
+        "models": [
+            model("drip", "drip", fake.url, PRICE, PRICE),
+            model("small", "echo-small", fake.url, PRICE, PRICE),
+            model("slow", "slow", fake.url, PRICE, PRICE),  # answers whole, after 2 s
+        ],
         "redis_url": "redis://127.0.0.1:6379/5",
         "budgets": {
             "backend": "redis",
@@ -214,6 +218,47 @@ def test_a_replica_that_never_comes_back_has_its_streams_charged_by_another(
             a.start()  # a process on a's data dir again: its journal finds them charged already
             assert Decimal(budget(b)["spent_usd"]) == spent == Decimal(b.spend()["total_usd"])  # nothing twice
             assert Decimal(budget(b)["reserved_usd"]) == 0
+        finally:
+            a.stop()
+            b.stop()
+
+
+@pytest.mark.slow
+def test_a_whole_answer_in_flight_on_a_replica_that_dies_is_charged_its_hold(
+    tmp_path: Path, fake_upstream: FakeUpstream, prefix: str
+) -> None:
+    """Nothing says what a whole (not streamed) answer in flight had cost when its replica died:
+    the upstream may have answered and billed it. The replica that reclaims the hold charges it
+    whole (fail-closed), from the checkpoint the hold was admitted with."""
+    with fresh_postgres() as pg:
+        a = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "a")
+        b = GatewayProcess(config(fake_upstream, prefix, database_url=pg), tmp_path / "b")
+        try:
+            key = a.new_key("team-whole")
+            a.admin(
+                "PUT",
+                "/admin/budgets",
+                json={"scope": "team", "id": "team-whole", "amount_usd": "1", "period": "daily"},
+            )
+            slow = body(0, False, "slow", word="hello")
+
+            def ask_slow() -> None:
+                headers = {"authorization": f"Bearer {key}", **NO_CACHE}
+                try:
+                    httpx.post(a.url + "/v1/chat/completions", json=slow, headers=headers, timeout=30)
+                except httpx.HTTPError:
+                    pass  # killed under it
+
+            asker = threading.Thread(target=ask_slow, daemon=True)
+            asker.start()
+            wait_for("the hold is made", lambda: Decimal(budget(b)["reserved_usd"]) > 0, 10)
+            held = Decimal(budget(b)["reserved_usd"])
+            a.kill()
+            asker.join(10)
+            wait_for("b's view shows nothing held", lambda: Decimal(budget(b)["reserved_usd"]) == 0, 3 * LEASE_S + 10)
+            wait_for("b charged the hold", lambda: Decimal(b.spend()["total_usd"]) == held, 3 * LEASE_S + 10)
+            assert Decimal(budget(b)["spent_usd"]) == held  # the budget too
+            assert [r["group"] for r in b.spend("model")["rows"]] == ["slow"]  # one row, the model asked
         finally:
             a.stop()
             b.stop()

@@ -1,7 +1,8 @@
 -- Admit one request: check every rate limit and every budget; count and hold only if all pass.
 -- KEYS: [1] holds zset, [2..nb+1] budget counters, then per rate limit (current, previous) window.
 -- ARGV: prefix, now, deadline, id, want, nb, nr, hold_ttl, owner ('' for none), lease_until,
---       nb budget limits, then per rate limit (maximum, amount, window_s, sliding 0|1, ttl).
+--       nb budget limits, then per rate limit (maximum, amount, window_s, sliding 0|1, ttl),
+--       then the hold's first checkpoint ('' for none: what to charge if its owner dies first).
 -- Money stays in strings handed to HINCRBY (exact int64); Lua numbers (doubles) are used only
 -- to compare, where they are exact up to 2^53 pico-dollars ($9007) and off by < 1e-15 beyond.
 -- A budget that does not fit first gets the holds of dead replicas back (reclaim_dead), so a
@@ -75,6 +76,7 @@ if nb > 0 and want ~= '0' then
   redis.call('HSET', hkey, 'amount', want, 'neg', '-' .. want, 'counters', table.concat(names, '\n'))
   if owner ~= '' then
     redis.call('HSET', hkey, 'owner', owner)
+    if ARGV[a] and ARGV[a] ~= '' then redis.call('HSET', hkey, 'checkpoint', ARGV[a]) end
     local owned = prefix .. 'owned:' .. owner
     redis.call('SADD', owned, id)
     redis.call('EXPIRE', owned, hold_ttl)
