@@ -8,16 +8,21 @@ client's choosing). No block-list of such names can be complete, so only these g
 for every provider:
 
 - the fields OpenAI's API reference defines for the endpoint (openai-python's
-  `chat/completion_create_params`, `completion_create_params`, `embedding_create_params`; for a
-  deployment that serves the Responses or Messages API itself, those APIs' fields),
-  except those that buy something a model's token price does not cover (`PRICED_APART`);
+  `chat/completion_create_params`, `completion_create_params`, `embedding_create_params`; for
+  litellm's Messages passthrough, the Messages fields it knows), except those that buy something
+  a model's token price does not cover (`PRICED_APART`);
 - vendor fields a model's config lists (`extra_params`: vLLM's `top_k`, say); config
   validation refuses any name that could choose a host, a key, models or a callback;
 - minus fields the model's config says its provider lacks (`drop_params`), and, for litellm,
   the OpenAI fields litellm reads as its own (`LITELLM_READS`).
 
 Whatever else a client sends is dropped, and the answer names it in the header
-`x-costgate-dropped-params`.
+`x-costgate-dropped-params`. One exception (issue 29): an upstream that serves the client's
+Responses or Messages API over HTTP is sent the client's body as it came (`FieldPolicy.native`),
+less what is priced apart: there a body field is JSON to the provider's own API and cannot
+choose the host or the key, and the provider, not a table here, judges the newest fields the
+coding agents send. What names hosts or credentials there (`mcp_servers`, `mcp` tools) is
+refused by gateway/apis before any call.
 """
 
 from __future__ import annotations
