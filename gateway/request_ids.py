@@ -11,7 +11,8 @@ its API's header (an Anthropic error body quotes it too) keeps its own.
 It also writes the access-log line of every request the pipeline did not log itself (a refused
 key, `/v1/models`, the admin API): the pipeline's requests are marked (`mark_logged`) and get
 their fuller line when they settle (gateway/access_log.py). Health checks, metrics scrapes and
-the dashboard's pages log at DEBUG.
+the dashboard's pages log at DEBUG. A bug that escapes a route before it answered is answered
+here (500, OpenAI's shape, with the id) and logged with its traceback.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.access_log import log_edge
+from gateway.errors import GatewayError, error_response
+
+log = logging.getLogger("costgate")
 
 STATE_KEY = "costgate.request_id"
 LOGGED_KEY = "costgate.logged"  # the pipeline writes this request's access-log line
@@ -84,11 +88,12 @@ class RequestIds:
         state[STATE_KEY] = rid
         extra = id_headers(scope, rid)
         status = 500  # what the server answers when the app fails before it starts a response
+        started_response = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal status
+            nonlocal status, started_response
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, started_response = message["status"], True
                 headers = list(message.get("headers", ()))
                 present = {name.lower() for name, _ in headers}
                 headers.extend(h for h in extra if h[0] not in present)
@@ -97,6 +102,11 @@ class RequestIds:
 
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception as err:  # a bug outside the pipeline: answer 500 here, with the id
+            if started_response:
+                raise
+            log.exception("unhandled error", exc_info=err)
+            await error_response(GatewayError("internal error in the gateway"))(scope, receive, send_with_id)
         finally:
             if not state.get(LOGGED_KEY):
                 path = scope["path"]

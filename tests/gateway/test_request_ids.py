@@ -102,3 +102,18 @@ async def test_anthropic_sdk_gets_request_id(app: Any) -> None:
     with pytest.raises(anthropic.AuthenticationError) as bad_key:
         await anthropic_client(app, "sk-cg-wrong").messages.create(model="m", max_tokens=10, messages=HI)
     assert bad_key.value.request_id and bad_key.value.request_id.startswith("req_")
+
+
+async def test_an_unexpected_error_is_a_500_with_an_id(tmp_path) -> None:
+    """A bug outside the pipeline (here, a route that raises) still answers in OpenAI's shape, with its id."""
+    async with running_app(settings_for(tmp_path, [openai_model("m")])) as app:
+
+        async def broken() -> None:
+            raise RuntimeError("a bug")
+
+        app.router.add_api_route("/v1/broken", broken, methods=["GET"])
+        async with http_client(app) as http:
+            response = await http.get("/v1/broken")
+    assert response.status_code == 500
+    assert response.json()["error"]["message"] == "internal error in the gateway"
+    assert response.headers["x-request-id"].startswith("req_")
