@@ -98,3 +98,21 @@ def test_budget_rows_name_teams_and_order_by_use() -> None:
     rows = budget_rows(body, {"team_1": "search"})
     assert [(r.subject, r.level) for r in rows] == [("bob", "over"), ("search", "ok")]
     assert rows[1].used == 0.2 and rows[0].used == 1.0
+
+
+def test_a_learning_curve_draws_each_series_and_skips_missing_points() -> None:
+    from gateway.dashboard.charts import curve_lines
+    from gateway.dashboard.views import learning_chart
+
+    assert curve_lines([], ("a",)) == ""
+    svg = learning_chart(
+        [
+            {"requests": 5, "cost_ratio": 1.02, "quality": 1.0, "quality_lower_bound": 1.0},
+            {"requests": 10, "cost_ratio": 0.8, "quality": None, "quality_lower_bound": None},
+            {"requests": "bad"},
+        ]
+    )
+    assert svg.count("<polyline") == 3 and "over 10 requests" in svg
+    assert "cost vs last tier" in svg and "quality lower bound" in svg
+    unsafe = curve_lines([(1.0, (0.5,))], ("<script>",))
+    assert "<script>" not in unsafe and "&lt;script&gt;" in unsafe

@@ -68,3 +68,4 @@ async def test_a_cascade_s_recorded_traffic_is_replayed_without_a_call(tmp_path:
             assert page.status_code == 200
             assert 'data-cascade="auto"' in page.text and "whatif-cost" in page.text
             assert "log_prompts" in page.text  # the quiet cascade says why it has nothing
+            assert (await client.get("/admin/ui/cascades")).status_code == 200
