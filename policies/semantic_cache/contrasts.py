@@ -31,9 +31,10 @@ Pure functions of two `Parsed` questions, like `differences`.
 from __future__ import annotations
 
 import difflib
+from functools import lru_cache
 
 from policies.semantic_cache.differences import NEGATIONS, Parsed, is_number, numbers
-from policies.semantic_cache.text import FUNCTION_WORDS, same_word
+from policies.semantic_cache.text import FUNCTION_WORDS, FUZZY_LIMIT, same_word
 
 # Words that point at something outside the question's text: a position in a document or a
 # conversation, an attachment, or a demonstrative with nothing in the text to point at.
@@ -53,6 +54,8 @@ POINTERS = frozenset(
         "mentioned",
         "herein",
         "hereunder",
+        "preceding",
+        "foregoing",
         "thereof",
     }
 )
@@ -79,10 +82,12 @@ STRUCTURAL = frozenset(
 )
 FROM, TOWARDS = frozenset({"from"}), frozenset({"to", "into", "towards", "toward", "onto"})
 MAX_SWAP = 2  # the most words a side of a swap has: "speed up" / "slow down", "feel more" / "less"
+MAX_ALIGNED = 256  # words a side up to which two texts are aligned word by word
 MAX_SPAN = 4  # the longest span (in words) considered for trading places, and between them
 MAX_TOKENS = 64  # longer texts are not searched for spans that trade places
 
 
+@lru_cache(maxsize=1 << 16)  # a pure function of two words, asked for every pair of differing words
 def variant_form(a: str, b: str) -> bool:
     """Two forms of one word: `same_word` (an inflection, a spelling variant, a listed synonym,
     a one-letter typo) or the same word with and without an apostrophe ("whats" / "what's"),
@@ -98,7 +103,7 @@ def opposite_form(a: str, b: str) -> bool:
     "rated" / "overrated" / "underrated"), or the two share a stem and end in opposite roles or
     measures ("employer" / "employee", "careful" / "careless")."""
     short, long = sorted((a, b), key=len)
-    if len(short) < 4:
+    if a == b or len(short) < 4:
         return False  # "to" / "into", "do" / "undo": too short to tell a prefix from a word
     for prefix in OPPOSING_PREFIXES:
         if long == prefix + short or (
@@ -135,14 +140,30 @@ def _differing(a: Parsed, b: Parsed) -> list[tuple[tuple[str, ...], tuple[str, .
     their own ("legal" / "is unlawful" is a word against a word)."""
     ops = difflib.SequenceMatcher(None, a.tokens, b.tokens, autojunk=False).get_opcodes()
     changed = [(a.tokens[i1:i2], b.tokens[j1:j2]) for op, i1, i2, j1, j2 in ops if op != "equal"]
-    loose_a = [w for x, _ in changed for w in x]
-    loose_b = [w for _, y in changed for w in y]
-    out = []
-    for x, y in changed:
-        kept_x = tuple(w for w in x if w not in STRUCTURAL and not any(variant_form(w, o) for o in loose_b))
-        kept_y = tuple(w for w in y if w not in STRUCTURAL and not any(variant_form(w, o) for o in loose_a))
-        out.append((kept_x, kept_y))
-    return out
+    loose_a = frozenset(w for x, _ in changed for w in x)
+    loose_b = frozenset(w for _, y in changed for w in y)
+    return [(_kept(x, loose_b), _kept(y, loose_a)) for x, y in changed]
+
+
+def _kept(words: tuple[str, ...], other: frozenset[str]) -> tuple[str, ...]:
+    """`words` less the structural ones and those `other` has in some form; past FUZZY_LIMIT
+    words on the other side only equal words match (no quadratic time on a long text: a word
+    left unmatched only makes a refusal more likely, never a wrong hit)."""
+    fuzzy = len(other) <= FUZZY_LIMIT
+    return tuple(
+        w
+        for w in words
+        if w not in STRUCTURAL and w not in other and not (fuzzy and any(variant_form(w, o) for o in other))
+    )
+
+
+def word_swap(a: Parsed, b: Parsed) -> bool:
+    """Whether `swapped_words` finds any; a text past `MAX_ALIGNED` words that is not the same
+    words counts as one, unaligned: the alignment's time grows with the product of the two
+    lengths, and a refused pair costs a hit, never a wrong one."""
+    if max(len(a.tokens), len(b.tokens)) > MAX_ALIGNED:
+        return a.tokens != b.tokens
+    return bool(swapped_words(a, b))
 
 
 def swapped_words(a: Parsed, b: Parsed) -> list[tuple[str, str]]:

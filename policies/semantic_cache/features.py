@@ -39,7 +39,7 @@ VETOES = {
     "entity_substitution": d.entity_substitution,
     "role_swap": d.role_swap,
     "reversed_order": c.reversed_order,
-    "swapped_words": lambda a, b: bool(c.swapped_words(a, b)),
+    "swapped_words": c.word_swap,
 }
 
 

@@ -164,6 +164,7 @@ def test_which_words_count_as_swapped(stored: str, asked: str, swap: tuple[str, 
         ("recieve", "receive", False, True),
         ("colour", "color", False, True),
         ("whats", "what's", False, True),
+        ("unlock", "unlock", False, True),  # a word that starts like a negation is still itself
     ],
 )
 def test_opposite_forms(a: str, b: str, opposite: bool, variant: bool) -> None:
@@ -187,3 +188,11 @@ def test_a_long_prompt_is_not_searched_for_spans_trading_places() -> None:
     a, b = Parsed.of(f"from alpha to beta {words}"), Parsed.of(f"from beta to alpha {words}")
     assert not c.reversed_order(a, b)  # bounded work; such a pair is left to the other checks
     assert c.reversed_order(Parsed.of("from alpha to beta"), Parsed.of("from beta to alpha"))
+
+
+def test_a_long_text_is_not_aligned_and_differing_counts_as_a_swap() -> None:
+    words = " ".join(f"w{i}" for i in range(c.MAX_ALIGNED))
+    long, other = Parsed.of(f"why {words}"), Parsed.of(f"how {words}")
+    assert c.word_swap(long, other)  # "why" / "how" alone would not be one: unaligned, refused
+    assert not c.word_swap(long, Parsed.of(f"Why {words}?"))
+    assert not c.word_swap(Parsed.of("why is it so"), Parsed.of("how is it so"))
