@@ -121,6 +121,15 @@ def count_messages(messages: list[dict[str, Any]], model: str = "") -> int:
     return total
 
 
+def count_conversation(chat: dict[str, Any], model: str = "") -> int:
+    """The input tokens of a chat body's messages and tools: what the count-tokens endpoints
+    (Messages' count_tokens, Responses' input_tokens) answer."""
+    tokens = count_messages(chat["messages"], model)
+    if chat.get("tools"):
+        tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
+    return tokens
+
+
 def count_prompt(body: dict[str, Any], model: str = "") -> int:
     """Prompt tokens of a chat, completion or embedding request body."""
     if "messages" in body:

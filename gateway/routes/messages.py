@@ -5,7 +5,6 @@ come as `x-api-key` or a bearer token; errors are in Anthropic's shape."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 import orjson
@@ -23,7 +22,7 @@ from gateway.context import Endpoint
 from gateway.errors import GatewayError, NotFound, PermissionDenied
 from gateway.json_body import parse_json_body
 from gateway.routes.openai import read_body, serve
-from gateway.tokens import count_messages, count_text
+from gateway.tokens import count_conversation
 
 
 async def create(request: Request) -> Response:
@@ -52,17 +51,10 @@ async def count_tokens(request: Request) -> Response:
             raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
     except GatewayError as err:
         return anthropic_error_response(err, request_id=request_id)
-    tokens = await anyio.to_thread.run_sync(input_tokens, chat, model)
+    tokens = await anyio.to_thread.run_sync(count_conversation, chat, model)
     return Response(
         orjson.dumps({"input_tokens": tokens}), media_type="application/json", headers={"request-id": request_id}
     )
-
-
-def input_tokens(chat: dict[str, Any], model: str) -> int:
-    tokens = count_messages(chat["messages"], model)
-    if chat.get("tools"):
-        tokens += count_text(orjson.dumps(chat["tools"]).decode(), model)
-    return tokens
 
 
 def routes() -> list[Route]:

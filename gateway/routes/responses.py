@@ -5,8 +5,10 @@ without an upstream call."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
+import anyio
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -27,7 +29,7 @@ from gateway.context import Endpoint
 from gateway.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
 from gateway.json_body import parse_json_body
 from gateway.routes.openai import bearer, read_body, serve
-from gateway.tokens import count_messages, count_text
+from gateway.tokens import count_conversation
 
 MAX_ITEMS_PAGE = 100  # OpenAI's bound on `limit`
 
@@ -80,10 +82,14 @@ async def list_input_items(request: Request) -> Response:
 async def count_input_tokens(request: Request) -> Response:
     """`{"object": "response.input_tokens", "input_tokens": n}`: tiktoken on the chat translation
     (with the `previous_response_id` conversation before it) and its tools, as
-    /v1/messages/count_tokens counts (an estimate for models with another tokenizer)."""
+    /v1/messages/count_tokens counts (an estimate for models with another tokenizer), bounded
+    as it is: counted against the request rates before the body is read, counted on a thread."""
     gateway = request.app.state.gateway
     try:
         principal = await gateway.keys.authenticate(bearer(request))
+        limited = await gateway.spend.count_request(principal, time.time())
+        if limited is not None:
+            raise limited
         req = parse_request(parse_json_body(await read_body(request, gateway.settings.max_body_bytes)))
         if req.model not in gateway.targets:
             raise NotFound(f"the model {req.model!r} does not exist", code="model_not_found", param="model")
@@ -96,9 +102,7 @@ async def count_input_tokens(request: Request) -> Response:
         chat = to_chat_request(req, history)
     except GatewayError as err:
         return error_response(err)
-    tokens = count_messages(chat["messages"], req.model)
-    if chat.get("tools"):
-        tokens += count_text(orjson.dumps(chat["tools"]).decode(), req.model)
+    tokens = await anyio.to_thread.run_sync(count_conversation, chat, req.model)
     return Response(
         orjson.dumps({"object": "response.input_tokens", "input_tokens": tokens}), media_type="application/json"
     )

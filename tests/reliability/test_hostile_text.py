@@ -238,16 +238,21 @@ async def test_a_hold_bounds_a_provider_that_bills_every_byte(
     assert await team.reserved() == 0
 
 
-async def test_count_tokens_is_rate_limited(gateway: FastAPI) -> None:
-    """Issue 24, item 7: /v1/messages/count_tokens read and tokenized bodies with no rate limit."""
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/messages/count_tokens", {"model": "gpt", "messages": [{"role": "user", "content": "hello"}]}),
+        ("/v1/responses/input_tokens", {"model": "gpt", "input": "hello"}),
+    ],
+)
+async def test_counting_endpoints_are_rate_limited(gateway: FastAPI, path: str, body: dict[str, Any]) -> None:
+    """Issue 24, item 7: /v1/messages/count_tokens (and /v1/responses/input_tokens) read and
+    tokenized bodies up to the body limit with no rate limit."""
     gw = gateway.state.gateway
-    await gw.keys.create_team("counting")
-    _, key = await gw.keys.create_key("counting", plan="enterprise")  # 3 requests a minute here
-    body = {"model": "gpt", "messages": [{"role": "user", "content": "hello"}]}
+    team = f"counting-{path.split('/')[2]}"
+    await gw.keys.create_team(team)
+    _, key = await gw.keys.create_key(team, plan="enterprise")  # 3 requests a minute here
     async with http(gateway, key) as client:
-        statuses = [
-            (await client.post("/v1/messages/count_tokens", json=body, headers={"anthropic-version": "2023-06-01"}))
-            for _ in range(4)
-        ]
+        statuses = [(await client.post(path, json=body, headers={"anthropic-version": "2023-06-01"})) for _ in range(4)]
     assert [r.status_code for r in statuses] == [200, 200, 200, 429]
-    assert statuses[-1].json()["error"]["type"] == "rate_limit_error"  # Anthropic's shape
+    assert statuses[-1].json()["error"]["type"] == "rate_limit_error"  # in each API's own shape
