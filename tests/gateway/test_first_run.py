@@ -26,6 +26,7 @@ def local_model(tmp_path: Path, name: str, **engine: object) -> ModelConfig:
     return ModelConfig(name=name, provider="local", model=str(path), engine=settings)
 
 
+@pytest.mark.slow  # starts the stand-in engine's process
 async def test_serve_starts_the_engines_and_says_it_is_ready(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     models = [local_model(tmp_path, "eager", expected_start_s=90), local_model(tmp_path, "lazy", start_at_serve=False)]
     settings = Settings(
