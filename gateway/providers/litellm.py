@@ -6,6 +6,7 @@ reach the network (the price map is pinned to the bundled copy before the import
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import AsyncIterator
@@ -28,6 +29,10 @@ def _litellm() -> Any:
     # Else litellm prints "Give Feedback / Get Help" and its provider list on the console for
     # each error it maps: costgate's own log says what failed (gateway/access_log.py).
     litellm.suppress_debug_info = True
+    # Its loggers have no level of their own: under a gateway run at `--log-level info` they
+    # would print a line per call ("LiteLLM completion() model=..."). Its warnings still show.
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     return litellm
 
 
