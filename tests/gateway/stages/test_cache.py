@@ -124,7 +124,7 @@ async def test_a_miss_is_stored_and_the_same_request_is_then_served_at_zero_cost
     assert isinstance(response, Response) and not isinstance(response, StreamingResponse)
     body = orjson.loads(response.body)
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "Paris."}
-    assert body["model"] == "small-v1" and body["usage"]["cost_usd"] == "0"
+    assert body["model"] == "small" and body["usage"]["cost_usd"] == "0"  # the name asked for, not the upstream's
     assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]) == (1000, 500)
     assert again.cache_status is CacheStatus.EXACT and again.served_model == "small"
     assert again.cost == 0 and again.saved == SAVED
@@ -252,7 +252,7 @@ async def test_a_streamed_miss_is_stored_from_its_text_and_replays_whole() -> No
     assert response is not None
     body = orjson.loads(response.body)
     assert body["choices"][0]["message"]["content"] == "Paris."
-    assert body["choices"][0]["finish_reason"] == "stop" and body["model"] == "small-v1"
+    assert body["choices"][0]["finish_reason"] == "stop" and body["model"] == "small"  # as asked
     assert body["usage"]["completion_tokens"] == 500
 
 
