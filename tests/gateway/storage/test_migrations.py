@@ -169,3 +169,31 @@ class _nothing:
 
     def __exit__(self, *_: object) -> None:
         return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_gateways_started_together_on_an_empty_database_both_serve(backend: str, tmp_path: Path) -> None:
+    """The same through `costgate serve` itself (issue 28: on SQLite one of two exited with
+    `table ledger already exists`, 1 start in 3): both answer /readyz, three times."""
+    from tests.support import free_port, wait_http
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for attempt in range(3):
+        with fresh_postgres() if backend == "postgresql" else _nothing(tmp_path, attempt) as database_url:
+            procs = []
+            for replica in range(2):
+                config = tmp_path / f"serve{attempt}-{replica}.yaml"
+                data = tmp_path / f"serve-data{attempt}-{replica}"
+                config.write_text(f"database_url: {database_url}\ndata_dir: {data}\nadmin_key: k\nmodels: []\n")
+                port = free_port()
+                command = [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)]
+                log = open(tmp_path / f"serve{attempt}-{replica}.log", "wb")
+                procs.append((port, subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)))
+            try:
+                for port, proc in procs:
+                    wait_http(f"http://127.0.0.1:{port}/readyz", proc, timeout=120)
+            finally:
+                for _, proc in procs:
+                    proc.terminate()
+                    proc.wait(60)
