@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.applications import Starlette
+from starlette.requests import HTTPConnection
 
 from gateway.batch.runner import BatchRunner
 from gateway.deployments import Deployment, build_deployments
@@ -117,6 +119,19 @@ class Gateway:
         await self.db.dispose()
         if self.tracing is not None:
             self.tracing.shutdown()  # the last spans go out
+
+
+def served_gateway(app: Starlette) -> Gateway:
+    """The Gateway `create_app` serves, as its type (routes and the dashboard read it here, so
+    mypy and the import contracts see the dependency that `app.state` would hide)."""
+    gateway = app.state.gateway
+    assert isinstance(gateway, Gateway)
+    return gateway
+
+
+def gateway_of(request: HTTPConnection) -> Gateway:
+    """The Gateway serving this request."""
+    return served_gateway(request.app)
 
 
 def ready_line(models: list[str], starting: list[LocalProvider]) -> str:

@@ -26,6 +26,7 @@ from gateway.dashboard.queries import DashboardQueries
 from gateway.dashboard.rollup import Window
 from gateway.dashboard.sessions import COOKIE, COOKIE_PATH, Session, SessionStore, csrf_valid
 from gateway.dashboard.views import Views
+from gateway.service import served_gateway
 
 MAX_FORM_BYTES = 16 * 1024
 WINDOWS = (1, 7, 30, 90)
@@ -37,7 +38,7 @@ class Dashboard:
     """Everything the dashboard needs, built once per app by `install`."""
 
     def __init__(self, app: FastAPI) -> None:
-        gateway = app.state.gateway
+        gateway = served_gateway(app)
         self.gateway = gateway
         self.sessions = SessionStore(gateway.db)
         self.pages = Pages()

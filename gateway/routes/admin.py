@@ -15,6 +15,7 @@ from gateway.errors import AuthenticationFailed, InvalidRequest
 from gateway.guard import bearer_matches
 from gateway.providers.cost_reports import BASE_VARIABLES, KEY_VARIABLES
 from gateway.reconciler import reconcile_month
+from gateway.service import gateway_of
 from gateway.storage.keys import KeyRecord
 from gateway.storage.ledger import spend
 from policies.pricing import format_usd
@@ -23,7 +24,7 @@ from policies.pricing import format_usd
 def require_admin(request: Request) -> None:
     """RequestGuard checked this before the body was read; checked again here so that no
     admin route depends on how the app was assembled."""
-    if not bearer_matches(request.headers.get("authorization"), request.app.state.gateway.admin_key):
+    if not bearer_matches(request.headers.get("authorization"), gateway_of(request).admin_key):
         raise AuthenticationFailed("admin routes need the admin key", code="invalid_admin_key")
 
 
@@ -70,19 +71,19 @@ def _key_json(k: KeyRecord) -> dict:
 
 @router.post("/teams")
 async def create_team(body: TeamIn, request: Request) -> dict:
-    team = await request.app.state.gateway.keys.create_team(body.name)
+    team = await gateway_of(request).keys.create_team(body.name)
     return {"id": team.id, "name": team.name}
 
 
 @router.get("/teams")
 async def list_teams(request: Request) -> dict:
-    teams = await request.app.state.gateway.keys.list_teams()
+    teams = await gateway_of(request).keys.list_teams()
     return {"data": [{"id": t.id, "name": t.name} for t in teams]}
 
 
 @router.post("/keys")
 async def create_key(body: KeyIn, request: Request) -> dict:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     unknown = [m for m in body.models or () if m not in gateway.targets]
     if unknown:
         raise InvalidRequest(f"unknown models {unknown}", param="models")
@@ -99,20 +100,20 @@ async def create_key(body: KeyIn, request: Request) -> dict:
 
 @router.get("/keys")
 async def list_keys(request: Request, team: str | None = None) -> dict:
-    keys = request.app.state.gateway.keys
+    keys = gateway_of(request).keys
     team_id = (await keys.find_team(team)).id if team else None
     return {"data": [_key_json(k) for k in await keys.list_keys(team_id)]}
 
 
 @router.delete("/keys/{key_id}")
 async def revoke_key(key_id: str, request: Request) -> dict:
-    await request.app.state.gateway.keys.revoke(key_id)
+    await gateway_of(request).keys.revoke(key_id)
     return {"id": key_id, "revoked": True}
 
 
 @router.post("/keys/{key_id}/rotate")
 async def rotate_key(key_id: str, request: Request) -> dict:
-    secret = await request.app.state.gateway.keys.rotate(key_id)
+    secret = await gateway_of(request).keys.rotate(key_id)
     return {"id": key_id, "key": secret}
 
 
@@ -127,7 +128,7 @@ async def reconcile(
     key = os.environ.get(KEY_VARIABLES[provider])
     if not key:
         raise InvalidRequest(f"set {KEY_VARIABLES[provider]} in the gateway's environment to the provider's admin key")
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     base = os.environ.get(BASE_VARIABLES[provider])
     lines = await reconcile_month(gateway.db, gateway.settings.models, provider, month, key, base, tuple(model))
@@ -156,7 +157,7 @@ async def get_spend(
     start: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
     end: str | None = Query(default=None, pattern=r"^\d{4}-\d{2}-\d{2}"),
 ) -> dict:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     rows = await spend(gateway.db, group_by, start, end)
     total = (

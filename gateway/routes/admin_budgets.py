@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from gateway.errors import NotFound, Unavailable
 from gateway.routes.admin import require_admin
+from gateway.service import gateway_of
 from gateway.spend_control import BudgetView
 from gateway.storage.chargeback import chargeback_csv, trace
 from gateway.storage.counters import StoreUnavailable
@@ -51,7 +52,7 @@ class BudgetIn(BaseModel):
 
 async def _subject(request: Request, scope: Scope, given: str) -> str:
     """A team's id (given its id or name); a key's id (it must exist); a user or tag as given."""
-    keys = request.app.state.gateway.keys
+    keys = gateway_of(request).keys
     if scope is Scope.TEAM:
         return (await keys.find_team(given)).id
     if scope is Scope.KEY:
@@ -94,20 +95,20 @@ async def _store_errors() -> AsyncIterator[None]:
 
 @router.put("/budgets")
 async def put_budget(body: BudgetIn, request: Request) -> dict[str, object]:
-    spend = request.app.state.gateway.spend
+    spend = gateway_of(request).spend
     scope = Scope(body.scope)
     subject = await _subject(request, scope, body.id)
     stored = await spend.table.put(
         Budget(scope, subject, Period(body.period), to_pico(body.amount_usd), tuple(body.alert_at))
     )
-    teams = {t.id: t.name for t in await request.app.state.gateway.keys.list_teams()}
+    teams = {t.id: t.name for t in await gateway_of(request).keys.list_teams()}
     async with _store_errors():
         return _budget_json((await spend.view([stored]))[0], teams)
 
 
 @router.get("/budgets")
 async def list_budgets(request: Request) -> dict[str, object]:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     teams = {t.id: t.name for t in await gateway.keys.list_teams()}
     async with _store_errors():
         views = await gateway.spend.view(await gateway.spend.table.all())
@@ -117,14 +118,14 @@ async def list_budgets(request: Request) -> dict[str, object]:
 
 @router.delete("/budgets/{budget_id}")
 async def delete_budget(budget_id: str, request: Request) -> dict[str, object]:
-    if not await request.app.state.gateway.spend.table.delete(budget_id):
+    if not await gateway_of(request).spend.table.delete(budget_id):
         raise NotFound(f"no budget {budget_id!r}", code="budget_not_found")
     return {"id": budget_id, "deleted": True}
 
 
 @router.get("/traces/{trace_id}")
 async def get_trace(trace_id: str, request: Request) -> dict[str, object]:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     calls = await trace(gateway.db, trace_id)
     if not calls:
@@ -142,7 +143,7 @@ async def get_trace(trace_id: str, request: Request) -> dict[str, object]:
 
 @router.get("/chargeback.csv")
 async def get_chargeback(request: Request, month: str = Query(pattern=r"^\d{4}-(0[1-9]|1[0-2])$")) -> Response:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     body = await chargeback_csv(gateway.db, month)
     return Response(

@@ -20,6 +20,7 @@ from gateway.batch.runner import BatchRunner
 from gateway.context import Principal
 from gateway.errors import InvalidRequest
 from gateway.routes.openai import bearer
+from gateway.service import gateway_of
 from gateway.storage.batches import BatchRecord
 from gateway.storage.files import FileRecord
 from policies.pricing import format_usd
@@ -45,7 +46,7 @@ def _page(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
 
 
 async def _caller(request: Request) -> tuple[BatchRunner, Principal]:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     return gateway.batch_lane, await gateway.keys.authenticate(bearer(request))
 
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from gateway.errors import InvalidRequest
 from gateway.routes.admin import require_admin
+from gateway.service import gateway_of
 from gateway.storage.cache_report import recent_hits, team_cache
 from policies.exact_cache import CachePolicy
 from policies.pricing import format_usd
@@ -20,7 +21,7 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 async def cache_stats(request: Request) -> dict:
     """Its size and backend, the settings every team gets, and each team's own where it has some
     (cache.teams: the settings its requests are served by, overrides merged in)."""
-    cache = request.app.state.gateway.cache
+    cache = gateway_of(request).cache
     return {
         "entries": await cache.store.count(),
         "backend": cache.backend,
@@ -43,7 +44,7 @@ def _policy(policy: CachePolicy) -> dict:
 @router.delete("/cache")
 async def purge_cache(request: Request, team: str | None = None, all: bool = False) -> dict:
     """`?team=<id or name>` removes that team's entries; `?all=true` empties the cache."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     if team is None and not all:
         raise InvalidRequest("name a team (?team=...) or ask for all=true", param="team")
     team_id = None if team is None else (await gateway.keys.find_team(team)).id
@@ -60,7 +61,7 @@ def _since(days: int, now: float) -> float:
 async def cache_teams(request: Request, days: int = Query(default=30, ge=1, le=366)) -> dict:
     """Per team, over the requests of the last `days` UTC days: hits, hit rates, dollars saved by
     hits, and verdicts reported on hits (gateway/storage/cache_report.py)."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     now = time.time()
     since = _since(days, now)
@@ -91,7 +92,7 @@ async def cache_teams(request: Request, days: int = Query(default=30, ge=1, le=3
 async def cache_hits(request: Request, team: str | None = None, limit: int = Query(default=50, ge=1, le=500)) -> dict:
     """The newest answered cache hits (`?team=<id or name>` for one team's), each with its verdict:
     what a report (POST /admin/feedback) takes the request id from."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     await gateway.ledger.flush()
     team_id = None if team is None else (await gateway.keys.find_team(team)).id
     names = {t.id: t.name for t in await gateway.keys.list_teams()}

@@ -9,6 +9,7 @@ from gateway.routes.admin import require_admin
 from gateway.routing.cascade import CascadeTarget
 from gateway.routing.learning import Learning
 from gateway.routing.recorded import MAX_DRAWS, whatif
+from gateway.service import gateway_of
 from policies.pricing import format_usd
 from policies.scorers.refit import traffic_auc
 
@@ -17,7 +18,7 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
 @router.get("/cascades")
 async def list_cascades(request: Request) -> dict:
-    routing = request.app.state.gateway.routing
+    routing = gateway_of(request).routing
     return {"data": [cascade_view(cascade, routing.learning.get(name)) for name, cascade in routing.cascades.items()]}
 
 
@@ -31,7 +32,7 @@ async def cascade_whatif(
 ) -> dict:
     """What the cascade would do, at `quality_target` (default: its own) and with or without the
     router, on its recorded traffic (the samples that kept their text): gateway/routing/recorded.py."""
-    cascade = request.app.state.gateway.routing.cascades.get(name)
+    cascade = gateway_of(request).routing.cascades.get(name)
     if cascade is None:
         raise NotFound(f"no cascade named {name!r}")
     return await whatif(cascade, quality_target, router_on, draws)
@@ -119,7 +120,7 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
 
 @router.get("/breakers")
 async def list_breakers(request: Request) -> dict:
-    views = request.app.state.gateway.breakers.views()
+    views = gateway_of(request).breakers.views()
     return {
         "data": [
             {

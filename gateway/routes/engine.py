@@ -9,13 +9,14 @@ from fastapi import APIRouter, Depends, Request
 from gateway.providers.local import LocalProvider
 from gateway.providers.local_embeddings import LocalEmbeddingProvider
 from gateway.routes.admin import require_admin
+from gateway.service import gateway_of
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 
 
 @router.get("/engine")
 async def engine_status(request: Request) -> dict:
-    deployments = request.app.state.gateway.deployments
+    deployments = gateway_of(request).deployments
     data = []
     for name, dep in deployments.items():
         if isinstance(dep.provider, LocalProvider):

@@ -26,6 +26,7 @@ from gateway.feedback import ADMIN, Reported, Reporter
 from gateway.json_body import parse_json_body
 from gateway.routes.admin import require_admin
 from gateway.routes.openai import bearer
+from gateway.service import gateway_of
 from policies.feedback import Verdict
 
 router = APIRouter()
@@ -84,7 +85,7 @@ def _json(reported: Reported, **extra: Any) -> Response:
 
 @router.post("/v1/feedback", openapi_extra=OPENAPI)
 async def feedback(request: Request) -> Response:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     try:
         principal = await gateway.keys.authenticate(bearer(request))
     except GatewayError as err:
@@ -101,7 +102,7 @@ async def feedback(request: Request) -> Response:
 @admin_router.post("/feedback", openapi_extra=OPENAPI)
 async def admin_feedback(request: Request) -> Response:
     body = _parse(await request.body())
-    reported = await request.app.state.gateway.feedback.report(
+    reported = await gateway_of(request).feedback.report(
         Reporter(ADMIN, None), body.request_id, Verdict(body.verdict), body.comment
     )
     return _json(reported, team_id=reported.row.request.team_id)

@@ -22,6 +22,7 @@ from gateway.context import Endpoint
 from gateway.errors import GatewayError, NotFound, PermissionDenied
 from gateway.json_body import parse_json_body
 from gateway.routes.openai import read_body, serve
+from gateway.service import gateway_of
 from gateway.tokens import count_conversation
 
 
@@ -34,7 +35,7 @@ async def count_tokens(request: Request) -> Response:
     for models with another tokenizer). Bounded as the pipeline's endpoints are: counted against
     the key's and team's request rates before its body is read (up to the same body limit), and
     counted on a worker thread, so a long body never stalls the event loop."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     request_id = request_ids.request_id(request.scope)
     try:
         principal = await gateway.keys.authenticate(api_key(request.headers))

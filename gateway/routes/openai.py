@@ -21,6 +21,7 @@ from gateway.context import AnswerShape, Endpoint, RequestContext
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
 from gateway.guard import bearer_token
 from gateway.json_body import parse_json_body
+from gateway.service import gateway_of
 from gateway.wire import REQUEST_MODELS
 
 router = APIRouter()
@@ -59,7 +60,7 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
     lookup and a counter, never a body read, a parse or a ledger row. With a `shape`, the
     client speaks another API (gateway/compat): its reader translates the body inside the
     pipeline, and the shape answers in the client's API."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     request_id = request_ids.request_id(request.scope)  # the id RequestIds answers with
     headers = {"x-costgate-request-id": request_id, "x-costgate-cost-usd": "0", "x-costgate-cache": "miss"}
     try:
@@ -154,7 +155,7 @@ def _error(err: GatewayError, anthropic: bool) -> Response:
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     anthropic = _speaks_anthropic(request)
     try:
         principal = await gateway.keys.authenticate(_key(request, anthropic))
@@ -171,7 +172,7 @@ async def list_models(request: Request) -> Response:
 async def retrieve_model(request: Request, model_id: str) -> Response:
     """One model, as OpenAI's `GET /v1/models/{model}`. A model the key may not use is as
     unknown as one that does not exist: a key learns nothing of models outside its list."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     anthropic = _speaks_anthropic(request)
     try:
         principal = await gateway.keys.authenticate(_key(request, anthropic))

@@ -29,18 +29,19 @@ from gateway.context import Endpoint
 from gateway.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
 from gateway.json_body import parse_json_body
 from gateway.routes.openai import bearer, read_body, serve
+from gateway.service import gateway_of
 from gateway.tokens import count_conversation
 
 MAX_ITEMS_PAGE = 100  # OpenAI's bound on `limit`
 
 
 async def create(request: Request) -> Response:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     return await serve(request, Endpoint.CHAT, bearer(request), ResponsesShape(gateway.responses))
 
 
 async def _stored(request: Request) -> StoredResponse:
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     principal = await gateway.keys.authenticate(bearer(request))
     response_id = request.path_params["response_id"]
     return visible(await gateway.responses.get(response_id), principal.team_id, response_id)
@@ -59,7 +60,7 @@ async def remove(request: Request) -> Response:
         stored = await _stored(request)
     except GatewayError as err:
         return error_response(err)
-    await request.app.state.gateway.responses.delete(stored.id)
+    await gateway_of(request).responses.delete(stored.id)
     return Response(orjson.dumps(deleted(stored.id)), media_type="application/json")
 
 
@@ -84,7 +85,7 @@ async def count_input_tokens(request: Request) -> Response:
     (with the `previous_response_id` conversation before it) and its tools, as
     /v1/messages/count_tokens counts (an estimate for models with another tokenizer), bounded
     as it is: counted against the request rates before the body is read, counted on a thread."""
-    gateway = request.app.state.gateway
+    gateway = gateway_of(request)
     try:
         principal = await gateway.keys.authenticate(bearer(request))
         limited = await gateway.spend.count_request(principal, time.time())
