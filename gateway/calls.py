@@ -21,10 +21,12 @@ import orjson
 from engine.admission import Priority
 from gateway import tracing
 from gateway.bodies import answer_text
-from gateway.context import Endpoint, RequestContext
+from gateway.context import BatchLineRef, Endpoint, RequestContext
 from gateway.deployments import Deployment
-from gateway.errors import GatewayError, error_body
+from gateway.errors import GatewayError, UpstreamError, error_body
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
+from gateway.providers.batch_api import ProviderBatcher
+from gateway.providers.openai import PATHS, provider_refusal
 from gateway.sse import chunk_text, stream_tail
 from gateway.sse import event as sse_event
 from gateway.tokens import count_prompt, count_text
@@ -68,6 +70,8 @@ def charge(
 
 
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
+    if ctx.batch_line is not None and dep.batcher is not None:
+        return await call_in_batch(ctx, dep, ctx.batch_line, dep.batcher)
     completion = await tracing.complete(
         ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
     )
@@ -76,6 +80,26 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
     charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     return completion
+
+
+async def call_in_batch(
+    ctx: RequestContext, dep: Deployment, line: BatchLineRef, batcher: ProviderBatcher
+) -> Completion:
+    """A Batch API line answered by its provider's own Batch API, charged at its batch price
+    (issue 26). The line's hold stays in place while the provider works (hours, at most its
+    completion window); what it did not answer raises before anything is charged."""
+    answer = await batcher.answer(line, "/v1" + PATHS[ctx.endpoint], upstream_body(ctx, dep, False))
+    raw = orjson.dumps(answer.body)
+    if answer.status_code >= 300:
+        if answer.status_code < 500 and answer.status_code != 429:
+            raise provider_refusal(answer.status_code, raw)
+        raise UpstreamError(f"the provider's batch answered this line {answer.status_code}")
+    ctx.call_answered()
+    usage = usage_from(answer.body.get("usage"))
+    text = answer_text(answer.body, all_choices=True) if usage is None else ""
+    charge(ctx, dep, usage, text, Tier.BATCH)
+    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    return Completion(answer.body, raw, usage)
 
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:

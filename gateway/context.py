@@ -69,6 +69,15 @@ class CacheControl(enum.Flag):
 
 
 @dataclass(frozen=True, slots=True)
+class BatchLineRef:
+    """A Batch API line (the caller's batch and the line's custom_id): a deployment whose provider
+    sells batch processing answers it through its own Batch API (gateway/providers/batch_api.py)."""
+
+    batch_id: str
+    custom_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Principal:
     """The caller, resolved from its API key."""
 
@@ -181,6 +190,7 @@ class RequestContext:
     priority: Priority = Priority.INTERACTIVE  # the class it runs in (x-costgate-priority or the key's plan)
     price_factor: Decimal = Decimal(1)  # share of the local engine's price charged: 1 - the batch lane's discount
     tier: Tier = Tier.STANDARD  # the service tier the provider billed the answering call at
+    batch_line: BatchLineRef | None = None  # set for a Batch API line (gateway/batch/runner.py)
     requested_model: str = ""
     served_model: str | None = None
     provider: str | None = None

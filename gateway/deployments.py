@@ -10,6 +10,7 @@ import httpx
 
 from gateway.prompt_markers import CachePlan
 from gateway.providers.base import Provider
+from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.providers.replicas import replica_set
@@ -28,6 +29,7 @@ class Deployment:
     max_output_tokens: int
     fields: FieldPolicy = FieldPolicy()  # what of a client's body this deployment is sent
     caching: CachePlan = CachePlan()  # the marks its provider's prompt cache needs (gateway/prompt_markers.py)
+    batcher: ProviderBatcher | None = None  # its provider's Batch API, when config `batch_api` is on
 
     @property
     def name(self) -> str:

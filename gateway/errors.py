@@ -17,6 +17,7 @@ The tree (HTTP status, OpenAI `type`, `code`):
     │   ├── UpstreamRateLimited      429  rate_limit_error       upstream_rate_limited
     │   ├── CircuitOpen              503  service_unavailable    circuit_open (+ retry-after)
     │   └── EngineStarting           503  service_unavailable    engine_starting (+ retry-after)
+    ├── ProviderBatchEnded           408  batch_error            batch_expired / batch_cancelled / batch_failed
     └── Unavailable                  503  service_unavailable    unavailable (+ retry-after)
 
 An error the provider answered keeps the provider's `type`, `code` and `param` (the instance's
@@ -148,6 +149,21 @@ class EngineStarting(UpstreamError):
     type = "service_unavailable"
     code = "engine_starting"
     deployment_fault = False  # a start is not a failure: the breaker must not open over it
+
+
+class ProviderBatchEnded(GatewayError):
+    """A provider's batch ended (expired, was cancelled, failed) without answering a line: the
+    provider billed nothing for it. Not an upstream fault: no breaker counts it, no fallback or
+    retry runs the line elsewhere (the caller's batch ended, or its provider refused the file)."""
+
+    status = 408
+    type = "batch_error"
+    code = "batch_expired"
+
+    @classmethod
+    def of(cls, provider_status: str) -> ProviderBatchEnded:
+        code = {"cancelled": "batch_cancelled", "failed": "batch_failed"}.get(provider_status, "batch_expired")
+        return cls(f"the provider's batch ended ({provider_status}) before this line was answered", code=code)
 
 
 class Unavailable(GatewayError):

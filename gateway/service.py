@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -22,13 +22,14 @@ from gateway.inflight import StreamJournal, recover_streams
 from gateway.metrics import Metrics
 from gateway.minilm import MiniLM
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
+from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.local import LocalProvider
 from gateway.providers.replicas import ReplicaCollector
 from gateway.response_cache import ResponseCache, build_cache
 from gateway.routing.build import RoutingPolicies
 from gateway.routing.direct import DirectTarget
 from gateway.routing.target import RouteTarget
-from gateway.settings import Settings
+from gateway.settings import BatchConfig, Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.keep_text import KeepText
 from gateway.storage.db import create_engine, create_tables
@@ -38,6 +39,7 @@ from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
 from gateway.storage.private import private_dir
+from gateway.storage.provider_batches import ProviderBatchStore
 from gateway.storage.responses import ResponseStore
 from gateway.tracing import Tracing, build_tracing
 from policies.breaker import Breakers
@@ -106,6 +108,9 @@ class Gateway:
 
     async def stop(self) -> None:
         await self.batch_lane.stop()  # first: its lines still write ledger rows
+        for dep in self.deployments.values():
+            if dep.batcher is not None:  # what its provider still works on is polled again at the next start
+                await dep.batcher.aclose()
         await self.routing.stop()  # shadow samples in flight still hold budgets and write rows
         if self.texts is not None:
             await self.texts.drain()  # the text of the last requests and shadow samples
@@ -156,6 +161,33 @@ def kept_texts(settings: Settings, db: AsyncEngine) -> tuple[TextStore | None, K
     return texts, KeepText(texts, {c.name: c.tiers[-1] for c in settings.cascades}, teams)
 
 
+def with_batch_apis(
+    deployments: dict[str, Deployment],
+    store: ProviderBatchStore,
+    config: BatchConfig,
+    transport: httpx.AsyncBaseTransport | None,
+) -> dict[str, Deployment]:
+    """Each deployment whose config resolves `batch_api` on gets its provider's Batch API."""
+    out = {}
+    for name, dep in deployments.items():
+        c = dep.config
+        if c.uses_batch_api and c.api_base:
+            if dep.price.batch is None:
+                raise ValueError(f"model {name!r}: batch_api needs a batch price (litellm's map or price.batch)")
+            batcher = ProviderBatcher(
+                name,
+                c.api_base,
+                c.api_key,
+                store,
+                transport=transport,
+                poll_s=config.provider_poll_s,
+                gather_s=config.provider_gather_s,
+            )
+            dep = replace(dep, batcher=batcher)
+        out[name] = dep
+    return out
+
+
 def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None = None) -> Gateway:
     private_dir(settings.data_dir)  # 0700: everything below is the gateway's alone
     db = create_engine(settings.database_url)
@@ -167,6 +199,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     deployments = build_deployments(
         settings.models, transport, settings.data_dir, settings.teams, settings.prompt_cache.share_across_teams
     )
+    deployments = with_batch_apis(deployments, ProviderBatchStore(db), settings.batch, transport)
     breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
     targets: dict[str, RouteTarget] = {
         name: DirectTarget(dep, deployments, metrics, breakers) for name, dep in deployments.items()
@@ -203,7 +236,15 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
         )
     )
     pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
-    batch_lane = BatchRunner(settings.batch, db, settings.data_dir, keys, pipeline.handle, metrics.registry)
+    batch_lane = BatchRunner(
+        settings.batch,
+        db,
+        settings.data_dir,
+        keys,
+        pipeline.handle,
+        metrics.registry,
+        [d.batcher for d in deployments.values() if d.batcher is not None],
+    )
     metrics.registry.register(ReplicaCollector(lambda: [d.provider for d in deployments.values()]))
     feedback = Feedback(FeedbackStore(db), cache, ledger, keys)
     return Gateway(

@@ -10,6 +10,7 @@ import os
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -100,10 +101,30 @@ class ModelConfig(_Strict):
     # sent with `service_tier: flex` (OpenAI's slower, cheaper tier) when this is on and the model
     # has a flex price (litellm's map or `price.flex`); charged at it when the answer says flex.
     flex: bool = False
+    # Batch API lines for this model run at its provider as a provider batch (OpenAI's /v1/files +
+    # /v1/batches), charged at its batch price (litellm's map or `price.batch`). Unset: on for
+    # provider openai at api.openai.com, off for any other host (docs/batch.md).
+    batch_api: bool | None = None
     # How a budget bounds the prompt this model bills (issue 24): "tiktoken" counts it exactly, as
     # OpenAI bills; "bytes" by its UTF-8 bytes, which no byte-level tokenizer can exceed. Unset:
     # tiktoken for OpenAI's models (by their names), bytes for any other (docs/budgets.md).
     tokenizer: Literal["tiktoken", "bytes"] | None = None
+
+    @property
+    def uses_batch_api(self) -> bool:
+        if self.batch_api is not None:
+            return self.batch_api
+        host = urlsplit(self.api_base or "").hostname
+        return self.provider == "openai" and host == "api.openai.com" and not self.replicas
+
+    @model_validator(mode="after")
+    def _batch_api_over_http(self) -> ModelConfig:
+        if self.batch_api and (self.provider != "openai" or not self.api_base or self.replicas):
+            raise ValueError(
+                f"model {self.name!r}: batch_api needs provider openai with one api_base (an OpenAI-compatible "
+                "host with /v1/files and /v1/batches)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _native_apis_over_http(self) -> ModelConfig:
@@ -241,6 +262,10 @@ class BatchConfig(_Strict):
     max_attempts: int = Field(default=3, ge=1)  # tries per line on 429/5xx before it goes to the error file
     lease_s: float = Field(default=30.0, gt=0)  # a gateway replica owns a running batch this long per renewal
     poll_interval_s: float = Field(default=1.0, gt=0)
+    # Lines at a provider's Batch API (models with `batch_api`): how often its batches are polled,
+    # and how long lines of one batch are gathered before they are uploaded together.
+    provider_poll_s: float = Field(default=30.0, gt=0)
+    provider_gather_s: float = Field(default=0.5, ge=0)
 
 
 class ResponsesConfig(_Strict):

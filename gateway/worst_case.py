@@ -26,7 +26,7 @@ from typing import Any
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.tokens import billed_prompt_tokens, count_delta, predicted_tokens
-from policies.pricing import PICO_USD, worst_case_cost
+from policies.pricing import PICO_USD, Price, worst_case_cost
 
 
 def count_slack(cap: int) -> int:
@@ -60,11 +60,20 @@ def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None 
     """The most one call to `dep` can cost for this request. `per_completion` replaces the
     output cap (the cost router estimates with its expected output)."""
     prompt = prompt_bound(ctx, dep)
+    price = held_price(ctx, dep)
     if ctx.endpoint is Endpoint.EMBEDDINGS:
-        return worst_case_cost(prompt, 0, dep.price)
+        return worst_case_cost(prompt, 0, price)
     cap = output_cap(ctx, dep) if per_completion is None else per_completion
     each = cap + count_slack(cap) + predicted_tokens(ctx.body, dep.config.upstream_model)
-    return worst_case_cost(prompt, ctx.view.completions * each, dep.price)
+    return worst_case_cost(prompt, ctx.view.completions * each, price)
+
+
+def held_price(ctx: RequestContext, dep: Deployment) -> Price:
+    """A Batch API line that its provider's Batch API answers is billed at the batch price
+    (gateway/calls.py call_in_batch), so that is what it holds; anything else, list price."""
+    if ctx.batch_line is not None and dep.batcher is not None and dep.price.batch is not None:
+        return dep.price.batch
+    return dep.price
 
 
 class StreamMeter:

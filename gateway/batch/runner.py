@@ -29,8 +29,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
-from gateway.context import RequestContext
+from gateway.context import BatchLineRef, RequestContext
 from gateway.errors import GatewayError, error_body
+from gateway.providers.batch_api import ProviderBatcher
 from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
 from gateway.storage.files import FileStore
@@ -93,8 +94,13 @@ class BatchRunner:
         keys: KeyStore,
         handle: Callable[[RequestContext], Awaitable[Response]],
         registry: CollectorRegistry,
+        batchers: list[ProviderBatcher] | None = None,
     ) -> None:
         self.config = config
+        # Deployments whose provider runs batch lines itself (gateway/providers/batch_api.py): their
+        # lines all start at once (each waits for its provider batch), the others `concurrency` at a time.
+        self.batchers = batchers or []
+        self.at_provider = frozenset(b.model for b in self.batchers)
         self.keys = keys
         self.handle = handle  # the gateway pipeline: every line runs through it like a request
         self.store = BatchStore(db)
@@ -172,6 +178,7 @@ class BatchJob:
         self.store = runner.store
         self.config = runner.config
         self.stop_as: str | None = None  # "cancelled" | "expired" | "lost" (the lease): take no more lines
+        self.provider_expired = False  # a provider's batch expired before answering some line
 
     async def run(self) -> None:
         if self.batch.status == "cancelling":
@@ -181,17 +188,21 @@ class BatchJob:
             if lines is None:
                 return
             done = await self.store.done_lines(self.batch.id)
-            todo = deque(line for line in lines if line.line not in done)
+            left = [line for line in lines if line.line not in done]
+            direct = [line for line in left if line.body.get("model") in self.runner.at_provider]
+            todo = deque(line for line in left if line.body.get("model") not in self.runner.at_provider)
             keeper = asyncio.create_task(self._keep_lease())
             try:
-                await asyncio.gather(*(self._work(todo) for _ in range(self.config.concurrency)))
+                await asyncio.gather(
+                    *(self._work(todo) for _ in range(self.config.concurrency)), *(self._one(line) for line in direct)
+                )
             finally:
                 keeper.cancel()
             if self.runner.stopping:
                 return  # shutting down: the next start (or another replica) goes on from here
             if self.stop_as is None:
                 await self.store.set_status(self.batch.id, "finalizing", only_from=("in_progress",))
-        await self.finalize(self.stop_as or "completed")
+        await self.finalize(self.stop_as or ("expired" if self.provider_expired else "completed"))
 
     async def _lines(self) -> list[BatchLine] | None:
         path = self.runner.files.path(self.batch.input_file_id)
@@ -224,17 +235,29 @@ class BatchJob:
             if not renewed:
                 self.stop_as = self.stop_as or "lost"
                 return
-            if status == "cancelling":
+            if self.stop_as is None and status == "cancelling":
                 self.stop_as = "cancelled"
-            elif time.time() >= self.batch.expires_at:
+                await self._stop_at_providers()
+            elif self.stop_as is None and time.time() >= self.batch.expires_at:
                 self.stop_as = "expired"
+                await self._stop_at_providers()
+
+    async def _stop_at_providers(self) -> None:
+        """The lines at a provider end with its batch: cancel it there (what it answered by then
+        still comes back and is charged; the rest is released unbilled)."""
+        for batcher in self.runner.batchers:
+            await batcher.cancel(self.batch.id)
 
     async def _work(self, todo: deque[BatchLine]) -> None:
         while todo and self.stop_as is None and not self.runner.stopping:
-            line = todo.popleft()
-            row = await self._run_line(line)
-            if row is not None and await self.store.add_result(self.batch.id, row):
-                self.runner.lines.labels("ok" if row.ok else "failed").inc()
+            await self._one(todo.popleft())
+
+    async def _one(self, line: BatchLine) -> None:
+        row = await self._run_line(line)
+        if row is not None and not row.ok and '"batch_expired"' in row.body:
+            self.provider_expired = True  # the caller's batch ends `expired`, as the provider's did
+        if row is not None and await self.store.add_result(self.batch.id, row):
+            self.runner.lines.labels("ok" if row.ok else "failed").inc()
 
     async def _run_line(self, line: BatchLine) -> ResultRow | None:
         """The line's answer; transient failures (429, 5xx) are tried again, and a busy batch
@@ -267,6 +290,7 @@ class BatchJob:
             headers=headers,
             principal=principal,
             price_factor=self.runner.price_factor,
+            batch_line=BatchLineRef(self.batch.id, line.custom_id),
         )
         try:
             response = await self.runner.handle(ctx)

@@ -23,7 +23,8 @@ It answers deterministically and misbehaves on request, chosen by the model name
                         `closed:bill-endless` in /_stats); a whole answer is ENDLESS_FACTOR times
                         max_tokens long
 
-`GET /_stats` returns how many calls each model got; `POST /_reset` clears it. Also serves
+`GET /_stats` returns how many calls each model got; `POST /_reset` clears it. With batch prices,
+it also serves OpenAI's Batch API for those models (tests/fakes/fake_batches.py). Also serves
 `POST /v1/responses` and `POST /v1/messages` natively (tests/fakes/fake_native.py), whole and
 streamed, so native passthrough and litellm's Anthropic provider can be tested offline.
 
@@ -37,6 +38,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -47,6 +49,7 @@ from starlette.routing import Route
 
 from gateway.images import data_url_size, rule_for
 from gateway.tokens import count_text
+from tests.fakes.fake_batches import FakeBatchApi
 from tests.fakes.fake_native import NativeEndpoints, chat_completion
 from tests.fakes.fake_tools import sse, tool_chunks, tool_completion, tool_message, wanted_tool
 
@@ -338,13 +341,32 @@ class FakeUpstream:
         return _json({})
 
 
-def create_fake_app() -> Starlette:
+def echo_line(body: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    """A Batch API line's answer: the same echo, and usage, as the synchronous endpoint's."""
+    answer = "echo: " + last_user_text(body)
+    prompt, completion = words(prompt_text(body)), words(answer)
+    return answer, {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def create_fake_app(
+    batch_prices: dict[str, tuple[Decimal, Decimal]] | None = None, complete_after_s: float | None = 0.3
+) -> Starlette:
+    """`batch_prices` (upstream model -> dollars per input and output token at batch price) turns
+    on the Batch API (tests/fakes/fake_batches.py) for those models."""
     fake = FakeUpstream()
     native = NativeEndpoints(
         fake.calls, lambda chat, model: chat_completion(chat, model, last_user_text, words, prompt_text)
     )
+    batches = FakeBatchApi(batch_prices or {}, echo_line, complete_after_s)
     return Starlette(
         routes=[
+            Route("/v1/files", batches.upload, methods=["POST"]),
+            Route("/v1/files/{file_id}/content", batches.content),
+            Route("/v1/batches", batches.create, methods=["POST"]),
+            Route("/v1/batches/{batch_id}", batches.retrieve),
+            Route("/v1/batches/{batch_id}/cancel", batches.cancel, methods=["POST"]),
+            Route("/_batches/{batch_id}/{how:str}", batches.finish, methods=["POST"]),
+            Route("/_bill", batches.bill),
             Route("/v1/chat/completions", fake.chat, methods=["POST"]),
             Route("/v1/completions", fake.chat, methods=["POST"]),
             Route("/v1/embeddings", fake.embeddings, methods=["POST"]),
@@ -362,9 +384,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9000)
+    parser.add_argument(
+        "--batch-price", action="append", default=[], help="MODEL:IN:OUT dollars per million tokens at batch price"
+    )
+    parser.add_argument("--complete-after-s", type=float, default=None, help="batches end by themselves after this")
     args = parser.parse_args()
+    prices = {}
+    for spec in args.batch_price:
+        name, price_in, price_out = spec.rsplit(":", 2)
+        prices[name] = (Decimal(price_in) / 10**6, Decimal(price_out) / 10**6)
     uvicorn.run(
-        create_fake_app(),
+        create_fake_app(prices, args.complete_after_s),
         host=args.host,
         port=args.port,
         log_level="warning",
