@@ -195,7 +195,7 @@ async def complete(
 ) -> Completion:
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
-    completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body))
+    completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
     ctx.call_answered()
     usage = completion.usage
     if usage is None:  # count this call's own body, not the client's

@@ -30,6 +30,7 @@ from gateway.request_fields import DROPPED_HEADER, dropped_header
 from gateway.response_cache import ResponseCache
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.target import RouteTarget
+from gateway.routing.upstream import Upstream
 from gateway.settings import CompressionConfig
 from gateway.spend_control import SpendControl
 from gateway.sse import StreamEnd
@@ -67,6 +68,7 @@ class StageParts:
     metrics: Metrics
     compression: CompressionConfig
     policy_metrics: PolicyMetrics
+    upstream: Upstream  # the guarded call the compress stage's summary goes through
     keep_text: KeepText | None = None  # only when a team keeps its text for distillation
     tracing: Tracing | None = None  # only when OTEL_* asks for spans (gateway/tracing.py)
 
@@ -84,7 +86,7 @@ def build_stages(parts: StageParts) -> list[Stage]:
         budget.ReserveBudget(p.spend, p.targets),  # limits + worst-case hold, one store call
         priority.Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         *cache.cache_stages(p.cache, p.deployments),  # exact, then semantic: a hit answers at $0
-        compress.Compress(p.compression, p.deployments, p.policy_metrics),  # keep last before route
+        compress.Compress(p.compression, p.deployments, p.policy_metrics, p.upstream),  # keep last before route
         *keep,  # reads the answer once settled: a team's cascade escalations, for distillation
         route.Route(p.targets),
     ]

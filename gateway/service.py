@@ -29,6 +29,7 @@ from gateway.response_cache import ResponseCache, build_cache
 from gateway.routing.build import RoutingPolicies
 from gateway.routing.direct import DirectTarget
 from gateway.routing.target import RouteTarget
+from gateway.routing.upstream import Upstream
 from gateway.settings import BatchConfig, Settings
 from gateway.spend_control import SpendControl
 from gateway.stages.keep_text import KeepText
@@ -231,6 +232,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
             metrics,
             settings.compression,
             routing.metrics,
+            Upstream(breakers, metrics),
             keep_text,
             tracing,
         )

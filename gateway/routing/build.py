@@ -19,6 +19,7 @@ from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.router import CostRouterTarget
 from gateway.routing.services import Services, SideLane
 from gateway.routing.target import RouteTarget
+from gateway.routing.upstream import Upstream
 from gateway.settings import Settings
 from gateway.storage.cascade_samples import SampleStore
 from gateway.storage.feedback import FeedbackStore
@@ -28,7 +29,7 @@ from policies.scorers.logprob import LogprobScorer
 from policies.scorers.rules import RuleScorer
 
 
-def build_scorer(spec: str, deployments: Mapping[str, Deployment]) -> Confidence:
+def build_scorer(spec: str, deployments: Mapping[str, Deployment], upstream: Upstream) -> Confidence:
     """`rules` | `logprob` | `learned` (the bundled model) | `learned:PATH` | `judge:MODEL`."""
     kind, _, arg = spec.partition(":")
     if kind == "rules":
@@ -42,7 +43,7 @@ def build_scorer(spec: str, deployments: Mapping[str, Deployment]) -> Confidence
     if kind == "judge":
         if arg not in deployments:
             raise ValueError(f"scorer {spec!r}: unknown judge model {arg!r}")
-        return JudgeScorer(deployments[arg])
+        return JudgeScorer(deployments[arg], upstream)
     raise ValueError(f"unknown scorer {spec!r}: use rules, logprob, learned[:PATH] or judge:MODEL")
 
 
@@ -65,13 +66,14 @@ class RoutingPolicies:
         self.breakers = breakers
         self.minilm = minilm  # the queries' topics (policies/scorers/topic.py); None: every query at the mean
         embed = minilm.embed_many if minilm is not None else None
-        services = Services(breakers, side_lane, metrics, self.metrics, self.store, settings.log_prompts, embed)
+        upstream = Upstream(breakers, metrics)
+        services = Services(upstream, side_lane, metrics, self.metrics, self.store, settings.log_prompts, embed)
         self.cascades: dict[str, CascadeTarget] = {}
         for config in settings.cascades:
             if config.name in targets or config.name in self.cascades:
                 raise ValueError(f"cascade {config.name!r}: the name is already a model")
             self.cascades[config.name] = build_cascade(
-                config, deployments, build_scorer(config.scorer, deployments), services
+                config, deployments, build_scorer(config.scorer, deployments, upstream), services
             )
         self.learning: dict[str, Learning] = {}
         feedback = FeedbackStore(db)

@@ -23,8 +23,10 @@ when it ranks held-back samples better; one on `rules` or `logprob` is upgraded 
 scorer trained on its samples the same way, when that also certifies a threshold. `Tally`
 counts what the cascade did since start.
 
-Circuit breakers: a tier whose breaker is open is skipped; a failing tier falls through to
-the next; when the last tier fails, the best answer a cheaper tier gave is returned instead.
+Circuit breakers: every call (tiers, judge, shadow) goes through the guarded call
+(gateway/routing/upstream.py), with the request's priority; a tier whose breaker is open is
+skipped; a failing tier falls through to the next; when the last tier fails, the best answer a
+cheaper tier gave is returned instead.
 """
 
 from __future__ import annotations
@@ -41,14 +43,13 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway.bodies import answer_text, query_text
-from gateway.calls import call, complete, open_relay, upstream_body
+from gateway.calls import upstream_body
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer, scored_answer
 from gateway.routing.sampling import Sampling
 from gateway.routing.services import Learner, Services, Tally
-from gateway.routing.target import breaker_team, circuit_open
 from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.worst_case import worst_case
@@ -151,8 +152,6 @@ class CascadeTarget:
 
     async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer:
         """Tier `tier`'s whole answer, rated (`vector`: the query's, for the scorer)."""
-        if not self.services.breakers.allow(dep.name, breaker_team(ctx)):
-            raise circuit_open(self.services.breakers, dep.name, breaker_team(ctx))
         body = upstream_body(ctx, dep, False)
         body.pop("stream", None)
         body.pop("stream_options", None)
@@ -160,12 +159,7 @@ class CascadeTarget:
         if added_logprobs:
             body["logprobs"] = True if ctx.endpoint is Endpoint.CHAT else 1
         before = ctx.usage
-        try:
-            completion = await complete(ctx, dep, body)
-        except UpstreamError as err:
-            self._failed(ctx, dep, err)
-            raise
-        self.services.breakers.record(dep.name, True, breaker_team(ctx))
+        completion = await self.services.upstream.complete(ctx, dep, body)
         after = ctx.usage
         usage = Usage(
             after.prompt_tokens - before.prompt_tokens,
@@ -190,11 +184,6 @@ class CascadeTarget:
         except UpstreamError as err:  # a judge that cannot grade: escalate rather than fail
             log.warning("cascade %s: scorer failed (%s); escalating", self.name, err.message)
             return 0.0
-
-    def _failed(self, ctx: RequestContext, dep: Deployment, err: UpstreamError) -> None:
-        self.services.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-        if err.deployment_fault:
-            self.services.breakers.record(dep.name, False, breaker_team(ctx))
 
     def _deliver(
         self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None, weight: float = 1.0
@@ -234,18 +223,11 @@ class CascadeTarget:
     async def _answer_last(
         self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0
     ) -> Response:
-        if not self.services.breakers.allow(dep.name, breaker_team(ctx)):
-            raise circuit_open(self.services.breakers, dep.name, breaker_team(ctx))
         before = ctx.cost  # what the last tier's own call costs is what it adds (known once settled)
-        try:
-            if ctx.stream:
-                relay = await open_relay(ctx, dep)
-            else:
-                completion = await call(ctx, dep)
-        except UpstreamError as err:
-            self._failed(ctx, dep, err)
-            raise
-        self.services.breakers.record(dep.name, True, breaker_team(ctx))
+        if ctx.stream:
+            relay = await self.services.upstream.relay(ctx, dep)
+        else:
+            completion = await self.services.upstream.answer(ctx, dep)
         ctx.cascade_tier = len(self.tiers) - 1
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         ctx.after_settle.append(lambda: self._count(ctx, True, ctx.cost - before))

@@ -9,13 +9,12 @@ from decimal import Decimal
 
 from starlette.responses import Response, StreamingResponse
 
-from gateway.calls import call, open_relay
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
-from gateway.errors import UpstreamError
+from gateway.errors import CircuitOpen, UpstreamError
 from gateway.metrics import Metrics
-from gateway.native_calls import call_native, open_native_relay, serves_natively
-from gateway.routing.target import breaker_team, circuit_open
+from gateway.native_calls import serves_natively
+from gateway.routing.upstream import Upstream
 from gateway.sse import SSE_HEADERS
 from gateway.worst_case import worst_case
 from policies.breaker import Breakers
@@ -28,8 +27,7 @@ class DirectTarget:
         self, dep: Deployment, deployments: Mapping[str, Deployment], metrics: Metrics, breakers: Breakers
     ) -> None:
         self.chain = [dep] + [deployments[name] for name in dep.config.fallbacks]
-        self.metrics = metrics
-        self.breakers = breakers  # policies/breaker.py: a deployment whose breaker is open is skipped
+        self.upstream = Upstream(breakers, metrics)  # a deployment whose breaker is open is skipped
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         # Failed calls are not charged, so only the one deployment that answers costs money.
@@ -37,34 +35,24 @@ class DirectTarget:
 
     async def answer(self, ctx: RequestContext) -> Response:
         error: UpstreamError | None = None
-        team = breaker_team(ctx)
         for dep in self.chain:
-            if not self.breakers.allow(dep.name, team):
-                error = error or circuit_open(self.breakers, dep.name, team)
-                continue
             try:
-                response = await self._call(ctx, dep)
+                return await self._call(ctx, dep)
+            except CircuitOpen as skipped:  # a real failure before it says more
+                error = error or skipped
             except UpstreamError as err:
-                self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
-                if err.deployment_fault:
-                    self.breakers.record(dep.name, False, team)
                 error = err
-                continue
-            self.breakers.record(dep.name, True, team)
-            return response
         assert error is not None
         raise error
 
-    @staticmethod
-    async def _call(ctx: RequestContext, dep: Deployment) -> Response:
-        """One deployment's answer: in the client's own API when it serves it (native_calls.py)."""
+    async def _call(self, ctx: RequestContext, dep: Deployment) -> Response:
+        """One deployment's answer, through the guarded call (routing/upstream.py): in the
+        client's own API when the deployment serves it (native_calls.py)."""
         native = serves_natively(ctx, dep)
         if ctx.stream:
-            relay = await (open_native_relay(ctx, dep) if native else open_relay(ctx, dep))
+            relay = await self.upstream.relay(ctx, dep, native)
             return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)
-        if native:
-            completion = await call_native(ctx, dep)
-        else:
-            completion = await call(ctx, dep)
+        completion = await self.upstream.answer(ctx, dep, native)
+        if not native:  # a native call keeps the chat answer it stands for itself
             ctx.response_body = completion.body
         return Response(completion.raw, media_type="application/json")

@@ -10,9 +10,9 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.bodies import answer_text
-from gateway.calls import complete
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
+from gateway.routing.upstream import Upstream
 from gateway.worst_case import worst_case
 from policies.scorers import Scored
 
@@ -46,11 +46,12 @@ class JudgeScorer:
     needs_logprobs = False
     calibration = None  # no labelled data: the cascade learns from its traffic
 
-    def __init__(self, dep: Deployment) -> None:
+    def __init__(self, dep: Deployment, upstream: Upstream) -> None:
         self.dep = dep
+        self.upstream = upstream  # the guarded call: the judge's breaker, the request's priority
 
     async def score(self, ctx: RequestContext, item: Scored) -> float:
-        completion = await complete(ctx, self.dep, judge_body(self.dep, item), Endpoint.CHAT)
+        completion = await self.upstream.complete(ctx, self.dep, judge_body(self.dep, item), Endpoint.CHAT)
         grade = parse_grade(answer_text(completion.body))
         return 0.0 if grade is None else grade  # an unreadable grade escalates
 

@@ -23,7 +23,6 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from gateway.bodies import answer_text
-from gateway.calls import call
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
@@ -146,6 +145,7 @@ class Sampling:
             tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))),
             trace_id=ctx.trace_id,
             requested_model=ctx.requested_model,
+            priority=ctx.priority,  # the request's class: a batch request's sample is batch work too
             side_call=ShadowSample(self, ctx.request_id, tried, weight),
         )
         c = self.cascade
@@ -182,6 +182,6 @@ class ShadowSample:
         vector = QueryVector.known(tried[0].item.query_vector if tried else None)
         for tier in range(len(tried), len(c.tiers) - 1):
             tried.append(await c.ask(ctx, tier, c.tiers[tier], vector))
-        completion = await call(ctx, c.tiers[-1])
+        completion = await c.services.upstream.answer(ctx, c.tiers[-1])
         ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
         await self.sampling.record(self.request_id, tried, answer_text(completion.body), self.weight)

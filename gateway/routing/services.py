@@ -13,8 +13,8 @@ from gateway.context import RequestContext
 from gateway.metrics import Metrics
 from gateway.routing.confidence import Embed
 from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.upstream import Upstream
 from gateway.storage.cascade_samples import SampleStore
-from policies.breaker import Breakers
 from policies.quality import Sample
 
 
@@ -41,7 +41,7 @@ class Learner(Protocol):
 class Services:
     """What every cascade shares with the rest of the gateway."""
 
-    breakers: Breakers
+    upstream: Upstream  # every call a cascade makes, guarded (tiers, judge, shadow samples)
     side_lane: SideLane
     metrics: Metrics
     policy_metrics: PolicyMetrics

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from starlette.responses import Response
 
 from gateway.bodies import answer_text
-from gateway.calls import complete
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError
 from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.upstream import Upstream
 from gateway.settings import CompressionConfig
 from gateway.tokens import count_messages, count_text
 from policies import compress
@@ -28,13 +28,18 @@ log = logging.getLogger("costgate.compress")
 
 class Compress:
     def __init__(
-        self, config: CompressionConfig, deployments: Mapping[str, Deployment], metrics: PolicyMetrics
+        self,
+        config: CompressionConfig,
+        deployments: Mapping[str, Deployment],
+        metrics: PolicyMetrics,
+        upstream: Upstream,
     ) -> None:
         if config.summarizer is not None and config.summarizer not in deployments:
             raise ValueError(f"compression: unknown summarizer model {config.summarizer!r}")
         self.config = config
         self.summarizer = deployments[config.summarizer] if config.summarizer else None
         self.metrics = metrics
+        self.upstream = upstream  # the summary call, guarded like any (breaker, priority)
 
     def applies(self, ctx: RequestContext) -> bool:
         models = self.config.models
@@ -78,7 +83,7 @@ class Compress:
                 "messages": compress.summary_request(older, limit),
             }
             try:
-                text = answer_text((await complete(ctx, self.summarizer, body, Endpoint.CHAT)).body)
+                text = answer_text((await self.upstream.complete(ctx, self.summarizer, body, Endpoint.CHAT)).body)
                 if text.strip():
                     return text.strip()
             except UpstreamError as err:  # a summary is an optimization: prune instead

@@ -11,8 +11,11 @@ from starlette.datastructures import Headers
 
 from gateway.context import Endpoint, Principal, RequestContext
 from gateway.deployments import Deployment
+from gateway.metrics import Metrics
 from gateway.providers.base import Completion, Provider, UpstreamCall, UpstreamStream
+from gateway.routing.upstream import Upstream
 from gateway.settings import ModelConfig
+from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Price, Usage
 
 TEAM_A = Principal(team_id="team_a1", team_name="team-a", key_id="key_a1")
@@ -105,3 +108,8 @@ def deployment(
     )
     price = Price.per_million(Decimal(input_per_mtok), Decimal(output_per_mtok))
     return Deployment(config, provider or ScriptedProvider(name), price, max_output_tokens)
+
+
+def guarded(breakers: Breakers | None = None) -> Upstream:
+    """The guarded upstream call (gateway/routing/upstream.py) on fresh breakers and metrics."""
+    return Upstream(breakers or Breakers(BreakerConfig()), Metrics())

@@ -18,7 +18,7 @@ from policies.quality_controller import Estimate, Mode
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer
 from policies.scorers.rules import RuleScorer
-from tests.gateway.fakes import deployment
+from tests.gateway.fakes import deployment, guarded
 from tests.support import model
 
 
@@ -81,14 +81,14 @@ def test_compression_and_router_counters_carry_their_labels() -> None:
     "spec, scorer", [("rules", RuleScorer), ("logprob", LogprobScorer), ("learned", LearnedScorer)]
 )
 def test_pure_scorers_by_name(spec: str, scorer: type) -> None:
-    built = build_scorer(spec, {})
+    built = build_scorer(spec, {}, guarded())
     assert isinstance(built, PureConfidence) and isinstance(built.scorer, scorer)
     assert built.needs_logprobs is (scorer is LogprobScorer)
 
 
 def test_a_judge_scores_with_the_named_deployment() -> None:
     judge = deployment("grader")
-    built = build_scorer("judge:grader", {"grader": judge})
+    built = build_scorer("judge:grader", {"grader": judge}, guarded())
     assert isinstance(built, JudgeScorer) and built.dep is judge
 
 
@@ -102,7 +102,7 @@ def test_a_judge_scores_with_the_named_deployment() -> None:
 )
 def test_a_scorer_that_cannot_be_built_is_a_config_error(spec: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        build_scorer(spec, {"small": deployment("small")})
+        build_scorer(spec, {"small": deployment("small")}, guarded())
 
 
 async def test_the_cache_and_the_cascades_share_one_minilm(tmp_path) -> None:

@@ -19,7 +19,7 @@ from gateway.stages.compress import Compress
 from gateway.tokens import count_messages
 from policies.compress import SUMMARY_PREFIX
 from policies.pricing import Usage
-from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
+from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, guarded, request
 
 SYSTEM = {"role": "system", "content": "You are a terse assistant."}
 
@@ -41,7 +41,7 @@ def build(summarizer: ScriptedProvider | None = None, **config: Any) -> tuple[Co
         )
         config.setdefault("summarizer", "cheap")
     settings = CompressionConfig.model_validate({"enabled": True, "budget_tokens": 200, "keep_recent": 2, **config})
-    return Compress(settings, deployments, PolicyMetrics(registry)), registry
+    return Compress(settings, deployments, PolicyMetrics(registry), guarded()), registry
 
 
 def chat(messages: list[dict[str, Any]], model: str = "small", **fields: Any) -> RequestContext:
@@ -146,4 +146,4 @@ async def test_the_models_it_covers_are_compressed() -> None:
 def test_an_unknown_summarizer_is_a_config_error() -> None:
     settings = CompressionConfig(enabled=True, summarizer="nope")
     with pytest.raises(ValueError, match="nope"):
-        Compress(settings, {"small": deployment("small")}, PolicyMetrics(CollectorRegistry()))
+        Compress(settings, {"small": deployment("small")}, PolicyMetrics(CollectorRegistry()), guarded())
