@@ -5,8 +5,8 @@ event by event. Both charge `ctx` with the exact cost of the call: from the upst
 or, when an upstream sends none (or a stream is cut), from tiktoken counts. `complete` is a
 call a routing policy makes with a body of its own (a tier asked for logprobs, a judge's
 grading prompt, a summary): charged to `ctx` too, but it leaves `ctx.served_model` alone, since
-only the call whose answer the client receives names the served model. The route targets that
-use these live in gateway/routing/.
+only the call whose answer the client receives names the served model. Nothing calls these but
+the guarded call (gateway/routing/upstream.py), which adds the breaker and the priority class.
 """
 
 from __future__ import annotations
