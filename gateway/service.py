@@ -172,9 +172,9 @@ def with_batch_apis(
     out = {}
     for name, dep in deployments.items():
         c = dep.config
-        if c.uses_batch_api and c.api_base:
-            if dep.price.batch is None:
-                raise ValueError(f"model {name!r}: batch_api needs a batch price (litellm's map or price.batch)")
+        if c.batch_api and dep.price.batch is None:
+            raise ValueError(f"model {name!r}: batch_api needs a batch price (litellm's map or price.batch)")
+        if c.uses_batch_api and c.api_base and dep.price.batch is not None:  # on by default only where priced
             batcher = ProviderBatcher(
                 name,
                 c.api_base,

@@ -8,7 +8,8 @@ first N lines answered, the rest not: OpenAI writes them nowhere) — and `cance
 line answered. Answers are the fake's echo: "echo: <last user text>", usage in words; a line for
 model `reject` is a 400 in the error file (not billed).
 
-`GET /_bill` says what the fake billed: `{"usd": "<decimal>", "lines": N, "batches_created": M}`.
+`GET /_bill` says what the fake billed: `{"usd": "<decimal>", "lines": N, "batches_created": M,
+"batch_ids": [...]}`.
 """
 
 from __future__ import annotations
@@ -105,7 +106,14 @@ class FakeBatchApi:
         return _json(self._object(batch))
 
     async def bill(self, _request: Request) -> Response:
-        return _json({"usd": str(self.billed), "lines": self.lines_billed, "batches_created": len(self.batches)})
+        return _json(
+            {
+                "usd": str(self.billed),
+                "lines": self.lines_billed,
+                "batches_created": len(self.batches),
+                "batch_ids": list(self.batches),
+            }
+        )
 
     def _lines(self, batch: FakeBatch) -> list[dict[str, Any]]:
         return [orjson.loads(raw) for raw in self.files[batch.input_file_id].splitlines() if raw.strip()]

@@ -265,3 +265,43 @@ async def test_a_restart_polls_the_same_provider_batch_again(tmp_path: Path, pro
         rows = await team_rows(app, team_id)
         ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
+
+
+def _model(**fields: Any) -> dict[str, Any]:
+    return {"name": "m", "provider": "openai", "api_base": "https://api.openai.com/v1", **fields}
+
+
+@pytest.mark.parametrize(
+    "fields, on",
+    [
+        (_model(model="gpt-4o-mini"), True),  # OpenAI itself, a batch price in litellm's map
+        (_model(model="ft:mine", price=LIST), False),  # no batch price: nothing to charge it at
+        (_model(model="gpt-4o-mini", batch_api=False), False),
+        (_model(model="gpt-4o-mini", api_base="http://vllm.test/v1"), False),  # another host: asked for only
+        (_model(model="x", api_base="http://vllm.test/v1", price={**LIST, "batch": BATCH}, batch_api=True), True),
+    ],
+)
+def test_which_models_use_their_providers_batch_api(tmp_path: Path, fields: dict[str, Any], on: bool) -> None:
+    from gateway.deployments import build_deployments
+    from gateway.service import with_batch_apis
+    from gateway.storage.provider_batches import ProviderBatchStore
+
+    settings = Settings.model_validate({"models": [fields], "data_dir": str(tmp_path)})
+    deployments = with_batch_apis(build_deployments(settings.models), ProviderBatchStore(None), settings.batch, None)  # type: ignore[arg-type]
+    assert (deployments["m"].batcher is not None) is on
+
+
+def test_batch_api_without_a_batch_price_or_an_http_upstream_is_refused(tmp_path: Path) -> None:
+    from gateway.deployments import build_deployments
+    from gateway.service import with_batch_apis
+    from gateway.storage.provider_batches import ProviderBatchStore
+
+    unpriced = Settings.model_validate(
+        {"models": [_model(model="x", api_base="http://vllm.test/v1", price=LIST, batch_api=True)]}
+    )
+    with pytest.raises(ValueError, match="batch price"):
+        with_batch_apis(build_deployments(unpriced.models), ProviderBatchStore(None), unpriced.batch, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="batch_api needs provider openai"):
+        Settings.model_validate(
+            {"models": [{"name": "c", "provider": "litellm", "model": "claude-x", "batch_api": True}]}
+        )
