@@ -8,6 +8,7 @@ In process: the openai SDK talks to the app over httpx's ASGI transport; the thr
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,8 @@ def vllm(name: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Upstreams]]:
+@asynccontextmanager
+async def running(tmp_path: Path, shadow_rate: float) -> AsyncIterator[tuple[Any, Upstreams]]:
     upstreams = Upstreams()
     settings = Settings.model_validate(
         {
@@ -85,7 +86,7 @@ async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Upstreams]]:
                     "scorer": "judge:grader",
                     "adaptive": False,
                     "thresholds": [0.5],
-                    "shadow_rate": 0.0,
+                    "shadow_rate": shadow_rate,
                 }
             ],
             # one failure opens a breaker for every team, for longer than a test runs
@@ -95,8 +96,24 @@ async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Upstreams]]:
     app = create_app(settings, transport=httpx.MockTransport(upstreams))
     gw: Gateway = app.state.gateway
     await gw.start()
-    yield app, upstreams
-    await gw.stop()
+    try:
+        yield app, upstreams
+    finally:
+        await gw.stop()
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path) -> AsyncIterator[tuple[Any, Upstreams]]:
+    async with running(tmp_path, shadow_rate=0.0) as started:
+        yield started
+
+
+@pytest.fixture
+async def shadowed(tmp_path: Path) -> AsyncIterator[tuple[Any, Upstreams]]:
+    """Every accepted answer is shadow-sampled: the last tier is asked after the request."""
+    async with running(tmp_path, shadow_rate=1.0) as started:
+        started[1].grade = "9"  # the cheap answer is accepted
+        yield started
 
 
 async def client_for(app: Any, plan: str = "pro") -> openai.AsyncOpenAI:
@@ -166,3 +183,26 @@ async def test_an_open_tier_breaker_skips_the_tier_and_a_failing_tier_opens_it(g
     tried = upstreams.names().count("weak")
     await ask(client)
     assert upstreams.names().count("weak") == tried  # then skipped
+
+
+async def shadow_done(app: Any) -> None:
+    gw: Gateway = app.state.gateway
+    await gw.routing.cascades["auto"].drain()
+
+
+async def test_a_shadow_sample_runs_in_its_requests_class(shadowed) -> None:
+    app, upstreams = shadowed
+    client = await client_for(app)
+    assert await ask(client, extra_headers={"x-costgate-priority": "batch"}) == "from weak"
+    await shadow_done(app)
+    assert upstreams.names() == ["weak", "grader", "strong"]  # the shadow asked the last tier
+    assert [body.get("priority") for _, body in upstreams.calls] == [1, 1, 1]
+
+
+async def test_an_open_breaker_refuses_a_shadow_samples_call(shadowed) -> None:
+    app, upstreams = shadowed
+    open_breaker(app, "strong")
+    client = await client_for(app)
+    assert await ask(client) == "from weak"
+    await shadow_done(app)
+    assert upstreams.names() == ["weak", "grader"]  # the shadow's last-tier call was refused

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from engine.admission import Priority
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import UpstreamError, UpstreamTimeout
@@ -17,6 +18,7 @@ from gateway.routing.metrics import PolicyMetrics
 from gateway.settings import CompressionConfig
 from gateway.stages.compress import Compress
 from gateway.tokens import count_messages
+from policies.breaker import BreakerConfig, Breakers
 from policies.compress import SUMMARY_PREFIX
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, guarded, request
@@ -32,7 +34,9 @@ def turn(i: int) -> dict[str, str]:
 LONG = [SYSTEM, *(turn(i) for i in range(10))]  # about 600 tokens
 
 
-def build(summarizer: ScriptedProvider | None = None, **config: Any) -> tuple[Compress, CollectorRegistry]:
+def build(
+    summarizer: ScriptedProvider | None = None, breakers: Breakers | None = None, **config: Any
+) -> tuple[Compress, CollectorRegistry]:
     registry = CollectorRegistry()
     deployments: dict[str, Deployment] = {"small": deployment("small")}
     if summarizer is not None:
@@ -41,7 +45,7 @@ def build(summarizer: ScriptedProvider | None = None, **config: Any) -> tuple[Co
         )
         config.setdefault("summarizer", "cheap")
     settings = CompressionConfig.model_validate({"enabled": True, "budget_tokens": 200, "keep_recent": 2, **config})
-    return Compress(settings, deployments, PolicyMetrics(registry), guarded()), registry
+    return Compress(settings, deployments, PolicyMetrics(registry), guarded(breakers)), registry
 
 
 def chat(messages: list[dict[str, Any]], model: str = "small", **fields: Any) -> RequestContext:
@@ -93,6 +97,19 @@ async def test_a_failed_or_empty_summary_falls_back_to_the_extractive_one(answer
     await stage(ctx)
     assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"]
     assert ctx.compressed_tokens > 0 and counted(registry, "costgate_compressions_total") == 1
+
+
+async def test_the_summary_call_is_guarded_by_the_summarizers_breaker_and_runs_in_the_requests_class() -> None:
+    breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0, min_failing_teams=1, open_s=600))
+    summarizer = ScriptedProvider("cheap", [UpstreamError("bad gateway"), chat_answer("never asked")])
+    stage, _ = build(summarizer, breakers)
+    await stage(chat(LONG, priority=Priority.BATCH))
+    assert [call.priority for call in summarizer.calls] == [Priority.BATCH]
+    assert breakers["cheap"].view().errors == 1  # its failure was recorded, and opened the breaker
+    ctx = chat(LONG)
+    await stage(ctx)
+    assert len(summarizer.calls) == 1  # refused while open: pruned extractively, nothing charged
+    assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"] and ctx.cost == 0
 
 
 async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_but_charged() -> None:
