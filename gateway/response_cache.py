@@ -53,6 +53,12 @@ LOOKUP_BUCKETS = (
     0.1,
 )
 BACKEND_ERRORS = (RedisError, OSError)
+# Stored questions' parses kept for the verifier, least recently used out first. A parse is
+# ~4.6 KB (tokens, content words, compounds as Python strings in frozensets): at 50,000 the memo
+# alone was 2.3 KB a question at 100k stored (bench/cache_memory.py). 8,192 hold the questions
+# lookups keep meeting (~38 MB at most, whatever the cache's size); one met again after it fell
+# out is parsed again (~0.1 ms).
+PARSE_MEMO = 8_192
 
 
 def parse_duration(text: str) -> float:
@@ -137,9 +143,8 @@ class ResponseCache:
     minilm: MiniLM = field(default_factory=MiniLM)  # shared with the cascades (gateway/service.py)
     _verifiers: dict[str, _LoadedVerifier] = field(default_factory=dict, init=False)  # by file
     clock: Callable[[], float] = time.monotonic  # when to look at the verifier files again
-    # A bounded memo of stored questions' parses, least recently used out first.
     _parse: Callable[[str], Parsed] = field(
-        default_factory=lambda: functools.lru_cache(maxsize=50_000)(Parsed.of), init=False
+        default_factory=lambda: functools.lru_cache(maxsize=PARSE_MEMO)(Parsed.of), init=False
     )
 
     def __post_init__(self) -> None:
