@@ -182,6 +182,7 @@ class BatchJob:
 
     async def run(self) -> None:
         if self.batch.status == "cancelling":
+            await self._answered_at_providers()
             return await self.finalize("cancelled")
         if self.batch.status == "in_progress":
             lines = await self._lines()
@@ -241,6 +242,24 @@ class BatchJob:
             elif self.stop_as is None and time.time() >= self.batch.expires_at:
                 self.stop_as = "expired"
                 await self._stop_at_providers()
+
+    async def _answered_at_providers(self) -> None:
+        """Cancelled while no gateway ran it: the lines a previous run left at a provider are
+        cancelled there, and what the provider answered by then is charged and kept."""
+        if not self.runner.batchers:
+            return
+        lines = await self._lines()
+        if lines is None:
+            return
+        done = await self.store.done_lines(self.batch.id)
+        self.stop_as = "cancelled"
+        await self._stop_at_providers()
+        left = [x for x in lines if x.line not in done and x.body.get("model") in self.runner.at_provider]
+        keeper = asyncio.create_task(self._keep_lease())
+        try:
+            await asyncio.gather(*(self._one(line) for line in left))
+        finally:
+            keeper.cancel()
 
     async def _stop_at_providers(self) -> None:
         """The lines at a provider end with its batch: cancel it there (what it answered by then

@@ -77,6 +77,7 @@ class ProviderBatcher:
         self._loaded: set[str] = set()  # callers' batches whose stored provider batches are polled again
         self._loading = asyncio.Lock()
         self._live: dict[str, str] = {}  # provider batch id -> caller's batch id, while polled
+        self._stopped: set[str] = set()  # callers' batches cancelled or expired: no new provider batch
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def answer(self, line: BatchLineRef, url: str, body: dict[str, Any]) -> LineAnswer:
@@ -85,8 +86,7 @@ class ProviderBatcher:
         await self._resume(line.batch_id)
         future = self._waiting.get(key)
         if future is None or future.done():
-            future = asyncio.get_running_loop().create_future()
-            self._waiting[key] = future
+            future = self._waiting[key] = _new_future()
             self._queue(line, orjson.dumps({"custom_id": line.custom_id, "method": "POST", "url": url, "body": body}))
         try:
             return await asyncio.shield(future)
@@ -96,7 +96,10 @@ class ProviderBatcher:
 
     async def cancel(self, batch_id: str) -> None:
         """The caller's batch was cancelled or expired: cancel its provider batches; their
-        answered lines still come back (and are charged), the rest end as `ProviderBatchEnded`."""
+        answered lines still come back (and are charged), the rest end as `ProviderBatchEnded`.
+        Also after a restart: the provider batches a previous run submitted are cancelled too."""
+        self._stopped.add(batch_id)
+        await self._resume(batch_id)
         pending = self._pending.pop(batch_id, None)
         if pending is not None:
             if pending.flush is not None:
@@ -119,6 +122,8 @@ class ProviderBatcher:
     # submitting
 
     def _queue(self, line: BatchLineRef, jsonl: bytes) -> None:
+        if line.batch_id in self._stopped:
+            return self._end(line.batch_id, line.custom_id, "cancelled")
         pending = self._pending.setdefault(line.batch_id, _Pending())
         if pending.lines and (len(pending.lines) >= MAX_LINES or pending.size + len(jsonl) + 1 > MAX_BYTES):
             self._flush(line.batch_id)
@@ -180,7 +185,8 @@ class ProviderBatcher:
                 if record.id in self._live:
                     continue
                 for custom_id in record.custom_ids:
-                    self._waiting.setdefault((batch_id, custom_id), asyncio.get_running_loop().create_future())
+                    self._waiting.setdefault((batch_id, custom_id), _new_future())
+                self._live[record.id] = batch_id  # before its poll starts: a cancel now reaches it
                 self._spawn(self._poll(record))
             self._loaded.add(batch_id)
 
@@ -241,6 +247,14 @@ class ProviderBatcher:
         future = self._waiting.get((batch_id, custom_id))
         if future is not None and not future.done():
             future.set_exception(error)
+
+
+def _new_future() -> asyncio.Future[LineAnswer]:
+    """A line's answer to come. Nobody may wait for it (the line's result was stored before a
+    restart, or its run stopped): its error is marked as seen, so asyncio logs nothing."""
+    future: asyncio.Future[LineAnswer] = asyncio.get_running_loop().create_future()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return future
 
 
 def _check(response: httpx.Response) -> None:

@@ -99,7 +99,9 @@ class FakeBatchApi:
     async def finish(self, request: Request) -> Response:
         """`/_batches/{id}/complete` or `/expire?answered=N`: end a batch now."""
         batch = self.batches[request.path_params["batch_id"]]
-        if request.path_params["how"] == "complete":
+        if batch.status != "in_progress":
+            pass  # already ended (cancelled, expired): as it was
+        elif request.path_params["how"] == "complete":
             self._end(batch, "completed", len(self._lines(batch)))
         else:
             self._end(batch, "expired", int(request.query_params.get("answered", 0)))

@@ -305,3 +305,26 @@ def test_batch_api_without_a_batch_price_or_an_http_upstream_is_refused(tmp_path
         Settings.model_validate(
             {"models": [{"name": "c", "provider": "litellm", "model": "claude-x", "batch_api": True}]}
         )
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_batch_cancelled_while_no_gateway_ran_cancels_at_the_provider(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    from gateway.storage.batches import BatchStore
+    from gateway.storage.db import create_engine
+
+    async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+        batch = await submit(client, [line(f"d-{i}", f"down {i}") for i in range(3)])
+        await wait_provider_batches(provider, 1)
+        (provider_id,) = await provider_batch_ids(app)
+    db = create_engine(f"sqlite:///{tmp_path}/db.sqlite")  # cancelled while the gateway is down
+    await BatchStore(db).set_status(batch.id, "cancelling")
+    await db.dispose()
+    async with running_app(settings_for(tmp_path, provider)) as app:
+        client = openai_client(app, await new_key(app, "batch-team"))
+        done = await wait_for(client, batch.id, {"cancelled", "completed"})
+        assert done.status == "cancelled" and done.request_counts.failed == 3
+        fake_batch = await provider.post(f"/_batches/{provider_id}/complete")  # too late: it was cancelled
+        assert fake_batch["status"] == "cancelled"
+        assert (await provider.get("/_bill"))["batches_created"] == 1
