@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from types import MappingProxyType
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -76,7 +78,7 @@ class Gateway:
     metrics: Metrics
     deployments: dict[str, Deployment]
     breakers: Breakers
-    targets: dict[str, RouteTarget]  # every model name a client may ask for
+    targets: Mapping[str, RouteTarget]  # every model name a client may ask for; built once, never changed
     routing: RoutingPolicies
     spend: SpendControl
     cache: ResponseCache
@@ -202,14 +204,15 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     )
     deployments = with_batch_apis(deployments, ProviderBatchStore(db), settings.batch, transport)
     breakers = Breakers(settings.breaker)  # one circuit breaker per deployment
-    targets: dict[str, RouteTarget] = {
+    direct: dict[str, RouteTarget] = {
         name: DirectTarget(dep, deployments, metrics, breakers) for name, dep in deployments.items()
     }
     spend = SpendControl(settings, db, ledger, metrics.registry)
     texts, keep_text = kept_texts(settings, db)
     side_lane = Pipeline(build_side_stages(ledger, metrics, spend, keep_text))  # shadow samples: held and recorded
     minilm = MiniLM()  # the semantic cache's second stage and the cascades' query topics: one model
-    routing = RoutingPolicies(settings, deployments, targets, breakers, db, side_lane, metrics, minilm)  # joins targets
+    routing = RoutingPolicies(settings, deployments, direct, breakers, db, side_lane, metrics, minilm)
+    targets = MappingProxyType({**direct, **routing.targets})  # every name a client may ask for, once
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry, minilm)
     b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)

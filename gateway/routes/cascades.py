@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from gateway.errors import NotFound
 from gateway.routes.admin import require_admin
-from gateway.routing.cascade import CascadeTarget
+from gateway.routing.cascade import CascadeTarget, tier_threshold
 from gateway.routing.learning import Learning
 from gateway.routing.recorded import MAX_DRAWS, whatif
 from gateway.service import gateway_of
@@ -41,7 +41,8 @@ async def cascade_whatif(
 def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
     """One cascade's state: its settings, what its controller estimates (policies/quality_controller.py),
     how well its scorer ranks, what it did since start (`Tally`) and its refits."""
-    controller = cascade.controller
+    state = cascade.state  # one value: the scorer, controller and router in use together
+    controller, router = state.controller, state.router
     e = controller.estimate()
     c = cascade.config
     auc, auc_on = traffic_auc(controller.samples), "samples"
@@ -69,7 +70,7 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
         "reason": e.reason,
         "threshold": e.threshold,
         "escalate_all": e.threshold is None,
-        "thresholds_in_use": [cascade.threshold(i) for i in range(len(c.tiers) - 1)],
+        "thresholds_in_use": [tier_threshold(c, controller, i) for i in range(len(c.tiers) - 1)],
         "adapted": e.adapted,
         "samples": e.samples,
         "agreement": e.agreement,
@@ -96,9 +97,9 @@ def cascade_view(cascade: CascadeTarget, learning: Learning | None) -> dict:
         # the router before the call (policies/precall.py): trained on the samples, or why not
         "router": {
             "enabled": c.router,
-            "trained": cascade.router is not None,
-            "auc": None if cascade.router is None else cascade.router.auc,  # out of fold, on its samples
-            "samples": None if cascade.router is None else cascade.router.rows,
+            "trained": router is not None,
+            "auc": None if router is None else router.auc,  # out of fold, on its samples
+            "samples": None if router is None else router.rows,
             "routed": cascade.routed,  # requests sent straight to the last tier since start
         },
         # the learning curve: cost against the last tier alone and the estimated quality, over the first requests

@@ -1,9 +1,10 @@
-"""The routing policies of one gateway — cascades and the cost router — built from the settings
-and registered beside the deployments under their model names."""
+"""The routing policies of one gateway — cascades and the cost router — built from the settings;
+`RoutingPolicies.targets` names them, for `build_gateway` to put beside the deployments' targets
+in the one targets mapping it builds (nothing adds to that mapping afterwards)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -11,13 +12,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.deployments import Deployment
 from gateway.metrics import Metrics
 from gateway.minilm import MiniLM
-from gateway.routing.cascade import CascadeTarget, build_cascade
+from gateway.routing.cascade import CascadeTarget, build_cascade, initial_state
 from gateway.routing.confidence import Confidence, PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.learning import Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.router import CostRouterTarget
-from gateway.routing.services import Services, SideLane
+from gateway.routing.services import Services, SideLane, StateSlot
 from gateway.routing.target import RouteTarget
 from gateway.routing.upstream import Upstream
 from gateway.settings import Settings
@@ -48,13 +49,16 @@ def build_scorer(spec: str, deployments: Mapping[str, Deployment], upstream: Ups
 
 
 class RoutingPolicies:
-    """Builds the cascades and the cost router, adds them to `targets`, and runs their upkeep."""
+    """Builds the cascades (each with its learning) and the cost router, and runs their upkeep.
+
+    `direct`: the deployments' own targets, read only (the names taken, and what the cost router
+    sends to)."""
 
     def __init__(
         self,
         settings: Settings,
         deployments: Mapping[str, Deployment],
-        targets: MutableMapping[str, RouteTarget],
+        direct: Mapping[str, RouteTarget],
         breakers: Breakers,
         db: AsyncEngine,
         side_lane: SideLane,
@@ -68,25 +72,30 @@ class RoutingPolicies:
         embed = minilm.embed_many if minilm is not None else None
         upstream = Upstream(breakers, metrics)
         services = Services(upstream, side_lane, metrics, self.metrics, self.store, settings.log_prompts, embed)
+        feedback, data_dir = FeedbackStore(db), Path(settings.data_dir)
         self.cascades: dict[str, CascadeTarget] = {}
-        for config in settings.cascades:
-            if config.name in targets or config.name in self.cascades:
-                raise ValueError(f"cascade {config.name!r}: the name is already a model")
-            self.cascades[config.name] = build_cascade(
-                config, deployments, build_scorer(config.scorer, deployments, upstream), services
-            )
         self.learning: dict[str, Learning] = {}
-        feedback = FeedbackStore(db)
-        for name, cascade in self.cascades.items():
-            cascade.learner = self.learning[name] = learning_for(cascade, feedback, Path(settings.data_dir))
-        targets.update(self.cascades)
+        for config in settings.cascades:
+            if config.name in direct or config.name in self.cascades:
+                raise ValueError(f"cascade {config.name!r}: the name is already a model")
+            # the cascade reads its state from the slot; its learning is the slot's one writer
+            slot = StateSlot(initial_state(config, build_scorer(config.scorer, deployments, upstream)))
+            learning = self.learning[config.name] = learning_for(config, services, slot, feedback, data_dir)
+            self.cascades[config.name] = build_cascade(config, deployments, slot, services, learning)
         self.router: CostRouterTarget | None = None
         if settings.cost_router is not None:
-            if settings.cost_router.name in targets:
+            if settings.cost_router.name in direct or settings.cost_router.name in self.cascades:
                 raise ValueError(f"cost_router: the name {settings.cost_router.name!r} is already a model")
-            self.router = CostRouterTarget(settings.cost_router, deployments, targets, breakers, self.metrics)
-            targets[settings.cost_router.name] = self.router
-        self.metrics.watch(breakers, lambda: {n: c.controller.estimate() for n, c in self.cascades.items()})
+            self.router = CostRouterTarget(settings.cost_router, deployments, direct, breakers, self.metrics)
+        self.metrics.watch(breakers, lambda: {n: c.state.controller.estimate() for n, c in self.cascades.items()})
+
+    @property
+    def targets(self) -> dict[str, RouteTarget]:
+        """The model names these policies answer, beside the deployments'."""
+        named: dict[str, RouteTarget] = dict(self.cascades)
+        if self.router is not None:
+            named[self.router.config.name] = self.router
+        return named
 
     async def start(self) -> None:
         if self.cascades:

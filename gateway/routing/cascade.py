@@ -18,10 +18,11 @@ the target, or tells the cascade to escalate everything, or to skip the cheap ti
 cannot judge.
 
 Learning: a cascade on a learned scorer refits it from its samples as they accumulate
-(gateway/routing/learning.py) and swaps in the new scorer, with a controller rebuilt on it, only
-when it ranks held-back samples better; one on `rules` or `logprob` is upgraded to a learned
-scorer trained on its samples the same way, when that also certifies a threshold. `Tally`
-counts what the cascade did since start.
+(gateway/routing/learning.py) and, only when it ranks held-back samples better, replaces the
+cascade's `CascadeState` (scorer, controller rebuilt on it, router) with a new one in the cascade's
+`StateSlot`; one on `rules` or `logprob` is upgraded to a learned scorer trained on its samples
+the same way, when that also certifies a threshold. A request reads the slot once, at its start,
+and decides by that one value to its end. `Tally` counts what the cascade did since start.
 
 Circuit breakers: every call (tiers, judge, shadow) goes through the guarded call
 (gateway/routing/upstream.py), with the request's priority; a tier whose breaker is open is
@@ -35,30 +36,27 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway.bodies import answer_text, query_text
-from gateway.calls import upstream_body
 from gateway.context import Endpoint, RequestContext
 from gateway.deployments import Deployment
 from gateway.errors import InvalidRequest, UpstreamError
-from gateway.routing.confidence import Confidence, QueryVector, TierAnswer, scored_answer
+from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
 from gateway.routing.sampling import Sampling
-from gateway.routing.services import Learner, Services, Tally
+from gateway.routing.services import CascadeState, Learner, Services, StateSlot, Tally
+from gateway.routing.tier_call import TierCaller
 from gateway.settings import CascadeConfig
 from gateway.sse import SSE_HEADERS, replay
 from gateway.worst_case import worst_case
-from policies.precall import PrecallRouter
-from policies.pricing import Usage, cost_of, format_usd
+from policies.pricing import cost_of, format_usd
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
 from policies.scorers.features import features
-from policies.scorers.rules import rule_violation
 
 log = logging.getLogger("costgate.cascade")
 DEFAULT_THRESHOLD = 0.5
@@ -66,35 +64,34 @@ DEFAULT_THRESHOLD = 0.5
 
 @dataclass
 class CascadeTarget:
+    """A cascade's request path. What it decides by (scorer, controller, router) is not its own:
+    it reads one `CascadeState` from `slot` at each request's start and keeps it to the end; its
+    learning is the slot's only writer."""
+
     config: CascadeConfig
     tiers: list[Deployment]
-    scorer: Confidence
-    controller: QualityController
+    slot: StateSlot
     services: Services
-    rng: random.Random = field(default_factory=random.Random)
+    caller: TierCaller
+    sampling: Sampling
+    rng: random.Random
+    tally: Tally
     learner: Learner | None = None  # refits (or upgrades to) a learned scorer from the samples
-    tally: Tally = field(default_factory=Tally)
-    router: PrecallRouter | None = None  # trained on the samples by the learner (policies/precall.py)
     routed: int = 0  # requests the router sent straight to the last tier, since start
-    sampling: Sampling = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.sampling = Sampling(self)
 
     @property
     def name(self) -> str:
         return self.config.name
 
-    def threshold(self, tier: int) -> float | None:
-        """The confidence tier `tier` needs; None: escalate everything (the target demands it)."""
-        if self.controller.mode is not Mode.FIXED:
-            return self.controller.threshold
-        configured = self.config.thresholds or []
-        return configured[tier] if tier < len(configured) else (configured[-1] if configured else DEFAULT_THRESHOLD)
+    @property
+    def state(self) -> CascadeState:
+        """What the cascade decides by now (a request reads it once, at its start)."""
+        return self.slot.current
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
+        scorer = self.slot.current.scorer
         cost = sum((worst_case(ctx, dep) for dep in self.tiers), Decimal(0))
-        cost += sum((self.scorer.worst_case_cost(ctx) for _ in self.tiers[:-1]), Decimal(0))
+        cost += sum((scorer.worst_case_cost(ctx) for _ in self.tiers[:-1]), Decimal(0))
         return cost  # a shadow sample is a side request with a hold of its own (ShadowSample)
 
     async def answer(self, ctx: RequestContext) -> Response:
@@ -102,13 +99,14 @@ class CascadeTarget:
             raise InvalidRequest(
                 f"{self.name!r} is a cascade of generation models; it makes no embeddings", param="model"
             )
-        route = self.controller.route(self.rng)
+        state = self.slot.current  # this request's, to its end: a refit swaps in the next one
+        route = state.controller.route(self.rng)
         if not route.call_cheap:  # the scorer cannot be trusted here: the cheap tiers would only add cost
             return await self._answer_last(ctx, self.tiers[-1], None)
         tried: list[TierAnswer] = []
         error: UpstreamError | None = None
         vector = QueryVector.start(self.services.embed, query_text(ctx.body))
-        weight = await self._precall_weight(ctx, vector)
+        weight = await self._precall_weight(ctx, vector, state)
         if weight is None:  # the router: the cheap answer would not be accepted
             vector.cancel()
             self.routed += 1
@@ -116,14 +114,14 @@ class CascadeTarget:
         try:
             for tier, dep in enumerate(self.tiers[:-1]):
                 try:
-                    answer = await self.ask(ctx, tier, dep, vector)
+                    answer = await self.caller.ask(ctx, state.scorer, tier, dep, vector)
                 except UpstreamError as err:
                     error = err
                     continue
                 tried.append(answer)
-                threshold = self.threshold(tier)
+                threshold = tier_threshold(self.config, state.controller, tier)
                 if threshold is not None and answer.confidence >= threshold:
-                    return self._deliver(ctx, answer, tried, weight)
+                    return self._deliver(ctx, answer, tried, state.controller, weight)
         finally:
             vector.cancel()  # every tier asked has it; a pass still pending is not needed
         last = self.tiers[-1]
@@ -132,15 +130,15 @@ class CascadeTarget:
         except UpstreamError as err:
             error = err
         if tried:  # the last tier failed: a cheaper answer beats an error
-            return self._deliver(ctx, max(tried, key=lambda a: a.confidence), None)
+            return self._deliver(ctx, max(tried, key=lambda a: a.confidence), None, state.controller)
         assert error is not None
         raise error
 
-    async def _precall_weight(self, ctx: RequestContext, vector: QueryVector) -> float | None:
+    async def _precall_weight(self, ctx: RequestContext, vector: QueryVector, state: CascadeState) -> float | None:
         """What a sample from this request weighs for the router's part (1: it had no say;
         1 / explore: it would have skipped, and was explored), or None: skip the cheap tiers."""
-        router = self.router
-        if router is None or self.controller.threshold is None or len(self.tiers) != 2:
+        router = state.router
+        if router is None or state.controller.threshold is None or len(self.tiers) != 2:
             return 1.0
         query = await vector.on(Scored(query_text(ctx.body), ""))
         cheap, last = self.tiers[0].price, self.tiers[-1].price
@@ -150,43 +148,13 @@ class CascadeTarget:
             return 1.0 / router.explore
         return None
 
-    async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer:
-        """Tier `tier`'s whole answer, rated (`vector`: the query's, for the scorer)."""
-        body = upstream_body(ctx, dep, False)
-        body.pop("stream", None)
-        body.pop("stream_options", None)
-        added_logprobs = self.scorer.needs_logprobs and not body.get("logprobs")
-        if added_logprobs:
-            body["logprobs"] = True if ctx.endpoint is Endpoint.CHAT else 1
-        before = ctx.usage
-        completion = await self.services.upstream.complete(ctx, dep, body)
-        after = ctx.usage
-        usage = Usage(
-            after.prompt_tokens - before.prompt_tokens,
-            after.completion_tokens - before.completion_tokens,
-            after.cached_tokens - before.cached_tokens,
-        )
-        item = await vector.on(scored_answer(ctx.body, completion.body))
-        answer_body, raw = completion.body, completion.raw
-        if added_logprobs:  # the client did not ask for them: it does not get them
-            answer_body = {
-                **answer_body,
-                "choices": [{k: v for k, v in c.items() if k != "logprobs"} for c in answer_body.get("choices") or ()],
-            }
-            raw = orjson.dumps(answer_body)
-        return TierAnswer(tier, dep, answer_body, raw, item, await self._score(ctx, item), usage)
-
-    async def _score(self, ctx: RequestContext, item: Scored) -> float:
-        if rule_violation(item):
-            return 0.0
-        try:
-            return min(1.0, max(0.0, await self.scorer.score(ctx, item)))
-        except UpstreamError as err:  # a judge that cannot grade: escalate rather than fail
-            log.warning("cascade %s: scorer failed (%s); escalating", self.name, err.message)
-            return 0.0
-
     def _deliver(
-        self, ctx: RequestContext, answer: TierAnswer, sample_from: list[TierAnswer] | None, weight: float = 1.0
+        self,
+        ctx: RequestContext,
+        answer: TierAnswer,
+        sample_from: list[TierAnswer] | None,
+        controller: QualityController,
+        weight: float = 1.0,
     ) -> Response:
         ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
         ctx.cascade_tier = answer.tier
@@ -196,7 +164,7 @@ class CascadeTarget:
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
         ctx.after_settle.append(lambda: self._count(ctx, False, instead))
         if sample_from is not None:
-            self.sampling.shadow_after(ctx, sample_from, weight)
+            self.sampling.shadow_after(ctx, controller, sample_from, weight)
         if ctx.stream:
             return StreamingResponse(
                 self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS
@@ -208,7 +176,7 @@ class CascadeTarget:
         answered = self.tally.answered
         self.tally.count(ctx, escalated, always_last)
         if self.tally.answered != answered:
-            e = self.controller.estimate()
+            e = self.slot.current.controller.estimate()  # the curve shows the controller in use now
             self.tally.mark(e.mode.value, e.threshold, e.quality, e.quality_lower_bound)
 
     @staticmethod
@@ -248,11 +216,19 @@ class CascadeTarget:
             return
         stored = await self.services.store.recent(self.name, self.config.max_samples)
         if stored:
-            self.controller.add(*stored)
+            self.slot.current.controller.add(*stored)
 
     async def drain(self) -> None:
         """Let in-flight shadow work finish (at shutdown), so its calls reach the ledger."""
         await self.sampling.drain()
+
+
+def tier_threshold(config: CascadeConfig, controller: QualityController, tier: int) -> float | None:
+    """The confidence tier `tier` needs; None: escalate everything (the target demands it)."""
+    if controller.mode is not Mode.FIXED:
+        return controller.threshold
+    configured = config.thresholds or []
+    return configured[tier] if tier < len(configured) else (configured[-1] if configured else DEFAULT_THRESHOLD)
 
 
 def policy_of(config: CascadeConfig) -> Policy:
@@ -275,14 +251,25 @@ def build_controller(config: CascadeConfig, scorer: Confidence) -> QualityContro
     return QualityController(policy_of(config), scorer.calibration)
 
 
+def initial_state(config: CascadeConfig, scorer: Confidence) -> CascadeState:
+    """A cascade's state at start: the configured scorer, a controller on its calibration, no router."""
+    return CascadeState(scorer, build_controller(config, scorer))
+
+
 def build_cascade(
-    config: CascadeConfig, deployments: Mapping[str, Deployment], scorer: Confidence, services: Services
+    config: CascadeConfig,
+    deployments: Mapping[str, Deployment],
+    slot: StateSlot,
+    services: Services,
+    learner: Learner | None = None,
 ) -> CascadeTarget:
+    """The cascade's request path and its sampling, each given the values it reads."""
     unknown = [t for t in config.tiers if t not in deployments]
     if unknown:
         raise ValueError(f"cascade {config.name!r}: unknown tiers {unknown}")
     if len(config.tiers) < 2:
         raise ValueError(f"cascade {config.name!r}: needs at least two tiers")
-    return CascadeTarget(
-        config, [deployments[t] for t in config.tiers], scorer, build_controller(config, scorer), services
-    )
+    tiers = [deployments[t] for t in config.tiers]
+    caller, rng, tally = TierCaller(config.name, services), random.Random(), Tally()
+    sampling = Sampling(config.name, tiers, caller, slot, services, rng, tally, learner)
+    return CascadeTarget(config, tiers, slot, services, caller, sampling, rng, tally, learner)

@@ -9,9 +9,11 @@ never saw. The fit runs in a worker thread (`asyncio.to_thread`), off the event 
 Only a candidate that wins replaces the scorer (against a calibration with correctness labels
 that holds, it must also certify the target for less: `Incumbent`, the cascade as it is). The
 new scorer comes with its own calibration and a quality controller rebuilt on it from the same
-samples, rescored by the new scorer (each sample keeps its feature vectors); both are swapped in
-one step on the event loop, after the samples taken while the fit ran are added, so no request
-ever sees a scorer with another's threshold. A kept scorer is written to the data directory and
+samples, rescored by the new scorer (each sample keeps its feature vectors); both go into the
+cascade's `StateSlot` as one new `CascadeState`, in one step on the event loop, after the samples
+taken while the fit ran are added, so no request ever sees a scorer with another's threshold. The
+learning holds the cascade's settings, services and slot, never the cascade itself: it produces
+values, and the request path reads them. A kept scorer is written to the data directory and
 loaded at the next start (unless the config names another scorer since). Every attempt is logged
 with its reason.
 
@@ -38,13 +40,15 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.routing.cascade import CascadeTarget, build_controller, policy_of
+from gateway.routing.cascade import build_controller, policy_of
 from gateway.routing.confidence import PureConfidence
+from gateway.routing.services import Services, StateSlot
+from gateway.settings import CascadeConfig
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import FeedbackStore
 from policies.feedback import Verdict
@@ -82,19 +86,23 @@ class Learning:
 
     def __init__(
         self,
-        cascade: CascadeTarget,
+        config: CascadeConfig,
+        services: Services,
+        slot: StateSlot,
         model: LearnedModel | None,
         feedback: FeedbackStore | None,
         data_dir: Path,
         upgrades: bool = False,
     ) -> None:
-        self.cascade = cascade
+        self.config = config
+        self.services = services
+        self.slot = slot  # the cascade's state: this learning is its only writer
         self.model = model  # the learned scorer in use, refitted; None: none (yet)
         self.upgrades = upgrades  # a rules or logprob scorer: a learned one may replace it
         self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `path`)
         self.feedback = feedback
-        self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", cascade.name) + ".learned.json")
-        self.every = cascade.config.refit_every
+        self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", config.name) + ".learned.json")
+        self.every = config.refit_every
         self.since = 0  # samples since the last refit started
         self.seen = 0  # samples this cascade holds (stored at start, and taken since)
         # the next early fit (a rules or logprob cascade: from FIRST_FIT samples, then at 1.5x)
@@ -108,6 +116,15 @@ class Learning:
         # so none falls between (those it also reads back are not added twice).
         self._fresh: list[tuple[str, Sample, Vectors]] | None = None
         self._task: asyncio.Task[Attempt | None] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def controller(self) -> QualityController:
+        """The controller in use now (the slot's)."""
+        return self.slot.current.controller
 
     # Learner
     def sampled(self, request_id: str, sample: Sample, vectors: Vectors) -> None:
@@ -133,25 +150,27 @@ class Learning:
             self._task.add_done_callback(self._done)
 
     async def load(self) -> None:
-        c = self.cascade
         saved = await asyncio.to_thread(self._read_saved) if self.model is not None or self.upgrades else None
         if saved is not None:
             self.model, self.refitted, self.upgraded = saved, True, self.upgrades
-            c.scorer = PureConfidence(LearnedScorer(saved))
-            c.controller = build_controller(c.config, c.scorer)
-            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", c.name, self.path)
+            scorer = PureConfidence(LearnedScorer(saved))
+            self.slot.replace(
+                replace(self.slot.current, scorer=scorer, controller=build_controller(self.config, scorer))
+            )
+            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", self.name, self.path)
+        controller = self.controller
         if self.model is None:
-            recent = await c.services.store.recent(c.name, c.config.max_samples)
-            c.controller.add(*recent)
+            recent = await self.services.store.recent(self.name, self.config.max_samples)
+            controller.add(*recent)
             self._seen(len(recent))
-            await self._last_tier_quality(c.controller)
+            await self._last_tier_quality(controller)
             return
-        stored = await c.services.store.stored(c.name, c.config.max_samples)
+        stored = await self.services.store.stored(self.name, self.config.max_samples)
         self._seen(len(stored))
         # The stored confidences may be another scorer's: rescore what can be, keep the rest.
         model = self.model
-        c.controller.add(*(rescored(s.sample, s.features, model) if s.features else s.sample for s in stored))
-        await self._last_tier_quality(c.controller)
+        controller.add(*(rescored(s.sample, s.features, model) if s.features else s.sample for s in stored))
+        await self._last_tier_quality(controller)
 
     def _seen(self, stored: int) -> None:
         """The samples a previous run stored count towards the early fits' schedule."""
@@ -169,13 +188,13 @@ class Learning:
     def _done(self, task: asyncio.Task[Attempt | None]) -> None:
         self._task = None
         if not task.cancelled() and task.exception() is not None:
-            log.error("cascade %s: refit failed", self.cascade.name, exc_info=task.exception())
+            log.error("cascade %s: refit failed", self.name, exc_info=task.exception())
         self._maybe_start()  # the samples taken while it ran may be due another
 
     async def update(self) -> Attempt | None:
         """The verdicts on the last tier read again; then, for a learned scorer, one refit, and
         for a rules or logprob one, one try at upgrading it."""
-        await self._last_tier_quality(self.cascade.controller)
+        await self._last_tier_quality(self.controller)
         attempt: Attempt | None
         # Early fits only until the first swap: from then on the accepted answers are sampled at
         # the shadow rate, and an unweighted calibration of such samples would under-count them.
@@ -192,27 +211,26 @@ class Learning:
         """The router before the call (policies/precall.py), on the same samples: each labelled by
         whether the scorer in use accepts its cheap answer at the threshold now. None while the
         cascade certifies no threshold (it escalates or skips every request anyway)."""
-        c = self.cascade
-        threshold, model = c.controller.threshold, self.model
-        if threshold is None or not c.config.router:
-            c.router = None
+        threshold, model = self.controller.threshold, self.model
+        if threshold is None or not self.config.router:
+            self.slot.replace(replace(self.slot.current, router=None))
             return
-        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
+        stored = [s for s in await self.services.store.stored(self.name, self.config.max_samples) if s.features]
         vectors = [s.features[0] for s in stored if s.features]
         confidences = [
             model.confidence_of(v) if model is not None else s.sample.confidences[0] for s, v in zip(stored, vectors)
         ]
-        c.router = await asyncio.to_thread(train_router, vectors, [x >= threshold for x in confidences])
+        router = await asyncio.to_thread(train_router, vectors, [x >= threshold for x in confidences])
+        self.slot.replace(replace(self.slot.current, router=router))  # the scorer and controller now in use
 
     async def _rows(self) -> tuple[list[StoredSample], list[TrainingRow]]:
         """The stored samples with feature vectors, and their training rows (teams' verdicts as
         labels). Samples taken from before the read on are kept aside (`_fresh`) for the new
         controller: one stored while the read runs may or may not be in it, and is added once."""
-        c = self.cascade
         self._fresh = []
-        stored = [s for s in await c.services.store.stored(c.name, c.config.max_samples) if s.features]
+        stored = [s for s in await self.services.store.stored(self.name, self.config.max_samples) if s.features]
         verdicts = await self._verdicts()
-        tiers = [t.name for t in c.tiers]
+        tiers = self.config.tiers
         rows = [
             row
             for s in stored
@@ -224,22 +242,22 @@ class Learning:
         attempt = Attempt(time.time(), len(rows), sum(r.acceptable is not None for r in rows), verdict)
         self.tried += 1
         self.last = attempt
-        c = self.cascade
-        c.services.policy_metrics.cascade_refits.labels(c.name, "replaced" if replaced else "kept").inc()
+        self.services.policy_metrics.cascade_refits.labels(self.name, "replaced" if replaced else "kept").inc()
         return attempt
 
     def _swap(
         self, model: LearnedModel, controller: QualityController, attempt: Attempt, stored: Sequence[StoredSample]
     ) -> None:
         """Scorer and controller in one step on the event loop, after the samples taken meanwhile
-        that the controller was not built from (`stored`)."""
-        c = self.cascade
+        that the controller was not built from (`stored`): one new state in the slot."""
         taken, self._fresh = self._fresh or [], None
         known = {s.request_id for s in stored}
         fresh = [(sample, vectors) for request_id, sample, vectors in taken if request_id not in known]
         if fresh:
             controller.add(*(rescored(sample, vectors, model) for sample, vectors in fresh))
-        c.scorer, c.controller, self.model = PureConfidence(LearnedScorer(model)), controller, model
+        scorer = PureConfidence(LearnedScorer(model))
+        self.slot.replace(replace(self.slot.current, scorer=scorer, controller=controller))
+        self.model = model
         self.replaced += 1
         self.refitted = True
         self.last_replaced = attempt
@@ -249,12 +267,12 @@ class Learning:
         the samples so far, swapped in when the controller its out-of-fold confidences build
         certifies a threshold; the cascade kept learning (every request escalated, each a sample)
         while that controller says a threshold may yet be proven, and let skip once it says none can."""
-        c = self.cascade
+        c = self.config
         try:
             stored, rows = await self._rows()
             feedback = await self._last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
-            result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c.config), feedback)
+            result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c), feedback)
             candidate = result.controller
             certified = candidate is not None and candidate.mode is Mode.CERTIFIED and result.model is not None
             attempt = self._tried(rows, result.verdict, certified)
@@ -264,7 +282,7 @@ class Learning:
                 log.info(
                     "cascade %s: a learned scorer fitted early replaced %s (%s)",
                     c.name,
-                    c.config.scorer,
+                    c.scorer,
                     result.verdict.reason,
                 )
                 await asyncio.to_thread(self._write, result.model)
@@ -272,7 +290,7 @@ class Learning:
                 # a candidate whose bound may yet reach the target: go on learning (every request a
                 # sample) rather than skip; none, or one that cannot: the controller decides alone
                 hopeful = candidate is not None and candidate.mode is Mode.LEARNING
-                c.controller.keep_learning(
+                self.controller.keep_learning(
                     f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None
                 )
                 log.info("cascade %s: early fit on %d samples: %s", c.name, len(rows), result.verdict.reason)
@@ -283,20 +301,20 @@ class Learning:
     async def upgrade(self) -> Attempt:
         """One try at a learned scorer in place of a rules or logprob one: fit, compare, certify,
         and swap when the candidate passes all three."""
-        c = self.cascade
+        c = self.config
         try:
             stored, rows = await self._rows()
             feedback = await self._last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
-            result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c.config), feedback)
+            result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c), feedback)
             attempt = self._tried(rows, result.verdict, result.model is not None)
             if result.model is None or result.controller is None:
-                c.controller.keep_learning(None)  # the early fits' hope ends with the first full attempt
+                self.controller.keep_learning(None)  # the early fits' hope ends with the first full attempt
                 log.info(
                     "cascade %s: a learned scorer trained on %d samples does not replace %s: %s",
                     c.name,
                     len(rows),
-                    c.config.scorer,
+                    c.scorer,
                     result.verdict.reason,
                 )
                 return attempt
@@ -306,7 +324,7 @@ class Learning:
                 "cascade %s: a learned scorer trained on %d samples replaced %s (%s)",
                 c.name,
                 len(rows),
-                c.config.scorer,
+                c.scorer,
                 result.verdict.reason,
             )
             await asyncio.to_thread(self._write, result.model)
@@ -316,13 +334,13 @@ class Learning:
 
     async def refit(self, current: LearnedModel) -> Attempt:
         """One refit: fit, compare, and swap when the candidate wins."""
-        c = self.cascade
+        c = self.config
         try:
             stored, rows = await self._rows()
-            rejected = c.controller.rejected
-            escalation = c.controller.estimate().escalation
+            rejected = self.controller.rejected
+            escalation = self.controller.estimate().escalation
             incumbent = Incumbent(
-                policy_of(c.config),
+                policy_of(c),
                 [(s.sample, s.features or ()) for s in stored],
                 1.0 if escalation is None else escalation,
                 await self._last_tier_counts(),
@@ -351,8 +369,7 @@ class Learning:
             self._fresh = None
 
     def _controller_for(self, model: LearnedModel, stored: Sequence[StoredSample]) -> QualityController:
-        c = self.cascade
-        controller = build_controller(c.config, PureConfidence(LearnedScorer(model)))
+        controller = build_controller(self.config, PureConfidence(LearnedScorer(model)))
         controller.add(*(rescored(s.sample, s.features or (), model) for s in stored))
         return controller
 
@@ -361,9 +378,9 @@ class Learning:
         if self.feedback is None:
             return {}
         try:
-            rows = await self.feedback.verdicts(requested_model=self.cascade.name)
+            rows = await self.feedback.verdicts(requested_model=self.name)
         except SQLAlchemyError as err:
-            log.warning("cascade %s: verdicts not read (%s); refitting on agreement alone", self.cascade.name, err)
+            log.warning("cascade %s: verdicts not read (%s); refitting on agreement alone", self.name, err)
             return {}
         return {r.request.request_id: (r.request.served_model, r.verdict) for r in rows}
 
@@ -377,17 +394,14 @@ class Learning:
         got (its share of the traffic); None: not read."""
         if self.feedback is None:
             return None
-        c = self.cascade
-        last = c.tiers[-1].name
+        name, last = self.name, self.config.tiers[-1]
         try:
             counts = await self.feedback.counts()
-            answered = await self.feedback.answered_counts(c.name, last)
+            answered = await self.feedback.answered_counts(name, last)
         except SQLAlchemyError as err:
-            log.warning("cascade %s: verdicts not read (%s)", c.name, err)
+            log.warning("cascade %s: verdicts not read (%s)", name, err)
             return None
-        mine = [
-            n for n in counts if n.requested_model == c.name and n.served_model == last and n.cache_status == "miss"
-        ]
+        mine = [n for n in counts if n.requested_model == name and n.served_model == last and n.cache_status == "miss"]
         teams = {n.team_id for n in mine} | set(answered)
         return tuple(
             TeamVerdicts(
@@ -403,27 +417,27 @@ class Learning:
         if not self.path.is_file():
             return None
         try:
-            if json.loads(self.path.read_text()).get("refit_of") != self.cascade.config.scorer:
+            if json.loads(self.path.read_text()).get("refit_of") != self.config.scorer:
                 return None  # refitted from a scorer the config no longer names
             return LearnedModel.load(self.path)
         except (OSError, ValueError) as err:
-            log.warning("cascade %s: the refitted scorer %s is not loaded: %s", self.cascade.name, self.path, err)
+            log.warning("cascade %s: the refitted scorer %s is not loaded: %s", self.name, self.path, err)
             return None
 
     def _write(self, model: LearnedModel) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             partial = self.path.with_suffix(".partial")
-            partial.write_text(json.dumps({**model.to_json(), "refit_of": self.cascade.config.scorer}) + "\n")
+            partial.write_text(json.dumps({**model.to_json(), "refit_of": self.config.scorer}) + "\n")
             partial.replace(self.path)
         except OSError as err:
-            log.warning("cascade %s: the refitted scorer is not kept across restarts: %s", self.cascade.name, err)
+            log.warning("cascade %s: the refitted scorer is not kept across restarts: %s", self.name, err)
 
     @property
     def scorer_in_use(self) -> str:
         """The scorer answering now, in words: the configured one, or the learned one that
         replaced it (`UPGRADED` for a rules or logprob cascade)."""
-        configured = self.cascade.config.scorer
+        configured = self.config.scorer
         if self.upgraded:
             return UPGRADED
         return f"{configured} (refitted)" if self.refitted else configured
@@ -431,7 +445,7 @@ class Learning:
     def view(self) -> dict:
         """What /admin/cascades shows of the refits."""
         if self.model is None and not self.upgrades:
-            c = self.cascade.config
+            c = self.config
             return {
                 "enabled": False,
                 "why": (
@@ -479,13 +493,15 @@ def _judged(found: tuple[str | None, Verdict] | None, tiers: Sequence[str]) -> t
     return tiers.index(found[0]), found[1] is Verdict.RIGHT
 
 
-def learning_for(cascade: CascadeTarget, feedback: FeedbackStore | None, data_dir: Path) -> Learning:
+def learning_for(
+    config: CascadeConfig, services: Services, slot: StateSlot, feedback: FeedbackStore | None, data_dir: Path
+) -> Learning:
     """The cascade's learning: its learned scorer refitted, or its rules or logprob scorer upgraded
     to a learned one, unless `refit: false` or `adaptive: false`; verdicts read."""
-    scorer, model, upgrades = cascade.scorer, None, False
-    refits = cascade.config.refit and cascade.config.adaptive  # fixed thresholds were set for the scorer as it is
+    scorer, model, upgrades = slot.current.scorer, None, False
+    refits = config.refit and config.adaptive  # fixed thresholds were set for the scorer as it is
     if refits and isinstance(scorer, PureConfidence):
         if isinstance(scorer.scorer, LearnedScorer):
             model = scorer.scorer.model
         upgrades = isinstance(scorer.scorer, RuleScorer | LogprobScorer)
-    return Learning(cascade, model, feedback, data_dir, upgrades)
+    return Learning(config, services, slot, model, feedback, data_dir, upgrades)

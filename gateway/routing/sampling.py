@@ -20,13 +20,14 @@ import random
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 from gateway.bodies import answer_text
 from gateway.context import RequestContext
 from gateway.deployments import Deployment
-from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
-from gateway.routing.services import Learner, Services, Tally
+from gateway.routing.confidence import QueryVector, TierAnswer
+from gateway.routing.services import Learner, Services, StateSlot, Tally
+from gateway.routing.tier_call import TierCaller
 from gateway.storage.cascade_samples import SampleRecord
 from gateway.worst_case import worst_case
 from policies.agreement import answers_agree
@@ -38,50 +39,34 @@ log = logging.getLogger("costgate.cascade")
 SHADOW_TAG = "cascade-shadow"
 
 
-class Sampled(Protocol):
-    """The cascade, as its sampling reads it (gateway/routing/cascade.py `CascadeTarget`): its
-    controller, scorer and learner are read at each use, since a refit swaps them."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def tiers(self) -> list[Deployment]: ...
-
-    @property
-    def scorer(self) -> Confidence: ...
-
-    @property
-    def controller(self) -> QualityController: ...
-
-    @property
-    def learner(self) -> Learner | None: ...
-
-    @property
-    def services(self) -> Services: ...
-
-    @property
-    def rng(self) -> random.Random: ...
-
-    @property
-    def tally(self) -> Tally: ...
-
-    async def ask(self, ctx: RequestContext, tier: int, dep: Deployment, vector: QueryVector) -> TierAnswer: ...
-
-
 @dataclass
 class Sampling:
-    cascade: Sampled
+    """A cascade's sampling, given the values it needs: its name and tiers, the `TierCaller` that
+    asks them, the `StateSlot` its decisions are read from (at each use: a refit may have replaced
+    them), what it shares with the gateway, the cascade's random draws, the `Tally` a shadow's cost
+    is counted in, and the learner each sample is handed to."""
+
+    name: str
+    tiers: list[Deployment]
+    caller: TierCaller
+    slot: StateSlot
+    services: Services
+    rng: random.Random
+    tally: Tally
+    learner: Learner | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def shadow_after(self, ctx: RequestContext, tried: list[TierAnswer], weight: float = 1.0) -> None:
-        """An answer of `tried[-1]` was accepted: with the controller's probability, ask the
-        tiers it skipped once the request has settled (`weight`: what the request already weighs)."""
+    def shadow_after(
+        self, ctx: RequestContext, controller: QualityController, tried: list[TierAnswer], weight: float = 1.0
+    ) -> None:
+        """An answer of `tried[-1]` was accepted: with the probability `controller` (the request's)
+        sets, ask the tiers it skipped once the request has settled (`weight`: what the request
+        already weighs)."""
         # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
         if not tried or [a.tier for a in tried] != list(range(len(tried))):
             return
-        probability = self.cascade.controller.shadow_probability()
-        if probability <= 0 or self.cascade.rng.random() >= probability:
+        probability = controller.shadow_probability()
+        if probability <= 0 or self.rng.random() >= probability:
             return
         ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
         taken, weight = list(tried), weight / probability  # `weight`: the router's explore share
@@ -103,25 +88,24 @@ class Sampling:
             self.record_after(ctx, tried, "".join(ctx.completion_text), weight)
 
     async def record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
-        c = self.cascade
         sample = Sample(
             tuple(a.confidence for a in tried), tuple(answers_agree(a.item.answer, last_text) for a in tried), weight
         )
-        c.controller.add(sample)
+        self.slot.current.controller.add(sample)  # the controller in use now: a refit's, once swapped
         vectors = tuple(tuple(features(a.item)) for a in tried)
         texts = None
-        if c.services.log_prompts:
+        if self.services.log_prompts:
             texts = {
                 "query": tried[0].item.query if tried else "",
                 "answers": [a.item.answer for a in tried] + [last_text],
             }
-        await c.services.store.add(SampleRecord(c.name, request_id, sample, vectors, texts))
-        if c.learner is not None:  # once stored: the refit it may start reads it back
-            c.learner.sampled(request_id, sample, vectors)
+        await self.services.store.add(SampleRecord(self.name, request_id, sample, vectors, texts))
+        if self.learner is not None:  # once stored: the refit it may start reads it back
+            self.learner.sampled(request_id, sample, vectors)
 
     def worst_case(self, ctx: RequestContext, reached: int) -> Decimal:
         """The most a shadow sample that starts at tier `reached` can cost."""
-        tiers, scorer = self.cascade.tiers, self.cascade.scorer
+        tiers, scorer = self.tiers, self.slot.current.scorer
         cost = sum((worst_case(ctx, dep) for dep in tiers[reached:]), Decimal(0))
         return cost + sum((scorer.worst_case_cost(ctx) for _ in tiers[reached:-1]), Decimal(0))
 
@@ -148,11 +132,10 @@ class Sampling:
             priority=ctx.priority,  # the request's class: a batch request's sample is batch work too
             side_call=ShadowSample(self, ctx.request_id, tried, weight),
         )
-        c = self.cascade
-        await c.services.side_lane.handle(shadow)
-        c.tally.shadow += shadow.cost
+        await self.services.side_lane.handle(shadow)
+        self.tally.count_shadow(shadow.cost)
         status = "ok" if shadow.error is None else "error"
-        c.services.policy_metrics.cascade_shadow_calls.labels(c.name, status).inc()
+        self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -162,7 +145,7 @@ class Sampling:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            log.error("cascade %s: shadow work failed", self.cascade.name, exc_info=task.exception())
+            log.error("cascade %s: shadow work failed", self.name, exc_info=task.exception())
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,10 +161,11 @@ class ShadowSample:
         return self.sampling.worst_case(ctx, len(self.tried))
 
     async def run(self, ctx: RequestContext) -> None:
-        c, tried = self.sampling.cascade, list(self.tried)
+        s, tried = self.sampling, list(self.tried)
+        scorer = s.slot.current.scorer  # the one in use now: the rest of the sample is rated by it
         vector = QueryVector.known(tried[0].item.query_vector if tried else None)
-        for tier in range(len(tried), len(c.tiers) - 1):
-            tried.append(await c.ask(ctx, tier, c.tiers[tier], vector))
-        completion = await c.services.upstream.answer(ctx, c.tiers[-1])
+        for tier in range(len(tried), len(s.tiers) - 1):
+            tried.append(await s.caller.ask(ctx, scorer, tier, s.tiers[tier], vector))
+        completion = await s.services.upstream.answer(ctx, s.tiers[-1])
         ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
         await self.sampling.record(self.request_id, tried, answer_text(completion.body), self.weight)

@@ -1,5 +1,9 @@
-"""What a cascade is built with and counts, shared by its request path
-(gateway/routing/cascade.py) and its sampling (gateway/routing/sampling.py)."""
+"""What a cascade is built with, decides by and counts, shared by its request path
+(gateway/routing/cascade.py), its sampling (gateway/routing/sampling.py) and its learning
+(gateway/routing/learning.py).
+
+The data flows one way: learning writes a new `CascadeState` into the cascade's `StateSlot`;
+the request path and the sampling read the slot; none of them holds or changes another's fields."""
 
 from __future__ import annotations
 
@@ -11,11 +15,13 @@ from starlette.responses import Response
 
 from gateway.context import RequestContext
 from gateway.metrics import Metrics
-from gateway.routing.confidence import Embed
+from gateway.routing.confidence import Confidence, Embed
 from gateway.routing.metrics import PolicyMetrics
 from gateway.routing.upstream import Upstream
 from gateway.storage.cascade_samples import SampleStore
+from policies.precall import PrecallRouter
 from policies.quality import Sample
+from policies.quality_controller import QualityController
 
 
 class SideLane(Protocol):
@@ -35,6 +41,36 @@ class Learner(Protocol):
     async def load(self) -> None:
         """At start: the scorer a previous run refitted, and the stored samples rescored by it."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeState:
+    """What a cascade decides by, as one value: the scorer that rates a cheap answer, the quality
+    controller built on that scorer's calibration (its threshold is on that scorer's scale), and
+    the router before the call trained at that threshold. A request reads one `CascadeState` and
+    keeps it, so it never scores with one scorer and judges by another's threshold."""
+
+    scorer: Confidence
+    controller: QualityController
+    router: PrecallRouter | None = None  # policies/precall.py; None: every request asks the cheap tier
+
+
+class StateSlot:
+    """The one place a cascade's `CascadeState` lives. Its learning (its only writer) replaces the
+    whole value; the request path and the sampling read `current` (a request once, at its start)."""
+
+    __slots__ = ("_current",)
+
+    def __init__(self, initial: CascadeState) -> None:
+        self._current = initial
+
+    @property
+    def current(self) -> CascadeState:
+        return self._current
+
+    def replace(self, state: CascadeState) -> None:
+        """`state` from now on: the requests that start next read it; those under way keep theirs."""
+        self._current = state
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +144,10 @@ class Tally:
         self.escalated += escalated
         self.charged += ctx.cost
         self.always_last += always_last
+
+    def count_shadow(self, cost: Decimal) -> None:
+        """A shadow sample's cost (gateway/routing/sampling.py), paid beside the requests'."""
+        self.shadow += cost
 
     def mark(self, mode: str, threshold: float | None, quality: float | None, lower: float | None) -> None:
         """A point of the learning curve, when the request just counted is one it marks."""

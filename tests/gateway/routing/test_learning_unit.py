@@ -20,11 +20,11 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.routing import learning as learning_module
-from gateway.routing.cascade import CascadeTarget, build_controller
+from gateway.routing.cascade import initial_state
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.learning import UPGRADED, Learning, learning_for
 from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.services import Services
+from gateway.routing.services import Services, StateSlot
 from gateway.settings import CascadeConfig
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.feedback import AnsweredRequest, FeedbackRow
@@ -36,7 +36,6 @@ from policies.scorers.learned import LearnedModel, LearnedScorer, LogisticModel
 from policies.scorers.refit import TrainingRow, Upgrade, controller_for
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
-from tests.gateway.fakes import deployment
 
 NAME = "team/cascade"  # written to disk as team_cascade.learned.json
 EVERY = 10
@@ -106,24 +105,24 @@ def stored(n: int, agrees: bool = True) -> list[StoredSample]:
     return [StoredSample(f"req_{i}", Sample((0.3,), (agrees,)), (VECTOR,)) for i in range(n)]
 
 
-def cascade(samples: FakeSamples, scorer: str = "scorers/mine.json", current: Any = None) -> CascadeTarget:
+def learning(
+    tmp_path: Path,
+    samples: FakeSamples | None = None,
+    feedback: FakeFeedback | None = None,
+    scorer: str = "scorers/mine.json",
+    current: Any = None,
+) -> Learning:
+    """A cascade's learning, with the slot it writes (its cascade's request path is not needed)."""
     config = CascadeConfig(name=NAME, tiers=["cheap", "best"], scorer=scorer, refit_every=EVERY, max_samples=1000)
     confidence_ = PureConfidence(LearnedScorer(model(0.0)) if current is None else current)
-    services = Services(None, None, None, PolicyMetrics(CollectorRegistry()), samples)  # type: ignore[arg-type]
-    return CascadeTarget(
-        config, [deployment("cheap"), deployment("best")], confidence_, build_controller(config, confidence_), services
-    )
-
-
-def learning(
-    tmp_path: Path, samples: FakeSamples | None = None, feedback: FakeFeedback | None = None, **kw: Any
-) -> Learning:
-    c = cascade(samples or FakeSamples([]), **kw)
-    return learning_for(c, feedback, tmp_path)  # type: ignore[arg-type]
+    store = samples or FakeSamples([])
+    services = Services(None, None, None, PolicyMetrics(CollectorRegistry()), store)  # type: ignore[arg-type]
+    slot = StateSlot(initial_state(config, confidence_))
+    return learning_for(config, services, slot, feedback, tmp_path)  # type: ignore[arg-type]
 
 
 def refits(learn: Learning, outcome: str) -> float:
-    metrics = learn.cascade.services.policy_metrics
+    metrics = learn.services.policy_metrics
     return (
         metrics.registry.get_sample_value("costgate_cascade_refits_total", {"cascade": NAME, "outcome": outcome}) or 0
     )
@@ -133,9 +132,11 @@ def verdict(replace: bool) -> RefitVerdict:
     return RefitVerdict(replace, 0.6, 0.8 if replace else 0.5, 30, "candidate ranks better" if replace else "no gain")
 
 
-def scorer_model(c: CascadeTarget) -> LearnedModel:
-    assert isinstance(c.scorer, PureConfidence) and isinstance(c.scorer.scorer, LearnedScorer)
-    return c.scorer.scorer.model
+def scorer_model(learn: Learning) -> LearnedModel:
+    """The learned model of the scorer in the slot now."""
+    scorer = learn.slot.current.scorer
+    assert isinstance(scorer, PureConfidence) and isinstance(scorer.scorer, LearnedScorer)
+    return scorer.scorer.model
 
 
 class Gated:
@@ -205,7 +206,7 @@ async def test_a_winning_refit_swaps_scorer_and_controller_with_the_samples_take
     answered = AnsweredRequest("req_3", "team_a1", None, NAME, "best", "miss", 0.0)
     feedback = FakeFeedback(rows=[FeedbackRow(answered, Verdict.RIGHT, "team_a1", 0.0)])
     learn = learning(tmp_path, samples, feedback)
-    c, old_model, old_controller = learn.cascade, learn.model, learn.cascade.controller
+    c, old_model, old_controller = learn, learn.model, learn.controller
     new = model(2.0)
     seen: list[Sequence[TrainingRow]] = []
 
@@ -263,8 +264,8 @@ async def test_a_sample_stored_while_the_refit_reads_the_store_is_counted_once(
     samples.gate.set()
     attempt = await task
     assert attempt is not None and attempt.verdict.replace
-    assert len(learn.cascade.controller.samples) == 41
-    assert learn.cascade.controller.samples[-1].agrees == (False,)
+    assert len(learn.controller.samples) == 41
+    assert learn.controller.samples[-1].agrees == (False,)
 
 
 async def test_a_losing_refit_keeps_the_scorer_and_writes_nothing(
@@ -273,7 +274,7 @@ async def test_a_losing_refit_keeps_the_scorer_and_writes_nothing(
     feedback = FakeFeedback()
     feedback.down = True  # verdicts not read: the refit goes on, on agreement alone
     learn = learning(tmp_path, FakeSamples(stored(40)), feedback)
-    c, old_model, old_controller = learn.cascade, learn.model, learn.cascade.controller
+    c, old_model, old_controller = learn, learn.model, learn.controller
     monkeypatch.setattr(learning_module, "refit", lambda rows, *_, **__: (None, verdict(False)))
     learn.sampled("req_new7", Sample((0.5,), (True,)), (VECTOR,))  # nothing running: not kept aside
     assert learn._fresh is None
@@ -291,7 +292,7 @@ async def test_a_kept_scorer_is_loaded_back_at_the_next_start_with_the_samples_r
     first._write(model(2.0))
     again = learning(tmp_path, samples)  # the next start: the configured scorer again
     await again.load()
-    c = again.cascade
+    c = again
     loaded = scorer_model(c)
     assert loaded.to_json() == model(2.0).to_json() and again.model is loaded and again.refitted
     assert len(c.controller.samples) == 25 and all(s.confidences == (confidence(loaded),) for s in c.controller.samples)
@@ -302,11 +303,11 @@ async def test_a_scorer_refitted_from_another_configured_one_or_unreadable_is_no
     learning(tmp_path)._write(model(2.0))
     other = learning(tmp_path, scorer="scorers/another.json")  # the config names another scorer since
     await other.load()
-    assert scorer_model(other.cascade).to_json() == model(0.0).to_json() and not other.refitted
+    assert scorer_model(other).to_json() == model(0.0).to_json() and not other.refitted
     (tmp_path / "cascades" / "team_cascade.learned.json").write_text("{not json")
     broken = learning(tmp_path)
     await broken.load()
-    assert not broken.refitted and scorer_model(broken.cascade).to_json() == model(0.0).to_json()
+    assert not broken.refitted and scorer_model(broken).to_json() == model(0.0).to_json()
 
 
 def counts(right: int, wrong: int) -> list[VerdictCount]:
@@ -327,7 +328,7 @@ async def test_verdicts_on_the_last_tier_set_its_quality_at_start_and_at_each_up
     learn = learning(tmp_path, FakeSamples(stored(5)), feedback, current=RuleScorer())
     learn.upgrades = False  # only the verdicts are read at an update
     await learn.load()
-    controller = learn.cascade.controller
+    controller = learn.controller
     assert controller.last.value == 27 / 36 and controller.last.source == "feedback"
     assert controller.last.value < 0.76  # 27/36 = 0.75, not the default
     feedback.counts_list = counts(35, 5)
@@ -345,12 +346,12 @@ async def test_one_team_moves_the_last_tiers_quality_no_further_than_its_share_o
     learn = learning(tmp_path, FakeSamples(stored(5)), feedback, current=RuleScorer())
     learn.upgrades = False
     await learn.load()
-    last = learn.cascade.controller.last
+    last = learn.controller.last
     assert last.source == "feedback" and last.value == pytest.approx(0.25)  # 0.5 x 0 + 0.5 x 0.5 (the default)
     # the other team's verdicts count as much as its traffic: 10 `right`s out of its 45 answers
     feedback.counts_list.append(VerdictCount("team_o", NAME, "best", "miss", Verdict.RIGHT, 10))
     await learn.update()
-    assert learn.cascade.controller.last.value == pytest.approx(0.5)  # 0.5 x 0 + 0.5 x 1
+    assert learn.controller.last.value == pytest.approx(0.5)  # 0.5 x 0 + 0.5 x 1
 
 
 async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loaded_back(
@@ -369,13 +370,13 @@ async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loade
     learn.seen = learning_module.EARLY_ROWS  # past the early fits (first_fit): the held-back upgrade
     attempt = await learn.update()
     assert attempt is not None and learn.upgraded and learn.model is new
-    assert scorer_model(learn.cascade) is new and learn.scorer_in_use == UPGRADED
+    assert scorer_model(learn) is new and learn.scorer_in_use == UPGRADED
     saved = json.loads((tmp_path / "cascades" / "team_cascade.learned.json").read_text())
     assert saved["refit_of"] == "rules"
     again = learning(tmp_path, samples, scorer="rules", current=RuleScorer())
     await again.load()
-    assert again.upgraded and scorer_model(again.cascade).to_json() == new.to_json()
-    assert len(again.cascade.controller.samples) == 30
+    assert again.upgraded and scorer_model(again).to_json() == new.to_json()
+    assert len(again.controller.samples) == 30
 
 
 async def test_a_rules_cascade_fits_early_and_often_and_is_held_learning_while_a_fit_may_certify(
@@ -384,10 +385,7 @@ async def test_a_rules_cascade_fits_early_and_often_and_is_held_learning_while_a
     config = CascadeConfig(name=NAME, tiers=["cheap", "best"], refit_every=200, max_samples=1000)
     rules = PureConfidence(RuleScorer())
     services = Services(None, None, None, PolicyMetrics(CollectorRegistry()), FakeSamples([]))  # type: ignore[arg-type]
-    c = CascadeTarget(
-        config, [deployment("cheap"), deployment("best")], rules, build_controller(config, rules), services
-    )
-    learn = learning_for(c, None, tmp_path)
+    c = learn = learning_for(config, services, StateSlot(initial_state(config, rules)), None, tmp_path)
     update = Gated()
     learn.update = update  # type: ignore[method-assign]
     starts = []

@@ -5,6 +5,7 @@ in /admin/cascades); on its explore share the cheap tier is asked as before."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -49,14 +50,16 @@ async def test_a_router_that_expects_a_rejection_goes_straight_to_the_last_tier(
         target = app.state.gateway.routing.cascades["auto"]
         ask = {"model": "auto", "messages": [{"role": "user", "content": "What is 2 + 2?"}]}
         async with http_client(app) as client:
-            target.router = router(accept=False)
+            target.slot.replace(replace(target.state, router=router(accept=False)))
             r = await client.post("/v1/chat/completions", json=ask, headers={"authorization": f"Bearer {key}"})
             assert r.status_code == 200 and r.headers["x-costgate-model"] == "strong"
             assert calls == ["strong"]  # the cheap call was never made
-            target.router = router(accept=True)
+            target.slot.replace(replace(target.state, router=router(accept=True)))
             r = await client.post("/v1/chat/completions", json=ask, headers={"authorization": f"Bearer {key}"})
             assert r.headers["x-costgate-model"] == "weak" and calls == ["strong", "weak"]
-            target.router = router(accept=False, explore=1.0)  # always explored: asked as before
+            target.slot.replace(
+                replace(target.state, router=router(accept=False, explore=1.0))
+            )  # always explored: asked as before
             r = await client.post("/v1/chat/completions", json=ask, headers={"authorization": f"Bearer {key}"})
             assert r.headers["x-costgate-model"] == "weak" and calls[-1] == "weak"
             view = (await client.get("/admin/cascades", headers={"authorization": f"Bearer {ADMIN_KEY}"})).json()
