@@ -30,7 +30,7 @@ from gateway.providers.openai import PATHS, provider_refusal
 from gateway.sse import chunk_text, stream_tail
 from gateway.sse import event as sse_event
 from gateway.tokens import count_prompt, count_text
-from gateway.worst_case import StreamMeter
+from gateway.worst_case import StreamMeter, unreported_prompt
 from policies.pricing import PICO_USD, Tier, Usage, bill, format_usd
 
 
@@ -59,11 +59,11 @@ def billed_tier(answer: dict[str, Any]) -> Tier:
 def charge(
     ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "", tier: Tier = Tier.STANDARD
 ) -> Usage:
-    """Add one call's cost to the request, as its provider bills it at `tier`; count tokens when
-    the upstream reported none."""
+    """Add one call's cost to the request, as its provider bills it at `tier`; when the upstream
+    reported no usage, its prompt at the hold's bound and the completion counted."""
     if usage is None:
         model = dep.config.upstream_model
-        usage = Usage(count_prompt(ctx.body, model), count_text(completion_text, model) if completion_text else 0)
+        usage = Usage(unreported_prompt(ctx, dep), count_text(completion_text, model) if completion_text else 0)
     ctx.add_call(usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
     ctx.tier = tier if dep.price.at(tier) is not None else Tier.STANDARD
     return usage
@@ -171,7 +171,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
         with anyio.CancelScope(shield=True):
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                usage = Usage(count_prompt(ctx.body, dep.config.upstream_model), meter.tokens)
+                usage = Usage(unreported_prompt(ctx, dep), meter.tokens)
             final = charge(ctx, dep, usage, "".join(ctx.completion_text), tier)
     if failed:
         return

@@ -34,8 +34,8 @@ from gateway.deployments import Deployment
 from gateway.errors import GatewayError
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.sse import StreamEnd
-from gateway.tokens import count_delta, count_prompt
-from gateway.worst_case import StreamMeter
+from gateway.tokens import count_delta
+from gateway.worst_case import StreamMeter, unreported_prompt
 from policies.pricing import PICO_USD, Usage, format_usd
 
 
@@ -173,7 +173,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             await stream.aclose()
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                final = Usage(count_prompt(ctx.body, model), meter.tokens)
+                final = Usage(unreported_prompt(ctx, dep), meter.tokens)
             charge(ctx, dep, final, "".join(ctx.completion_text))
     if failed:
         return

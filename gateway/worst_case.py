@@ -56,6 +56,14 @@ def prompt_bound(ctx: RequestContext, dep: Deployment) -> int:
     return bound
 
 
+def unreported_prompt(ctx: RequestContext, dep: Deployment) -> int:
+    """The prompt tokens charged for a call whose upstream reported no usage (a whole answer or a
+    stream without it, a stream cut at its hold): what the hold counted, the most the provider
+    can bill (its UTF-8 bytes where its tokenizer is not tiktoken), never a tiktoken estimate
+    below that: the meter errs on the closed side."""
+    return prompt_bound(ctx, dep)
+
+
 def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None = None) -> Decimal:
     """The most one call to `dep` can cost for this request. `per_completion` replaces the
     output cap (the cost router estimates with its expected output)."""

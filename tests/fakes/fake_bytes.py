@@ -4,6 +4,9 @@ but its model name and settings) is one prompt token. It answers "ok" (two bytes
 tokens), whole or streamed, on OpenAI's chat and completions APIs and natively on the Responses
 and Messages APIs (so litellm's Anthropic provider and native passthrough reach it too).
 
+A model whose name ends in `-silent` answers without usage, whole and streamed, as some
+OpenAI-compatible hosts do: the gateway must then charge what its hold counted.
+
 It keeps its own bill, per upstream model name: `GET /_bill` -> {model: {"calls", "prompt_tokens",
 "completion_tokens"}} — the figures a ledger must equal. A stream is billed when it is answered,
 whether or not the client reads it to the end, as a provider bills.
@@ -31,6 +34,7 @@ from tests.fakes.fake_native import NativeEndpoints
 from tests.support import free_port, wait_until
 
 ANSWER = "ok"
+SILENT = "-silent"  # a model that reports no usage
 SETTINGS = frozenset({"model", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "temperature"})
 
 
@@ -92,7 +96,8 @@ def create_bytes_app(bill: Bill) -> Starlette:
         model, chat = str(body.get("model", "")), request.url.path.endswith("/chat/completions")
         usage = bill.charge(model, body)
         if body.get("stream"):
-            with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            asked = bool((body.get("stream_options") or {}).get("include_usage"))
+            with_usage = asked and not model.endswith(SILENT)
             return StreamingResponse(_stream(model, chat, usage, with_usage), media_type="text/event-stream")
         choice = (
             {"index": 0, "message": {"role": "assistant", "content": ANSWER}, "finish_reason": "stop"}
@@ -100,7 +105,8 @@ def create_bytes_app(bill: Bill) -> Starlette:
             else {"index": 0, "text": ANSWER, "finish_reason": "stop"}
         )
         answer = {"id": "fake-bytes", "object": "chat.completion" if chat else "text_completion", "created": 0}
-        return Response(orjson.dumps({**answer, "model": model, "choices": [choice], "usage": usage}))
+        answer |= {"model": model, "choices": [choice]}
+        return Response(orjson.dumps(answer if model.endswith(SILENT) else {**answer, "usage": usage}))
 
     def native_answer(chat_body: dict[str, Any], model: str) -> dict[str, Any]:
         usage = bill.charge(model, chat_body)

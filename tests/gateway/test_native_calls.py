@@ -21,7 +21,6 @@ from gateway.native_calls import NATIVE, call_native, open_native_relay, serves_
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, UpstreamStream
 from gateway.settings import ModelConfig
 from gateway.sse import StreamEnd
-from gateway.tokens import count_prompt
 from gateway.worst_case import StreamMeter, prompt_bound
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import PICO_USD, Price, format_usd
@@ -263,10 +262,10 @@ async def test_a_metered_stream_is_cut_at_its_budget_hold_with_the_apis_error_ev
     assert name == "error" and error["code"] == "budget_exceeded" and "budget hold" in error["message"]
     assert all(n == "response.output_text.delta" for n, _ in relayed_events)
     assert ctx.error is not None and ctx.error.startswith("stream cut at the budget hold")
-    # the upstream reported no usage: charged the prompt as counted and the tokens metered
+    # the upstream reported no usage: charged the prompt as the hold counted it and the tokens metered
     counted = len(ctx.completion_text)
     assert counted == len(relayed_events) and counted >= 5
-    assert ctx.usage.completion_tokens >= 5 and ctx.usage.prompt_tokens == count_prompt(ctx.body, "upstream-name")
+    assert ctx.usage.completion_tokens >= 5 and ctx.usage.prompt_tokens == prompt_bound(ctx, dep)
     assert ctx.cost == ctx.usage.prompt_tokens * INPUT + ctx.usage.completion_tokens * OUTPUT
 
 

@@ -46,6 +46,7 @@ def models(api_base: str, root: str) -> list[dict[str, Any]]:
         {"name": "gpt", "model": "gpt-4o-mini", **openai},
         {"name": "native", "model": "gpt-4o", **openai, "apis": ["chat", "responses", "messages"]},
         {"name": "custom", "model": "my-llama", **openai},  # an OpenAI-compatible host, its own tokenizer
+        {"name": "silent", "model": "my-llama-silent", **openai},  # the same, reporting no usage
         {"name": "claude", "provider": "litellm", "model": "anthropic/claude-haiku-4-5", "api_base": root,
          "api_key": "fake", "price": price},
     ]  # fmt: skip
@@ -235,6 +236,26 @@ async def test_a_hold_bounds_a_provider_that_bills_every_byte(
         billed += bill_cost(before, upstream.billed(billed_model))
     assert statuses[-1] == 402 and statuses.count(200) >= 2, statuses
     assert await team.ledger() == billed <= Decimal("0.05")
+    assert await team.reserved() == 0
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
+@pytest.mark.parametrize("text", ["a" + " " * 8000 + "b", "a" + "\xa0" * 4000 + "b", "hello there"])
+async def test_an_answer_without_usage_is_charged_the_prompt_the_hold_counted(
+    gateway: FastAPI, upstream: BytesUpstream, text: str, stream: bool
+) -> None:
+    """A provider that reports no usage was charged a tiktoken estimate of the prompt: a run of
+    spaces, one token to tiktoken per 128, billed 8000 here. The prompt is now charged at what
+    the hold counted (the sent body's UTF-8 bytes for a model whose tokenizer is not tiktoken),
+    so the ledger never falls below the bill, and stays within the hold's bound of it."""
+    team = await Team.create(gateway, f"silent-{len(text)}-{ord(text[1])}-{stream}")
+    before = upstream.billed("my-llama-silent")
+    response = await team.post("/v1/chat/completions", {**chat("silent", text), "stream": stream})
+    assert response.status_code == 200, response.text
+    billed = bill_cost(before, upstream.billed("my-llama-silent"))
+    assert billed > 0
+    ledger = await team.ledger()
+    assert billed <= ledger <= billed + Decimal(300) * IN / 10**6  # the body's JSON around the text
     assert await team.reserved() == 0
 
 

@@ -16,6 +16,7 @@ from gateway.errors import CircuitOpen, InvalidRequest, UpstreamError, UpstreamT
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget
 from gateway.tokens import count_prompt, count_text
+from gateway.worst_case import prompt_bound
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
@@ -113,7 +114,9 @@ async def test_the_clients_own_fault_is_not_tried_elsewhere_nor_held_against_the
     assert view is None or view.errors == 0
 
 
-async def test_an_answer_without_usage_is_charged_from_token_counts_of_every_choice() -> None:
+async def test_an_answer_without_usage_is_charged_the_held_prompt_and_every_choice() -> None:
+    """No usage reported: the prompt at what the hold counts (the most the provider can bill),
+    the completion counted over every choice."""
     answer = chat_answer("first")
     answer.body["choices"].append(
         {"index": 1, "message": {"role": "assistant", "content": " second"}, "finish_reason": "stop"}
@@ -121,5 +124,6 @@ async def test_an_answer_without_usage_is_charged_from_token_counts_of_every_cho
     deployments, _, _ = chain([answer], [])
     ctx = ask()
     await target(deployments).answer(ctx)
-    expected = Usage(count_prompt(ctx.body, "primary-v1"), count_text("first second", "primary-v1"))
+    expected = Usage(prompt_bound(ctx, deployments["primary"]), count_text("first second", "primary-v1"))
     assert ctx.usage == expected and expected.completion_tokens >= 2
+    assert expected.prompt_tokens >= count_prompt(ctx.body, "primary-v1")
