@@ -36,6 +36,7 @@ from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
 from gateway.storage.files import FileStore
 from gateway.storage.keys import KeyStore
+from gateway.storage.provider_batches import ProviderBatchStore
 from policies.pricing import to_pico
 
 log = logging.getLogger("costgate.batch")
@@ -104,6 +105,7 @@ class BatchRunner:
         self.keys = keys
         self.handle = handle  # the gateway pipeline: every line runs through it like a request
         self.store = BatchStore(db)
+        self.provider_batches = ProviderBatchStore(db)
         self.files = FileStore(db, data_dir)
         self.owner = "gw_" + secrets.token_hex(8)
         self.price_factor = Decimal(1) - self.config.discount
@@ -347,6 +349,7 @@ class BatchJob:
             output_file_id=output,
             error_file_id=errors,
         )
+        await self.runner.provider_batches.done(self.batch.id)
 
     async def _write(self, file_id: str, rows: list[ResultRow]) -> str | None:
         if not rows:

@@ -221,7 +221,6 @@ class ProviderBatcher:
                 self._end(record.batch_id, custom_id, str(batch.get("status")))
             else:
                 future.set_result(found)
-        await self.store.done(record.id)
 
     async def _read_file(self, file_id: str) -> dict[str, LineAnswer]:
         response = await self._client.get(f"/files/{file_id}/content")

@@ -22,7 +22,7 @@ provider_batches = Table(
     Column("id", String(128), primary_key=True),  # the provider's batch id
     Column("batch_id", String(64), nullable=False),  # the caller's batch
     Column("model", String(200), nullable=False),  # the deployment (config name) it was sent to
-    Column("status", String(16), nullable=False),  # "submitted" until its results were handed back, then "done"
+    Column("status", String(16), nullable=False),  # "submitted" until the caller's batch ended, then "done"
     Column("custom_ids", Text, nullable=False),  # JSON list: the caller's lines it carries
     Column("created_at", Float, nullable=False),
     Index("ix_provider_batches_batch", "batch_id", "model"),
@@ -61,8 +61,11 @@ class ProviderBatchStore:
             rows = (await conn.execute(query)).all()
         return [ProviderBatchRecord(r.id, r.batch_id, r.model, tuple(json.loads(r.custom_ids))) for r in rows]
 
-    async def done(self, provider_batch_id: str) -> None:
+    async def done(self, batch_id: str) -> None:
+        """The caller's batch ended with every line's result stored: its provider batches are not
+        polled again. (Not earlier: a gateway that dies after reading a provider batch's results
+        but before storing its lines' reads them again at the next start.)"""
         async with self._engine.begin() as conn:
             await conn.execute(
-                update(provider_batches).where(provider_batches.c.id == provider_batch_id).values(status="done")
+                update(provider_batches).where(provider_batches.c.batch_id == batch_id).values(status="done")
             )
