@@ -23,12 +23,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's packages before bench/'s files
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from fastapi import FastAPI
+
 from gateway.app import create_app
 from gateway.settings import Settings
 from tests.fakes.fake_bytes import BytesUpstream
-from tests.reliability.test_hostile_text import ADMIN, ENDPOINTS, Team, bill_cost, models
+from tests.reliability.test_hostile_text import ADMIN, ENDPOINTS, Team, bill_cost, http, models
 
 TEXTS = {"tab": "\t", "vt": "\x0b", "ff": "\x0c", "space": " ", "nbsp": "\xa0", "ideographic-space": "\u3000"}
+
+
+AFTER_S = 30  # issue 24's target: nothing reserved this long after the last answer
+
+
+async def held_after(app: FastAPI, seconds: float) -> None:
+    """Every budget's reservations `seconds` after the last answer (any team, not only the last)."""
+    await asyncio.sleep(seconds)
+    async with http(app) as admin:
+        budgets = (await admin.get("/admin/budgets")).json()["data"]
+    held = sum((Decimal(b["reserved_usd"]) for b in budgets), Decimal(0))
+    print(f"{seconds:g} s after the last answer: {len(budgets)} budgets, ${held} reserved in all", flush=True)
 
 
 async def main(run: int) -> None:
@@ -65,6 +79,7 @@ async def main(run: int) -> None:
                         f" | {time.perf_counter() - started:.1f} |",
                         flush=True,
                     )
+            await held_after(app, AFTER_S)
         finally:
             await app.state.gateway.stop()
             upstream.stop()

@@ -277,3 +277,23 @@ async def test_counting_endpoints_are_rate_limited(gateway: FastAPI, path: str, 
         statuses = [(await client.post(path, json=body, headers={"anthropic-version": "2023-06-01"})) for _ in range(4)]
     assert [r.status_code for r in statuses] == [200, 200, 200, 429]
     assert statuses[-1].json()["error"]["type"] == "rate_limit_error"  # in each API's own shape
+
+
+async def test_nothing_is_reserved_after_the_last_answer_on_any_endpoint(
+    gateway: FastAPI, upstream: BytesUpstream
+) -> None:
+    """Issue 24's target 'nothing reserved 30 s after the last answer', in process: one team sends
+    a tab run and an ordinary prompt on every endpoint path, streamed and whole, and the answer
+    without usage; once the last answer is read, every budget of the gateway (this module's teams
+    too) holds $0. Settling is awaited with the response, so no wait is needed in process."""
+    team = await Team.create(gateway, "nothing-held")
+    for endpoint in ENDPOINTS:
+        for text in (TAB_RUN, "hello there"):
+            for stream in (True, False):
+                await send(team, upstream, endpoint, text, stream)
+    await team.post("/v1/chat/completions", {**chat("silent", "hello"), "stream": True})
+    async with http(gateway) as admin:
+        budgets = (await admin.get("/admin/budgets")).json()["data"]
+    held = {b["subject"]: b["reserved_usd"] for b in budgets if Decimal(b["reserved_usd"])}
+    assert len(budgets) > 1 and team.id in {b["subject"] for b in budgets} and not held, held
+    assert await team.ledger() > 0
