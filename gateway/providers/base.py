@@ -2,7 +2,7 @@
 
 A provider turns an `UpstreamCall` into either a `Completion` (whole answer) or an
 `UpstreamStream` (server-sent events, relayed as they arrive). It raises only the
-`UpstreamError` family from gateway.errors, or `InvalidRequest` when the upstream blamed
+`UpstreamError` family from gateway.core.errors, or `InvalidRequest` when the upstream blamed
 the request itself (its 4xx), so callers need no provider-specific handling.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.admission import Priority
-from gateway.context import Endpoint
-from gateway.request_view import asked_output_tokens, completion_count
-from gateway.tokens import count_prompt
+from gateway.core.context import Endpoint
+from gateway.core.request_view import asked_output_tokens, completion_count
+from gateway.core.tokens import count_prompt
 from policies.pricing import Usage
 
 
@@ -26,9 +26,9 @@ class UpstreamCall:
     stream: bool = False
     # The request's class; a replica set admits by it, and vLLM replicas get it as `priority`.
     priority: Priority = Priority.INTERACTIVE
-    # Sent along as they are: the trace context (gateway/tracing.py), and to an upstream of a
+    # Sent along as they are: the trace context (gateway/upstream/tracing.py), and to an upstream of a
     # native API the client's headers of that API (Messages: anthropic-version, anthropic-beta;
-    # gateway/compat/messages.py) — never a credential or a host.
+    # gateway/compat/messages_api.py) — never a credential or a host.
     headers: tuple[tuple[str, str], ...] = ()
 
 
@@ -72,9 +72,11 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     if not isinstance(data, dict):
         return None
     prompt = data.get("prompt_tokens")
-    if not isinstance(prompt, int):
+    if not _is_count(prompt):
         return None
     completion = data.get("completion_tokens") or 0
+    if not _is_count(completion) or any(n < 0 for n in _numbers_in(data)):
+        return None  # a negative or odd count is no usage: charged as unreported (the hold's bound), never credited
     writes = _detail(data, "prompt_tokens_details", "cache_creation_tokens") or _count(
         data, "cache_creation_input_tokens"
     )
@@ -88,6 +90,21 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
         cache_write_tokens=max(writes - hour, 0),
         cache_write_1h_tokens=min(hour, writes) if writes else hour,
     )
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _numbers_in(usage: dict[str, Any]) -> list[int | float]:
+    """Every number a usage object carries, its details' included."""
+    found: list[int | float] = []
+    for value in usage.values():
+        if isinstance(value, dict):
+            found += _numbers_in(value)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            found.append(value)
+    return found
 
 
 def _count(usage: dict[str, Any], name: str) -> int:

@@ -14,23 +14,24 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError
 
 from policies.pricing import Usage
 
 
 class CacheCreation(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
-    ephemeral_5m_input_tokens: int | None = None
-    ephemeral_1h_input_tokens: int | None = None
+    ephemeral_5m_input_tokens: NonNegativeInt | None = None
+    ephemeral_1h_input_tokens: NonNegativeInt | None = None
 
 
 class MessagesUsage(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
+    # Negative counts fail validation, so such a usage is none (charged as unreported, never credited).
+    input_tokens: NonNegativeInt | None = None
+    output_tokens: NonNegativeInt | None = None
+    cache_read_input_tokens: NonNegativeInt | None = None
+    cache_creation_input_tokens: NonNegativeInt | None = None
     cache_creation: CacheCreation | None = None
 
 

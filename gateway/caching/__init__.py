@@ -1,0 +1,1 @@
+"""The response cache the cache stages share, and the shipped sentence model it reads vectors with."""

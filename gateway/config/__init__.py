@@ -1,0 +1,1 @@
+"""The gateway's configuration: the YAML file and its sections."""
