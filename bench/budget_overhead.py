@@ -41,16 +41,16 @@ import uvloop
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from gateway.context import Endpoint, Principal, RequestContext
-from gateway.deployments import build_deployments
+from gateway.config.settings import ModelConfig, Settings
+from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget
-from gateway.settings import ModelConfig, Settings
-from gateway.spend_control import SpendControl
+from gateway.spend.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerWriter
+from gateway.upstream.deployments import build_deployments
 from policies.breaker import Breakers
 from policies.budgets import Budget, Period, Scope
 from policies.pricing import Usage, to_pico

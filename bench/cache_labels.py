@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from policies.semantic_cache.calibration import Labelled
-from policies.semantic_cache.cli import read_labelled as read_files
+from policies.semantic_cache.calibrate_cli import read_labelled as read_files
+from policies.semantic_cache.verifier_calibration import Labelled
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"

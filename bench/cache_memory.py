@@ -33,8 +33,8 @@ from prometheus_client import CollectorRegistry
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.response_cache import ResponseCache, build_cache  # noqa: E402
-from gateway.settings import CacheConfig  # noqa: E402
+from gateway.caching.response_cache import ResponseCache, build_cache  # noqa: E402
+from gateway.config.settings import CacheConfig  # noqa: E402
 from policies.exact_cache import CachedAnswer, RequestKeys  # noqa: E402
 from policies.semantic_cache.search import TwoStageSearch  # noqa: E402
 from policies.semantic_cache.static_embedder import StaticEmbedder  # noqa: E402

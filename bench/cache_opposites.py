@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cache_labels import DEFAULT_PAIRS, read_labelled  # noqa: E402
-from gateway.settings import SemanticCacheConfig  # noqa: E402
+from gateway.config.settings import SemanticCacheConfig  # noqa: E402
 from policies.semantic_cache.differences import Parsed  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
 from policies.semantic_cache.verifier import Verifier  # noqa: E402

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import openai
 
-from policies.semantic_cache import calibration as cal
-from policies.semantic_cache.calibration import Examples, Labelled
+from policies.semantic_cache import verifier_calibration as cal
 from policies.semantic_cache.crossval import FoldResult, Summary, cross_validate, fold_result, summarise
-from policies.semantic_cache.features import normalise
+from policies.semantic_cache.pair_features import normalise
 from policies.semantic_cache.verifier import Verifier
+from policies.semantic_cache.verifier_calibration import Examples, Labelled
 
 CONCURRENCY = 8
 STORE_ONLY = {"x-costgate-cache": "no-cache"}  # store every `a`, even next to a near one

@@ -34,17 +34,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from gateway.tokens import count_prompt, count_text  # noqa: E402
+from gateway.core.tokens import count_prompt, count_text  # noqa: E402
 from policies.agreement import answers_agree  # noqa: E402
 from policies.precall import PrecallRouter, train_router  # noqa: E402
 from policies.quality import Sample  # noqa: E402
 from policies.quality_controller import Mode, Policy, QualityController  # noqa: E402
 from policies.scorers import Scored  # noqa: E402
-from policies.scorers.calibration import Calibration  # noqa: E402
-from policies.scorers.features import features  # noqa: E402
+from policies.scorers.answer_features import features  # noqa: E402
 from policies.scorers.rules import rule_violation  # noqa: E402
 from policies.scorers.training import Matrix, TrainingExample, out_of_fold, train_scorer  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.threshold_calibration import Calibration  # noqa: E402
 from policies.whatif import Recorded  # noqa: E402
 from policies.whatif import replay as learning_replay  # noqa: E402
 

@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.cache_labels import DEFAULT_LABELS, read_labelled  # noqa: E402
-from policies.semantic_cache import calibration as cal  # noqa: E402
-from policies.semantic_cache.calibration import Examples, Labelled  # noqa: E402
+from policies.semantic_cache import verifier_calibration as cal  # noqa: E402
 from policies.semantic_cache.embedder import MODEL_DIR, Embedder  # noqa: E402
+from policies.semantic_cache.verifier_calibration import Examples, Labelled  # noqa: E402
 
 BATCH, LEARNING_RATE, WARMUP, MAX_TOKENS = 16, 4e-5, 0.1, 96
 SERVED_MARKS = (0.25, 0.3, 0.35, 0.4, 0.45, 0.5)

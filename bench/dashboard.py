@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from gateway.app import create_app  # noqa: E402
+from gateway.config.settings import Settings  # noqa: E402
 from gateway.dashboard.rollup import LIVE_INDEX, ledger_daily, ledger_rollup  # noqa: E402
-from gateway.settings import Settings  # noqa: E402
 from gateway.storage.db import create_engine, create_tables  # noqa: E402
 
 ADMIN_KEY = "sk-cg-admin-bench-0123456789"

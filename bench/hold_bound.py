@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's packages before bench/'s files
 
-from gateway.tokens import billed_prompt_tokens
-from gateway.worst_case import count_slack
+from gateway.core.tokens import billed_prompt_tokens
+from gateway.upstream.worst_case import count_slack
 
 SYSTEM = "You are a helpful assistant. Answer briefly."
 IN, OUT = Decimal(1), Decimal(5)  # claude-haiku-4-5, $ per million tokens

@@ -26,7 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from fastapi import FastAPI
 
 from gateway.app import create_app
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 from tests.fakes.fake_bytes import BytesUpstream
 from tests.reliability.test_hostile_text import ADMIN, ENDPOINTS, Team, bill_cost, http, models
 

@@ -15,9 +15,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from starlette.datastructures import Headers
 
-from gateway.access_log import TEXT_FORMAT, JsonFormatter, log_request
-from gateway.context import Endpoint, Principal, RequestContext
-from gateway.request_ids import RequestIds
+from gateway.core.context import Endpoint, Principal, RequestContext
+from gateway.edge.access_log import TEXT_FORMAT, JsonFormatter, log_request
+from gateway.edge.request_ids import RequestIds
 
 
 def ctx():

@@ -26,9 +26,9 @@ import httpx
 import orjson
 
 from engine.admission import AdmissionPolicy, Priority
-from gateway.context import Endpoint
+from gateway.core.context import Endpoint
 from gateway.providers.base import UpstreamCall
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import ReplicaSet
 
 

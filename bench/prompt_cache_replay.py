@@ -30,8 +30,8 @@ import openai
 import uvicorn
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from tests.fakes.agent_replay import Agent, chat_request, conversations, messages_request
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
 from tests.support import free_port

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from policies.scorers import Scored  # noqa: E402
-from policies.scorers.features import features, final_number  # noqa: E402
+from policies.scorers.answer_features import features, final_number  # noqa: E402
 from policies.scorers.learned import BUNDLED, LearnedModel  # noqa: E402
 from policies.scorers.refit import TrainingRow, refit  # noqa: E402
 

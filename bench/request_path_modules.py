@@ -23,8 +23,8 @@ import httpx
 import orjson
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "policies", "engine")

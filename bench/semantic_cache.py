@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench import cache_quality as quality  # noqa: E402
 from bench.cache_labels import DEFAULT_LABELS, DEFAULT_PAIRS, read_labelled  # noqa: E402
-from gateway.settings import SemanticCacheConfig  # noqa: E402
-from policies.semantic_cache.calibration import RATES  # noqa: E402
+from gateway.config.settings import SemanticCacheConfig  # noqa: E402
 from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.semantic_cache.verifier_calibration import RATES  # noqa: E402
 from tests.support import FakeUpstream, GatewayProcess, model  # noqa: E402
 
 ONE_CORE = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

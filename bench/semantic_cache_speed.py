@@ -63,7 +63,7 @@ from bench.harness import (  # noqa: E402
     wait_http,
 )
 from bench.semantic_cache_stage import fillers, minilm_texts, miss_cpu, questions, recall, served_recall  # noqa: E402
-from gateway.settings import SemanticCacheConfig  # noqa: E402
+from gateway.config.settings import SemanticCacheConfig  # noqa: E402
 from policies.exact_cache import request_keys  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"

@@ -15,17 +15,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, Response
 
-from gateway.dashboard.router import MAX_FORM_BYTES
-from gateway.dashboard.router import install as install_dashboard
-from gateway.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
-from gateway.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
-from gateway.request_ids import RequestIds
+from gateway.config.settings import Settings
+from gateway.core.errors import AuthenticationFailed, GatewayError, InvalidRequest, error_response
+from gateway.dashboard.endpoints import MAX_FORM_BYTES
+from gateway.dashboard.endpoints import install as install_dashboard
+from gateway.edge.guard import MULTIPART_SLACK, BodyLimits, RequestGuard, bearer_matches
+from gateway.edge.request_ids import RequestIds
 from gateway.routes import admin, admin_budgets, cache_admin, feedback, messages, openai, responses
 from gateway.routes import batch as batch_routes
 from gateway.routes import cascades as cascade_routes
 from gateway.routes import engine as engine_routes
 from gateway.service import Gateway, build_gateway
-from gateway.settings import Settings
 
 log = logging.getLogger("costgate")
 

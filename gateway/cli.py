@@ -13,11 +13,11 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
-from engine import cli as engine_cli
-from gateway import admin_cli, cascade_cli, db_cli, distill_cli, reconcile_cli, whatif_cli
-from gateway.access_log import configure_logging
-from gateway.cache_cli import team_labels
-from policies.semantic_cache.cli import add_cache_commands
+from engine import engine_cli
+from gateway.commands import admin_cli, cascade_cli, db_cli, distill_cli, reconcile_cli, whatif_cli
+from gateway.commands.cache_cli import team_labels
+from gateway.edge.access_log import configure_logging
+from policies.semantic_cache.calibrate_cli import add_cache_commands
 
 CONFIG_ERROR_EXIT = 2  # like argparse's usage errors: the command was given something it cannot use
 SAMPLE_CONFIG = "costgate.example.yaml"
@@ -58,8 +58,8 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from gateway.app import create_app
-    from gateway.http_protocol import with_header_timeout
-    from gateway.settings import load_settings
+    from gateway.config.settings import load_settings
+    from gateway.edge.http_protocol import with_header_timeout
 
     try:
         settings = load_settings(args.config)
@@ -91,7 +91,7 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         loop="uvloop",
         http=http,
-        access_log=False,  # costgate's own access log has one line a request (gateway/access_log.py)
+        access_log=False,  # costgate's own access log has one line a request (gateway/edge/access_log.py)
         log_config=None,  # uvicorn's lines go through the handler configure_logging set (text or JSON)
         log_level=args.log_level,
         timeout_graceful_shutdown=10,

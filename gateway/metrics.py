@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.metrics import MetricWrapperBase
 
-from gateway.context import CacheStatus, RequestContext
+from gateway.core.context import CacheStatus, RequestContext
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 UNKNOWN_MODEL = "unknown"

@@ -21,25 +21,25 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from gateway.context import Api, CacheStatus, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import GatewayError, error_response
-from gateway.inflight import StreamJournal
+from gateway.caching.response_cache import ResponseCache
+from gateway.config.settings import CompressionConfig
+from gateway.core.context import Api, CacheStatus, RequestContext
+from gateway.core.errors import GatewayError, error_response
+from gateway.core.request_fields import DROPPED_HEADER, dropped_header
+from gateway.core.sse import StreamEnd
 from gateway.metrics import Metrics
-from gateway.request_fields import DROPPED_HEADER, dropped_header
-from gateway.response_cache import ResponseCache
-from gateway.routing.metrics import PolicyMetrics
+from gateway.routing.cascade_metrics import PolicyMetrics
+from gateway.routing.guarded_call import Upstream
 from gateway.routing.target import RouteTarget
-from gateway.routing.upstream import Upstream
-from gateway.settings import CompressionConfig
-from gateway.spend_control import SpendControl
-from gateway.sse import StreamEnd
+from gateway.spend.spend_control import SpendControl
 from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, read_body, record, route, tag
 from gateway.stages.keep_text import KeepText
 from gateway.stages.side_call import RunSideCall
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
-from gateway.tracing import Tracing
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.inflight import StreamJournal
+from gateway.upstream.tracing import Tracing
 from policies.pricing import format_usd
 
 log = logging.getLogger("costgate.pipeline")
@@ -70,7 +70,7 @@ class StageParts:
     policy_metrics: PolicyMetrics
     upstream: Upstream  # the guarded call the compress stage's summary goes through
     keep_text: KeepText | None = None  # only when a team keeps its text for distillation
-    tracing: Tracing | None = None  # only when OTEL_* asks for spans (gateway/tracing.py)
+    tracing: Tracing | None = None  # only when OTEL_* asks for spans (gateway/upstream/tracing.py)
 
 
 def build_stages(parts: StageParts) -> list[Stage]:
@@ -111,7 +111,7 @@ class Pipeline:
     ) -> None:
         self.stages = list(stages)
         self.on_refusal = on_refusal  # may answer another error instead (a 429 once refusals pile up)
-        self.streams = streams  # journals streams in flight, for a crash to charge (gateway/inflight.py)
+        self.streams = streams  # journals streams in flight, for a crash to charge (gateway/upstream/inflight.py)
 
     async def handle(self, ctx: RequestContext) -> Response:
         entered: list[Stage] = []

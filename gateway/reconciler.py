@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from gateway.config.settings import ModelConfig
 from gateway.providers.cost_reports import Month, Provider, provider_costs
-from gateway.settings import ModelConfig
 from gateway.storage.ledger import cost_by_day_and_model
 from policies.reconciliation import Line, by_family, model_family, reconcile
 

@@ -18,33 +18,33 @@ from starlette.applications import Starlette
 from starlette.requests import HTTPConnection
 
 from gateway.batch.runner import BatchRunner
-from gateway.deployments import Deployment, build_deployments
-from gateway.feedback import Feedback
-from gateway.inflight import StreamJournal, recover_streams
+from gateway.caching.minilm import MiniLM
+from gateway.caching.response_cache import ResponseCache, build_cache
+from gateway.config.settings import BatchConfig, Settings
 from gateway.metrics import Metrics
-from gateway.minilm import MiniLM
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
 from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.local import LocalProvider
 from gateway.providers.replicas import ReplicaCollector
-from gateway.response_cache import ResponseCache, build_cache
 from gateway.routing.build import RoutingPolicies
 from gateway.routing.direct import DirectTarget
+from gateway.routing.guarded_call import Upstream
 from gateway.routing.target import RouteTarget
-from gateway.routing.upstream import Upstream
-from gateway.settings import BatchConfig, Settings
-from gateway.spend_control import SpendControl
+from gateway.spend.spend_control import SpendControl
 from gateway.stages.keep_text import KeepText
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.distill_texts import Retention, TextStore
-from gateway.storage.feedback import FeedbackStore
 from gateway.storage.journal import Journal
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
 from gateway.storage.private import private_dir
 from gateway.storage.provider_batches import ProviderBatchStore
-from gateway.storage.responses import ResponseStore
-from gateway.tracing import Tracing, build_tracing
+from gateway.storage.stored_responses import ResponseStore
+from gateway.storage.verdict_store import FeedbackStore
+from gateway.upstream.deployments import Deployment, build_deployments
+from gateway.upstream.inflight import StreamJournal, recover_streams
+from gateway.upstream.tracing import Tracing, build_tracing
+from gateway.verdicts import Feedback
 from policies.breaker import Breakers
 
 log = logging.getLogger("costgate")
@@ -90,7 +90,7 @@ class Gateway:
     # Deletes kept text past its team's keep_text_days.
     text_retention: Retention
     texts: TextStore | None = None  # kept request text, when a team opts in (`costgate distill export`)
-    tracing: Tracing | None = None  # spans over OTLP, when OTEL_* asks (gateway/tracing.py)
+    tracing: Tracing | None = None  # spans over OTLP, when OTEL_* asks (gateway/upstream/tracing.py)
 
     async def start(self) -> None:
         await create_tables(self.db)  # every store's tables, migrated under a lock (gateway/storage/migrate.py)
@@ -215,7 +215,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     targets = MappingProxyType({**direct, **routing.targets})  # every name a client may ask for, once
     metrics.label_models(targets)  # other names a client sends are labelled `unknown`
     cache = build_cache(settings.cache, settings.redis_url, settings.data_dir, metrics.registry, minilm)
-    b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/inflight.py)
+    b = settings.budgets  # streams in flight are journaled, for a crash to charge (gateway/upstream/inflight.py)
     streams = StreamJournal(
         Path(settings.data_dir) / "journal",
         deployments,

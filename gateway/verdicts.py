@@ -1,7 +1,7 @@
 """Feedback on served answers: a team says an answer was wrong (or right) by its request id.
 
 `Feedback.report` finds the request in the ledger (only the reporter's team's: another team's
-id is answered like one that does not exist), records the verdict (gateway/storage/feedback.py),
+id is answered like one that does not exist), records the verdict (gateway/storage/verdict_store.py),
 and for a cache hit reported wrong purges the entry that served it — on every replica, as any
 purge — so the next such question is answered afresh. A semantic hit's pair of questions is
 kept with the verdict as the team's label for `costgate cache calibrate --team`.
@@ -21,14 +21,14 @@ from dataclasses import dataclass
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.errors import NotFound, Unavailable
-from gateway.response_cache import ResponseCache
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, FeedbackStore, Recorded
+from gateway.caching.response_cache import ResponseCache
+from gateway.core.errors import NotFound, Unavailable
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
-from policies.feedback import Verdict
-from policies.semantic_cache.calibration import Labelled
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, FeedbackStore, Recorded
+from policies.answer_verdict import Verdict
 from policies.semantic_cache.served import ServedHit
+from policies.semantic_cache.verifier_calibration import Labelled
 
 log = logging.getLogger("costgate.feedback")
 ADMIN = "admin"  # `reported_by` of a report made through the admin API or the dashboard

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from policies.scorers.features import final_number
+from policies.scorers.answer_features import final_number
 
 WORD = re.compile(r"[a-z0-9]+")
 

@@ -1,6 +1,6 @@
 """Alert rules: which soft thresholds a budget has reached, and whether the last hour's spend
 rate is over its limit. Pure; the gateway claims each alert once per period in the store and
-sends it as a webhook (gateway/alerting.py)."""
+sends it as a webhook (gateway/spend/alerting.py)."""
 
 from __future__ import annotations
 

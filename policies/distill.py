@@ -1,6 +1,6 @@
 """Distillation examples (issue 13, item 6): a cascade's last-tier answers as OpenAI chat
 fine-tuning examples, deduplicated and split into train and held-back sets. Pure: the rows come
-from gateway/storage/distill_texts.py, the files are written by gateway/distill_cli.py.
+from gateway/storage/distill_texts.py, the files are written by gateway/commands/distill_cli.py.
 
 An example is `{"messages": [...]}`: the request's messages (system, user and assistant turns
 with string content; a `developer` message counts as `system`) and, last, the assistant turn

@@ -4,7 +4,7 @@ A cascade pays for its cheap tier on every request, also on those whose cheap an
 will reject, and makes the client wait for it. The router predicts, before any call, the
 probability that the cheap answer will be accepted (its confidence at or above the threshold
 in use), from what the query alone says: its MiniLM vector on the topic axes and its cheap text
-features (length, numbers, percent, fractions; policies/scorers/features.py, the query's part
+features (length, numbers, percent, fractions; policies/scorers/answer_features.py, the query's part
 of the vector every sample stores). It is trained on the cascade's own samples, the same ones
 the scorer learns from, each labelled by whether the scorer accepted (or would accept, at the
 threshold now) its cheap answer.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from policies.scorers.features import NAMES
+from policies.scorers.answer_features import NAMES
 from policies.scorers.learned import LogisticModel, auc, fit_logistic
 from policies.scorers.training import Matrix, out_of_fold
 

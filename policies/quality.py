@@ -37,7 +37,7 @@ from statistics import NormalDist
 import numpy as np
 from numpy.typing import ArrayLike
 
-from policies.scorers.calibration import CANDIDATES, Calibration, CurvePoint
+from policies.threshold_calibration import CANDIDATES, Calibration, CurvePoint
 
 DEFAULT_LAST_TIER_QUALITY = 0.5  # unknown: assume the last tier is right half the time (conservative)
 REJECT_Z = 3.0  # the traffic overrules a calibration this many standard errors off (checked at every sample)

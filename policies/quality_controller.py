@@ -49,7 +49,7 @@ from policies.quality import (
     worth_trying,
     z_of,
 )
-from policies.scorers.calibration import CANDIDATES, Calibration
+from policies.threshold_calibration import CANDIDATES, Calibration
 
 
 class Mode(StrEnum):

@@ -2,7 +2,7 @@
 whose estimated cost fits the request's `x-costgate-max-cost-usd`.
 
 "Best" is the config's `quality` rank (higher is better; ties go to the cheaper model).
-The estimate is the request's worst case on that model (gateway/worst_case.py), with
+The estimate is the request's worst case on that model (gateway/upstream/worst_case.py), with
 `expected_output_tokens` standing in for an unset `max_tokens`. A model whose breaker is
 open is not a candidate. Without the header the router picks the best model outright.
 With the header and no model fitting, the request is refused with 402

@@ -26,7 +26,7 @@ from policies.precall import PrecallRouter, train_router
 from policies.quality import Sample, z_of
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.first_fit import FIRST_FIT, first_fit
 from policies.scorers.learned import LearnedModel
 from policies.scorers.refit import MIN_HELD_BACK, TrainingRow, refit, rescored, rows_of, upgrade

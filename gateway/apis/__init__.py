@@ -10,5 +10,5 @@ turns its request into one (`*.to_chat`), and the chat answer back into its own 
 
 Each API also has a `native` module for upstreams that speak it themselves: what to rewrite in
 the request and where the usage is, for pricing. The stream translators return events as
-dicts; gateway/sse.py's `typed_event` writes each with its `event:` line.
+dicts; gateway/core/sse.py's `typed_event` writes each with its `event:` line.
 """

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.errors import UpstreamError
+from gateway.core.errors import UpstreamError
 from policies.pricing import Usage
 
 

@@ -8,12 +8,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
 
 # The client-visible model name goes into the x-costgate-model header: printable ASCII only
-# (the same rule as gateway/wire.py's MODEL_NAME, which this package may not import).
+# (the same rule as gateway/core/wire.py's MODEL_NAME, which this package may not import).
 MODEL_NAME = r"^[!-~]+$"
 
 # pydantic puts the member it tried into an error's location for a union field

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest
-from gateway.json_body import check_depth
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest
+from gateway.core.json_body import check_depth
 
 ENDPOINTS: dict[str, Endpoint] = {
     "/v1/chat/completions": Endpoint.CHAT,

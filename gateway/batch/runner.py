@@ -29,10 +29,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
-from gateway.context import BatchLineRef, RequestContext
-from gateway.errors import GatewayError, error_body
+from gateway.config.settings import BatchConfig
+from gateway.core.context import BatchLineRef, RequestContext
+from gateway.core.errors import GatewayError, error_body
 from gateway.providers.batch_api import ProviderBatcher
-from gateway.settings import BatchConfig
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
 from gateway.storage.files import FileStore
 from gateway.storage.keys import KeyStore

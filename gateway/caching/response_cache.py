@@ -22,8 +22,8 @@ from typing import Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from redis.exceptions import RedisError
 
-from gateway.minilm import MiniLM
-from gateway.settings import CacheConfig
+from gateway.caching.minilm import MiniLM
+from gateway.config.settings import CacheConfig
 from policies.exact_cache import CachedAnswer, CachePolicy, RequestKeys
 from policies.semantic_cache.differences import Parsed
 from policies.semantic_cache.search import TwoStageSearch, VerifierJudge

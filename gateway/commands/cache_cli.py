@@ -1,9 +1,9 @@
 """`costgate cache calibrate --team NAME`: the team's labelled pairs, read from the gateway's database.
 
-The command itself (policies/semantic_cache/cli.py) is pure; this is the reader it is given:
+The command itself (policies/semantic_cache/calibrate_cli.py) is pure; this is the reader it is given:
 the team found by name (or id) among the gateway's teams, and every semantic hit of the team
 that got a verdict through POST /v1/feedback (or the dashboard's button), as a labelled pair
-(gateway/storage/feedback.py `labelled`).
+(gateway/storage/verdict_store.py `labelled`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ import asyncio
 import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.errors import GatewayError
-from policies.semantic_cache.calibration import Labelled
+from gateway.core.errors import GatewayError
+from policies.semantic_cache.verifier_calibration import Labelled
 
 
 async def _read(config: str | None, team: str) -> list[Labelled]:
-    from gateway.settings import load_settings
+    from gateway.config.settings import load_settings
     from gateway.storage.db import create_engine
-    from gateway.storage.feedback import FeedbackStore
     from gateway.storage.keys import KeyStore
+    from gateway.storage.verdict_store import FeedbackStore
 
     engine = create_engine(load_settings(config).database_url)
     try:

@@ -69,7 +69,7 @@ def with_query_vectors(examples: list[TrainingExample]) -> list[TrainingExample]
 
 
 async def read_samples(config: str, cascade: str | None) -> Matrix:
-    from gateway.settings import load_settings
+    from gateway.config.settings import load_settings
     from gateway.storage.cascade_samples import SampleStore
     from gateway.storage.db import create_engine
 

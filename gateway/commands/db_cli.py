@@ -13,7 +13,7 @@ import sys
 import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
 from gateway.storage.db import create_engine
 from gateway.storage.migrate import current_revision, head_revision, upgrade_schema
 

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import yaml
 
-from gateway.settings import Settings, load_settings
+from gateway.config.settings import Settings, load_settings
 from gateway.storage.db import create_engine
 from gateway.storage.distill_texts import KeptText, TextStore
-from gateway.storage.feedback import FeedbackStore
 from gateway.storage.private import private_file
+from gateway.storage.verdict_store import FeedbackStore
 from policies.distill import Example, StoredText, build_export, fine_tuning_problem
 
 OPENAI_MIN_EXAMPLES = 10  # OpenAI's fine-tuning refuses a training file with fewer

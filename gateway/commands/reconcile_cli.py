@@ -13,10 +13,10 @@ from decimal import Decimal
 import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.errors import GatewayError
+from gateway.config.settings import Settings, load_settings
+from gateway.core.errors import GatewayError
 from gateway.providers.cost_reports import BASE_VARIABLES, KEY_VARIABLES
 from gateway.reconciler import reconcile_month
-from gateway.settings import Settings, load_settings
 from gateway.storage.db import create_engine
 from policies.pricing import format_usd
 from policies.reconciliation import Line

@@ -19,7 +19,7 @@ import json
 from decimal import Decimal
 from pathlib import Path
 
-from gateway.tokens import count_prompt, count_text
+from gateway.core.tokens import count_prompt, count_text
 from policies.agreement import answers_agree
 from policies.quality_controller import Policy
 from policies.scorers import Scored

@@ -7,7 +7,7 @@
 A route authenticates the key, then hands the pipeline a context whose `read_body` parses the
 client's body and translates it to Chat Completions (gateway/apis) — so a body that cannot be
 translated is refused, and recorded, like any other refusal — and whose `shape`
-(`gateway.context.AnswerShape`) turns the pipeline's answer, stream or refusal back into the
+(`gateway.core.context.AnswerShape`) turns the pipeline's answer, stream or refusal back into the
 client's API. When a deployment speaks that API itself (config `apis`), the route target sends
 it the client's own body (`ctx.native`) and the answer passes the shape untranslated.
 """

@@ -1,5 +1,5 @@
 """The pipeline's chat stream, read back and translated: every piece it yields is one whole SSE
-event (gateway/calls.py's relay, gateway/sse.py's replays), so each is a chunk, the usage chunk,
+event (gateway/upstream/calls.py's relay, gateway/core/sse.py's replays), so each is a chunk, the usage chunk,
 a comment, an error, or the held-back `[DONE]`. `translate` runs one API's stream translator
 (gateway/apis) over it: comments (the cost line) pass as they are, and the closing events are
 made only once `[DONE]` arrived — after the request was settled — or the stream failed.
@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.context import RequestContext
-from gateway.errors import GatewayError, UpstreamError
-from gateway.sse import typed_event
+from gateway.core.context import RequestContext
+from gateway.core.errors import GatewayError, UpstreamError
+from gateway.core.sse import typed_event
 
 
 class Kind(enum.Enum):

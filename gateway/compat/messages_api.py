@@ -18,17 +18,17 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from gateway.apis.anthropic.errors import anthropic_error_response
+from gateway.apis.anthropic.anthropic_errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_version
 from gateway.apis.anthropic.message import MessageMeta, message_usage, new_message_id, to_message
-from gateway.apis.anthropic.request import parse_request
-from gateway.apis.anthropic.stream import MessagesStream
-from gateway.apis.anthropic.to_chat import to_chat_request
+from gateway.apis.anthropic.messages_request import parse_request
+from gateway.apis.anthropic.messages_stream import MessagesStream
+from gateway.apis.anthropic.messages_to_chat import to_chat_request
 from gateway.apis.chat import ChatUsage
 from gateway.compat.chat_stream import translate
-from gateway.context import Api, NativeRequest, RequestContext
-from gateway.errors import GatewayError
-from gateway.tokens import count_messages
+from gateway.core.context import Api, NativeRequest, RequestContext
+from gateway.core.errors import GatewayError
+from gateway.core.tokens import count_messages
 from policies.pricing import format_usd
 
 

@@ -23,15 +23,15 @@ from starlette.responses import Response
 
 from gateway.apis.chat import ChatUsage
 from gateway.apis.responses.output import ResponseMeta, new_id, response_usage, to_response
-from gateway.apis.responses.request import ResponsesRequest, parse_request
-from gateway.apis.responses.store import StoredResponse, conversation, resolve_chain
-from gateway.apis.responses.stream import ResponsesStream
-from gateway.apis.responses.to_chat import to_chat_request
+from gateway.apis.responses.response_chain import StoredResponse, conversation, resolve_chain
+from gateway.apis.responses.responses_request import ResponsesRequest, parse_request
+from gateway.apis.responses.responses_stream import ResponsesStream
+from gateway.apis.responses.responses_to_chat import to_chat_request
 from gateway.compat.chat_stream import translate, typed_data
-from gateway.context import Api, NativeRequest, RequestContext
-from gateway.errors import GatewayError, error_response
-from gateway.sse import StreamEnd
-from gateway.storage.responses import ResponseStore
+from gateway.core.context import Api, NativeRequest, RequestContext
+from gateway.core.errors import GatewayError, error_response
+from gateway.core.sse import StreamEnd
+from gateway.storage.stored_responses import ResponseStore
 from policies.pricing import format_usd
 
 log = logging.getLogger("costgate.responses")

@@ -27,7 +27,9 @@ class BudgetSettings(_Strict):
     reservation_timeout_s: float = Field(default=900.0, gt=0)  # a hold is reclaimed after this
     lease_s: float = Field(default=10.0, gt=0)  # a dead replica's holds are reclaimed this long after it dies
     journal_every_chunks: int = Field(default=16, ge=1)  # a stream's progress is journaled this often,
-    journal_every_s: float = Field(default=1.0, gt=0)  # or this often, for a crash to charge (gateway/inflight.py)
+    journal_every_s: float = Field(
+        default=1.0, gt=0
+    )  # or this often, for a crash to charge (gateway/upstream/inflight.py)
     redis_prefix: str = "costgate:"
     redis_timeout_s: float = Field(default=0.5, gt=0)
     refresh_s: float = Field(default=2.0, ge=0)  # how stale another replica's budget edits may be

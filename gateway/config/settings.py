@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from gateway.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
-from gateway.request_fields import FIELD_NAME, MANAGED, refusal
+from gateway.config.limits_config import AlertSettings, BudgetSettings, PlanSettings, RateLimitSettings
+from gateway.core.request_fields import FIELD_NAME, MANAGED, refusal
 from policies.breaker import BreakerConfig
 
 NativeApiName = Literal["chat", "responses", "messages"]
@@ -86,14 +86,14 @@ class ModelConfig(_Strict):
     engine: dict[str, Any] = Field(default_factory=dict)
     replicas: list[str] = Field(default_factory=list)  # more api_bases serving the same model
     admission: AdmissionConfig = Field(default_factory=AdmissionConfig)
-    # Request fields (gateway/request_fields.py): vendor fields this model takes beyond OpenAI's
+    # Request fields (gateway/core/request_fields.py): vendor fields this model takes beyond OpenAI's
     # (None: the provider's default, vLLM's sampling parameters for `local`, none otherwise), and
     # OpenAI fields its provider lacks. Either kind a client sends otherwise is dropped and
     # named in the answer's x-costgate-dropped-params header.
     extra_params: list[str] | None = None
     drop_params: list[str] = Field(default_factory=list)
     # The APIs the upstream serves itself (issue 14): a Responses or Messages request to this
-    # model is sent there as the client wrote it (allow-listed, gateway/request_fields.py) and
+    # model is sent there as the client wrote it (allow-listed, gateway/core/request_fields.py) and
     # its answer relayed as it came; otherwise it is translated to Chat Completions.
     apis: list[NativeApiName] = Field(default_factory=lambda: list[NativeApiName](["chat"]))
     prompt_cache: PromptCacheConfig = Field(default_factory=PromptCacheConfig)
@@ -204,7 +204,7 @@ class CostRouterConfig(_Strict):
 
 
 class CompressionConfig(_Strict):
-    """Keep long conversations inside a token budget (policies/compress.py)."""
+    """Keep long conversations inside a token budget (policies/compression.py)."""
 
     enabled: bool = False
     budget_tokens: int = Field(default=8000, ge=64)
@@ -230,7 +230,7 @@ class CacheConfig(_Strict):
     ttl: str = "7d"
     max_entries: int = 100_000
     max_temperature: float = 0.0  # requests sampled hotter than this are not cached
-    # Issue 4 (gateway/response_cache.py): backend, verifier file, per-team overrides.
+    # Issue 4 (gateway/caching/response_cache.py): backend, verifier file, per-team overrides.
     # auto: redis when redis_url is set (replicas share their entries), else embedded
     backend: Literal["auto", "embedded", "redis"] = "auto"
     redis_prefix: str = "costgate:cache:"
@@ -270,7 +270,7 @@ class BatchConfig(_Strict):
 
 class ResponsesConfig(_Strict):
     """Stored responses of the Responses API (`previous_response_id`, GET and DELETE
-    /v1/responses/{id}): kept per team in the gateway's database (gateway/storage/responses.py)."""
+    /v1/responses/{id}): kept per team in the gateway's database (gateway/storage/stored_responses.py)."""
 
     ttl_s: float = Field(default=30 * 86400.0, gt=0)  # OpenAI keeps them 30 days too
     max_team_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)  # past it, a team's oldest go first
@@ -327,7 +327,7 @@ class Settings(_Strict):
     ledger_batch_size: int = 500
     key_cache_ttl_s: float = 5.0
     log_prompts: bool = False
-    log_format: Literal["text", "json"] = "text"  # the process's log lines (gateway/access_log.py)
+    log_format: Literal["text", "json"] = "text"  # the process's log lines (gateway/edge/access_log.py)
     teams: dict[str, TeamConfig] = Field(default_factory=dict)  # by team name or id
     budgets: BudgetSettings = Field(default_factory=BudgetSettings)  # issue 3: budgets, plans, limits, alerts
     plans: dict[str, PlanSettings] = Field(default_factory=dict)

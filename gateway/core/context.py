@@ -10,18 +10,18 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.admission import Priority
-from gateway.request_view import RequestView
+from gateway.core.request_view import RequestView
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
 from policies.pricing import ZERO, Bill, Tier, Usage, in_picos
-from policies.ratelimit import RateCheck, RateHeadroom
+from policies.rate_limits import RateCheck, RateHeadroom
 
 UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
 
 if TYPE_CHECKING:
     from starlette.responses import Response
 
-    from gateway.errors import GatewayError
+    from gateway.core.errors import GatewayError
     from policies.semantic_cache.store import QuestionVectors
 
 
@@ -138,7 +138,7 @@ class NativeRequest:
 
 
 class Trace(Protocol):
-    """A request's OpenTelemetry span (gateway/tracing.py), when tracing is on."""
+    """A request's OpenTelemetry span (gateway/upstream/tracing.py), when tracing is on."""
 
     @property
     def trace_id(self) -> str:
@@ -203,7 +203,7 @@ class RequestContext:
     status_code: int = 200
     error: str | None = None
     first_token_at: float | None = None
-    trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/tracing.py)
+    trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/upstream/tracing.py)
     cascade_tier: int | None = None  # the cascade tier whose answer the client got (0: the cheapest)
     finished_at: float | None = None
     wants_usage_chunk: bool = False

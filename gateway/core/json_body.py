@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 MAX_DEPTH = 254  # the deepest value orjson.dumps writes
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.bodies import query_text
+from gateway.core.bodies import query_text
 
 
 def asked_output_tokens(body: dict[str, Any]) -> int | None:

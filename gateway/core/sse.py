@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from gateway.context import Endpoint
+from gateway.core.context import Endpoint
 from policies.pricing import Usage
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 import tiktoken
 
-from gateway.images import TileRule, data_url_size, rule_for
+from gateway.core.images import TileRule, data_url_size, rule_for
 
 # Per-message framing OpenAI adds around each chat message.
 TOKENS_PER_MESSAGE = 3

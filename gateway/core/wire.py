@@ -2,7 +2,7 @@
 
 Only what the gateway relies on is checked; other fields (response_format, logprobs, seed,
 vendor fields) pass these models untouched, and what goes upstream is then decided by the
-allow-list of gateway/request_fields.py, not here.
+allow-list of gateway/core/request_fields.py, not here.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest
 
 # Printable ASCII: a model name is echoed in the x-costgate-model header, which must be latin-1
 # and free of control characters (a client's emoji model name answered 500 and a dropped

@@ -3,7 +3,7 @@
 A request through the pipeline gets its line when it settles (gateway/stages/record.py): who
 asked, the model asked and served, status, tokens, cost, latency, cache, cascade tier, and what
 went wrong. Every other request (a refused key, `/v1/models`, the admin API) gets a shorter line
-from the edge (gateway/request_ids.py). Success is INFO; a failure of the gateway or upstream
+from the edge (gateway/edge/request_ids.py). Success is INFO; a failure of the gateway or upstream
 (5xx) and a client that left mid-stream (499) are WARNING; a refusal (4xx) is INFO, with its
 error. `costgate serve --log-format json` (or the config's `log_format: json`) writes every log
 line as one JSON object, the access fields as top-level keys (docs/observability.md).
@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
 from policies.pricing import format_usd
 
 log = logging.getLogger("costgate.access")

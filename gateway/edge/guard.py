@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.errors import AuthenticationFailed, BodyTooLarge, GatewayError, error_body
+from gateway.core.errors import AuthenticationFailed, BodyTooLarge, GatewayError, error_body
 from gateway.metrics import Metrics
 
 ADMIN_AREAS = ("/admin/", "/openapi.json")  # need the admin key (the dashboard excepted)

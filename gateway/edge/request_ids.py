@@ -10,7 +10,7 @@ its API's header (an Anthropic error body quotes it too) keeps its own.
 
 It also writes the access-log line of every request the pipeline did not log itself (a refused
 key, `/v1/models`, the admin API): the pipeline's requests are marked (`mark_logged`) and get
-their fuller line when they settle (gateway/access_log.py). Health checks, metrics scrapes and
+their fuller line when they settle (gateway/edge/access_log.py). Health checks, metrics scrapes and
 the dashboard's pages log at DEBUG. A bug that escapes a route before it answered is answered
 here (500, OpenAI's shape, with the id) and logged with its traceback.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.access_log import log_edge
-from gateway.errors import GatewayError, error_response
+from gateway.core.errors import GatewayError, error_response
+from gateway.edge.access_log import log_edge
 
 log = logging.getLogger("costgate")
 

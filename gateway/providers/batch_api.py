@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.context import BatchLineRef
-from gateway.errors import ProviderBatchEnded, UpstreamError
+from gateway.core.context import BatchLineRef
+from gateway.core.errors import ProviderBatchEnded, UpstreamError
 from gateway.storage.provider_batches import ProviderBatchRecord, ProviderBatchStore
 
 log = logging.getLogger("costgate.batch_api")

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 Provider = Literal["openai", "anthropic"]
 OTHER = "(other)"

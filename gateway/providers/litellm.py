@@ -14,12 +14,12 @@ from typing import Any
 
 import orjson
 
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.request_fields import FieldPolicy
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
-from gateway.providers.openai import ProviderError
+from gateway.providers.openai_compatible import ProviderError
 from gateway.providers.retry import Retryable, parse_retry_after, with_retries
-from gateway.request_fields import FieldPolicy
 
 
 def _litellm() -> Any:
@@ -27,7 +27,7 @@ def _litellm() -> Any:
     import litellm
 
     # Else litellm prints "Give Feedback / Get Help" and its provider list on the console for
-    # each error it maps: costgate's own log says what failed (gateway/access_log.py).
+    # each error it maps: costgate's own log says what failed (gateway/edge/access_log.py).
     litellm.suppress_debug_info = True
     # Its loggers have no level of their own: under a gateway run at `--log-level info` they
     # would print a line per call ("LiteLLM completion() model=..."). Its warnings still show.
@@ -91,7 +91,7 @@ def _retry_after(err: Exception) -> float | None:
 
 def _translate(err: Exception, secret: bytes, model: str = "") -> Exception:
     """litellm's exception classes, as the gateway errors an OpenAI-compatible upstream's
-    answer would have given (gateway/providers/openai.py): the provider's message without
+    answer would have given (gateway/providers/openai_compatible.py): the provider's message without
     litellm's class names, `context_length_exceeded` on `messages`, a 429's `retry-after`."""
     litellm = _litellm()
     if isinstance(err, litellm.UnsupportedParamsError):
@@ -221,7 +221,7 @@ class LiteLLMProvider:
 
     def kwargs_for(self, call: UpstreamCall) -> dict[str, Any]:
         """litellm's keyword arguments for a call. The allow-list is applied again here, where body
-        fields become keyword arguments, whichever path built the body (gateway/request_fields.py):
+        fields become keyword arguments, whichever path built the body (gateway/core/request_fields.py):
         where to connect, with what key, and nothing else, comes from the config alone."""
         body, _ = self.fields.split(call.endpoint.value, call.body)
         # the trace context, and a native Messages call's anthropic-version and anthropic-beta
@@ -244,7 +244,7 @@ class LiteLLMProvider:
     async def _complete_once(self, call: UpstreamCall) -> Completion:
         if call.endpoint is Endpoint.MESSAGES:
             raw, body = _redacted(dict(await self._messages(call)), self._secret)
-            return Completion(body, raw, None)  # priced by gateway/native_calls.py from the Message
+            return Completion(body, raw, None)  # priced by gateway/upstream/native_calls.py from the Message
         litellm = _litellm()
         fn = (
             litellm.aembedding

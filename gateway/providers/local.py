@@ -30,12 +30,12 @@ from engine.embeddings import BUNDLED as BUNDLED_EMBEDDINGS
 from engine.embeddings import EmbedderSettings, LocalEmbedder
 from engine.launcher import EngineUnavailable, Replica
 from engine.model_facts import ModelFacts, check_max_model_len
-from gateway.context import Endpoint
-from gateway.errors import EngineStarting, InvalidRequest, Unavailable
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint
+from gateway.core.errors import EngineStarting, InvalidRequest, Unavailable
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, call_weight, usage_from
 from gateway.providers.local_embeddings import LocalEmbeddingProvider
-from gateway.providers.openai import OpenAIProvider
-from gateway.settings import ModelConfig
+from gateway.providers.openai_compatible import OpenAIProvider
 from policies.pricing import Usage
 
 T = TypeVar("T")

@@ -18,10 +18,10 @@ import orjson
 
 from engine.cost import LivePrice
 from engine.embeddings import LocalEmbedder
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
-from gateway.settings import ModelConfig
 from policies.pricing import Usage
 
 MAX_INPUTS = 2048  # OpenAI's limit per request

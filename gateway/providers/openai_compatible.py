@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import orjson
 
-from gateway.context import Endpoint
-from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.context import Endpoint
+from gateway.core.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from gateway.providers import fast_post
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.fast_post import FastPost, environment_proxies

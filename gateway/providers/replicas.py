@@ -25,10 +25,10 @@ import httpx
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from engine.admission import AdmissionPolicy, LoadBook, Priority, Ticket
-from gateway.errors import Unavailable, UpstreamError, UpstreamTimeout
+from gateway.config.settings import ModelConfig
+from gateway.core.errors import Unavailable, UpstreamError, UpstreamTimeout
 from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCall, UpstreamStream, call_weight
-from gateway.providers.openai import OpenAIProvider
-from gateway.settings import ModelConfig
+from gateway.providers.openai_compatible import OpenAIProvider
 
 T = TypeVar("T")
 

@@ -7,7 +7,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from gateway.errors import UpstreamError, UpstreamRateLimited
+from gateway.core.errors import UpstreamError, UpstreamRateLimited
 
 T = TypeVar("T")
 

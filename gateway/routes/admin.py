@@ -11,8 +11,8 @@ from typing import Literal
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat
 
-from gateway.errors import AuthenticationFailed, InvalidRequest
-from gateway.guard import bearer_matches
+from gateway.core.errors import AuthenticationFailed, InvalidRequest
+from gateway.edge.guard import bearer_matches
 from gateway.providers.cost_reports import BASE_VARIABLES, KEY_VARIABLES
 from gateway.reconciler import reconcile_month
 from gateway.service import gateway_of

@@ -12,10 +12,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.responses import Response
 
-from gateway.errors import NotFound, Unavailable
+from gateway.core.errors import NotFound, Unavailable
 from gateway.routes.admin import require_admin
 from gateway.service import gateway_of
-from gateway.spend_control import BudgetView
+from gateway.spend.spend_control import BudgetView
 from gateway.storage.chargeback import chargeback_csv, trace
 from gateway.storage.counters import StoreUnavailable
 from policies.budgets import DEFAULT_ALERT_AT, Budget, Period, Scope, remaining

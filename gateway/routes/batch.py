@@ -17,8 +17,8 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, parse_input
 from gateway.batch.runner import BatchRunner
-from gateway.context import Principal
-from gateway.errors import InvalidRequest
+from gateway.core.context import Principal
+from gateway.core.errors import InvalidRequest
 from gateway.routes.openai import bearer
 from gateway.service import gateway_of
 from gateway.storage.batches import BatchRecord
@@ -56,7 +56,7 @@ async def _caller(request: Request) -> tuple[BatchRunner, Principal]:
 @router.post("/files")
 async def upload_file(request: Request) -> Response:
     lane, principal = await _caller(request)
-    limit = lane.config.max_file_bytes  # the whole body is capped a little above (gateway/guard.py)
+    limit = lane.config.max_file_bytes  # the whole body is capped a little above (gateway/edge/guard.py)
     try:
         form = await request.form(max_files=1, max_fields=8)
     except (AssertionError, ValueError, KeyError) as err:  # starlette's multipart parser errors

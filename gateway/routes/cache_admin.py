@@ -7,7 +7,7 @@ import time
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 from gateway.routes.admin import require_admin
 from gateway.service import gateway_of
 from gateway.storage.cache_report import recent_hits, team_cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Query, Request
 
-from gateway.errors import NotFound
+from gateway.core.errors import NotFound
 from gateway.routes.admin import require_admin
 from gateway.routing.cascade import CascadeTarget, tier_threshold
 from gateway.routing.learning import Learning

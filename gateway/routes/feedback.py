@@ -21,13 +21,13 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import Response
 
-from gateway.errors import GatewayError, InvalidRequest, error_response
-from gateway.feedback import ADMIN, Reported, Reporter
-from gateway.json_body import parse_json_body
+from gateway.core.errors import GatewayError, InvalidRequest, error_response
+from gateway.core.json_body import parse_json_body
 from gateway.routes.admin import require_admin
 from gateway.routes.openai import bearer
 from gateway.service import gateway_of
-from policies.feedback import Verdict
+from gateway.verdicts import ADMIN, Reported, Reporter
+from policies.answer_verdict import Verdict
 
 router = APIRouter()
 admin_router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])

@@ -1,4 +1,4 @@
-"""Anthropic's Messages API: `POST /v1/messages` through the pipeline (gateway/compat/messages.py),
+"""Anthropic's Messages API: `POST /v1/messages` through the pipeline (gateway/compat/messages_api.py),
 and `POST /v1/messages/count_tokens`, counted by costgate without an upstream call. The key may
 come as `x-api-key` or a bearer token; errors are in Anthropic's shape."""
 
@@ -12,18 +12,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import request_ids
-from gateway.apis.anthropic.errors import anthropic_error_response
+from gateway.apis.anthropic.anthropic_errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_key, api_version
-from gateway.apis.anthropic.request import parse_count_tokens
-from gateway.apis.anthropic.to_chat import conversation_body
-from gateway.compat.messages import MessagesShape
-from gateway.context import Endpoint
-from gateway.errors import GatewayError, NotFound, PermissionDenied
-from gateway.json_body import parse_json_body
+from gateway.apis.anthropic.messages_request import parse_count_tokens
+from gateway.apis.anthropic.messages_to_chat import conversation_body
+from gateway.compat.messages_api import MessagesShape
+from gateway.core.context import Endpoint
+from gateway.core.errors import GatewayError, NotFound, PermissionDenied
+from gateway.core.json_body import parse_json_body
+from gateway.core.tokens import count_conversation
+from gateway.edge import request_ids
 from gateway.routes.openai import read_body, serve
 from gateway.service import gateway_of
-from gateway.tokens import count_conversation
 
 
 async def create(request: Request) -> Response:

@@ -13,16 +13,16 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway import request_ids
-from gateway.apis.anthropic.errors import anthropic_error_response
+from gateway.apis.anthropic.anthropic_errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_key as anthropic_key
 from gateway.apis.anthropic.models import model_info, model_page
-from gateway.context import AnswerShape, Endpoint, RequestContext
-from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
-from gateway.guard import bearer_token
-from gateway.json_body import parse_json_body
+from gateway.core.context import AnswerShape, Endpoint, RequestContext
+from gateway.core.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
+from gateway.core.json_body import parse_json_body
+from gateway.core.wire import REQUEST_MODELS
+from gateway.edge import request_ids
+from gateway.edge.guard import bearer_token
 from gateway.service import gateway_of
-from gateway.wire import REQUEST_MODELS
 
 router = APIRouter()
 
@@ -77,7 +77,7 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
         try:
             raw = await read_body(request, gateway.settings.max_body_bytes)
         except ClientDisconnect:  # nothing to fix and nobody to answer: a refusal, not a traceback
-            # (its access-log line says so, with the request's id: gateway/access_log.py)
+            # (its access-log line says so, with the request's id: gateway/edge/access_log.py)
             raise InvalidRequest(
                 "the client disconnected before its request body ended", code="client_disconnected"
             ) from None

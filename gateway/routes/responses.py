@@ -1,4 +1,4 @@
-"""OpenAI's Responses API: `POST /v1/responses` through the pipeline (gateway/compat/responses.py),
+"""OpenAI's Responses API: `POST /v1/responses` through the pipeline (gateway/compat/responses_api.py),
 the team's stored responses (`GET` and `DELETE /v1/responses/{id}`, `GET
 /v1/responses/{id}/input_items`), and `POST /v1/responses/input_tokens`, counted by costgate
 without an upstream call."""
@@ -14,8 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.apis.responses.request import parse_request
-from gateway.apis.responses.store import (
+from gateway.apis.responses.response_chain import (
     StoredResponse,
     conversation,
     deleted,
@@ -23,14 +22,15 @@ from gateway.apis.responses.store import (
     resolve_chain,
     visible,
 )
-from gateway.apis.responses.to_chat import to_chat_request
-from gateway.compat.responses import ResponsesShape
-from gateway.context import Endpoint
-from gateway.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
-from gateway.json_body import parse_json_body
+from gateway.apis.responses.responses_request import parse_request
+from gateway.apis.responses.responses_to_chat import to_chat_request
+from gateway.compat.responses_api import ResponsesShape
+from gateway.core.context import Endpoint
+from gateway.core.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
+from gateway.core.json_body import parse_json_body
+from gateway.core.tokens import count_conversation
 from gateway.routes.openai import bearer, read_body, serve
 from gateway.service import gateway_of
-from gateway.tokens import count_conversation
 
 MAX_ITEMS_PAGE = 100  # OpenAI's bound on `limit`
 

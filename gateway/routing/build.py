@@ -9,21 +9,21 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.deployments import Deployment
+from gateway.caching.minilm import MiniLM
+from gateway.config.settings import Settings
 from gateway.metrics import Metrics
-from gateway.minilm import MiniLM
 from gateway.routing.cascade import CascadeTarget, build_cascade, initial_state
+from gateway.routing.cascade_metrics import PolicyMetrics
+from gateway.routing.cascade_services import Services, SideLane, StateSlot
 from gateway.routing.confidence import Confidence, PureConfidence
+from gateway.routing.cost_router import CostRouterTarget
+from gateway.routing.guarded_call import Upstream
 from gateway.routing.judge import JudgeScorer
 from gateway.routing.learning import Learning, learning_for
-from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.router import CostRouterTarget
-from gateway.routing.services import Services, SideLane, StateSlot
 from gateway.routing.target import RouteTarget
-from gateway.routing.upstream import Upstream
-from gateway.settings import Settings
 from gateway.storage.cascade_samples import SampleStore
-from gateway.storage.feedback import FeedbackStore
+from gateway.storage.verdict_store import FeedbackStore
+from gateway.upstream.deployments import Deployment
 from policies.breaker import Breakers
 from policies.scorers.learned import LearnedScorer
 from policies.scorers.logprob import LogprobScorer

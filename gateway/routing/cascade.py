@@ -25,7 +25,7 @@ the same way, when that also certifies a threshold. A request reads the slot onc
 and decides by that one value to its end. `Tally` counts what the cascade did since start.
 
 Circuit breakers: every call (tiers, judge, shadow) goes through the guarded call
-(gateway/routing/upstream.py), with the request's priority; a tier whose breaker is open is
+(gateway/routing/guarded_call.py), with the request's priority; a tier whose breaker is open is
 skipped; a failing tier falls through to the next; when the last tier fails, the best answer a
 cheaper tier gave is returned instead.
 """
@@ -42,21 +42,21 @@ from typing import Any
 
 from starlette.responses import Response, StreamingResponse
 
-from gateway.bodies import answer_text, query_text
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import InvalidRequest, UpstreamError
+from gateway.config.settings import CascadeConfig
+from gateway.core.bodies import answer_text, query_text
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import InvalidRequest, UpstreamError
+from gateway.core.sse import SSE_HEADERS, replay
+from gateway.routing.cascade_services import CascadeState, Learner, Services, StateSlot, Tally
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
 from gateway.routing.sampling import Sampling
-from gateway.routing.services import CascadeState, Learner, Services, StateSlot, Tally
 from gateway.routing.tier_call import TierCaller
-from gateway.settings import CascadeConfig
-from gateway.sse import SSE_HEADERS, replay
-from gateway.worst_case import worst_case
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import worst_case
 from policies.pricing import cost_of, format_usd
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 
 log = logging.getLogger("costgate.cascade")
 DEFAULT_THRESHOLD = 0.5

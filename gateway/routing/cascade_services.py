@@ -13,11 +13,11 @@ from typing import Protocol
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
 from gateway.metrics import Metrics
+from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.confidence import Confidence, Embed
-from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.upstream import Upstream
+from gateway.routing.guarded_call import Upstream
 from gateway.storage.cascade_samples import SampleStore
 from policies.precall import PrecallRouter
 from policies.quality import Sample

@@ -14,15 +14,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gateway.bodies import answer_text, first_choice, query_text, token_logprobs
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
+from gateway.core.bodies import answer_text, first_choice, query_text, token_logprobs
+from gateway.core.context import RequestContext
+from gateway.upstream.deployments import Deployment
 from policies.pricing import Usage
 from policies.scorers import Scored, Scorer
-from policies.scorers.calibration import Calibration
+from policies.threshold_calibration import Calibration
 
 log = logging.getLogger("costgate.cascade")
-Embed = Callable[[list[str]], Awaitable[np.ndarray]]  # texts -> MiniLM's unit rows (gateway/minilm.py)
+Embed = Callable[[list[str]], Awaitable[np.ndarray]]  # texts -> MiniLM's unit rows (gateway/caching/minilm.py)
 
 
 class Confidence(Protocol):

@@ -9,13 +9,13 @@ from decimal import Decimal
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import CostLimitExceeded
-from gateway.routing.metrics import PolicyMetrics
+from gateway.config.settings import CostRouterConfig
+from gateway.core.context import RequestContext
+from gateway.core.errors import CostLimitExceeded
+from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.target import RouteTarget, breaker_team
-from gateway.settings import CostRouterConfig
-from gateway.worst_case import worst_case
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import worst_case
 from policies.breaker import Breakers
 from policies.pricing import format_usd
 from policies.router import Candidate, choose

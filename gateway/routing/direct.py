@@ -1,6 +1,6 @@
 """The plain route target: a deployment, then each of its fallbacks in order, until one answers.
 A deployment that serves the client's API itself (config `apis`) is sent the client's own body
-(gateway/native_calls.py); any other gets the Chat Completions translation."""
+(gateway/upstream/native_calls.py); any other gets the Chat Completions translation."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from decimal import Decimal
 
 from starlette.responses import Response, StreamingResponse
 
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import CircuitOpen, UpstreamError
+from gateway.core.context import RequestContext
+from gateway.core.errors import CircuitOpen, UpstreamError
+from gateway.core.sse import SSE_HEADERS
 from gateway.metrics import Metrics
-from gateway.native_calls import serves_natively
-from gateway.routing.upstream import Upstream
-from gateway.sse import SSE_HEADERS
-from gateway.worst_case import worst_case
+from gateway.routing.guarded_call import Upstream
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.native_calls import serves_natively
+from gateway.upstream.worst_case import worst_case
 from policies.breaker import Breakers
 
 

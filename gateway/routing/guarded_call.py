@@ -9,7 +9,7 @@ summary, a shadow sample's tiers. Each call, in order:
 2. it is sent with the request's priority class (engine/admission.py), which a local engine's
    admission and vLLM's scheduler read (gateway/providers/local.py), and retried by the provider
    as its config says (gateway/providers/retry.py);
-3. it is metered and charged to the request (gateway/calls.py, gateway/native_calls.py);
+3. it is metered and charged to the request (gateway/upstream/calls.py, gateway/upstream/native_calls.py);
 4. its outcome is recorded on the breaker: a success, or a failure that is the deployment's
    fault (a client's bad request is not), which is also counted in `costgate_upstream_errors`.
 
@@ -23,14 +23,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gateway.calls import call, complete, open_relay
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import UpstreamError
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import UpstreamError
 from gateway.metrics import Metrics
-from gateway.native_calls import call_native, open_native_relay
 from gateway.providers.base import Completion
 from gateway.routing.target import breaker_team, circuit_open
+from gateway.upstream.calls import call, complete, open_relay
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.native_calls import call_native, open_native_relay
 from policies.breaker import Breakers
 
 T = TypeVar("T")
@@ -43,7 +43,7 @@ class Upstream:
 
     async def answer(self, ctx: RequestContext, dep: Deployment, native: bool = False) -> Completion:
         """The client's whole answer from `dep`; `native`: in the client's own API, which `dep`
-        serves (gateway/native_calls.py), else in Chat Completions (gateway/calls.py)."""
+        serves (gateway/upstream/native_calls.py), else in Chat Completions (gateway/upstream/calls.py)."""
         return await self._guarded(ctx, dep, lambda: call_native(ctx, dep) if native else call(ctx, dep))
 
     async def relay(self, ctx: RequestContext, dep: Deployment, native: bool = False) -> AsyncIterator[bytes]:

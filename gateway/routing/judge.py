@@ -9,11 +9,11 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from gateway.bodies import answer_text
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.routing.upstream import Upstream
-from gateway.worst_case import worst_case
+from gateway.core.bodies import answer_text
+from gateway.core.context import Endpoint, RequestContext
+from gateway.routing.guarded_call import Upstream
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import worst_case
 from policies.scorers import Scored
 
 GRADE = re.compile(r"\b(10|\d)(?:\.\d+)?\b")

@@ -45,13 +45,13 @@ from pathlib import Path
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from gateway.config.settings import CascadeConfig
 from gateway.routing.cascade import build_controller, policy_of
+from gateway.routing.cascade_services import Services, StateSlot
 from gateway.routing.confidence import PureConfidence
-from gateway.routing.services import Services, StateSlot
-from gateway.settings import CascadeConfig
 from gateway.storage.cascade_samples import StoredSample
-from gateway.storage.feedback import FeedbackStore
-from policies.feedback import Verdict
+from gateway.storage.verdict_store import FeedbackStore
+from policies.answer_verdict import Verdict
 from policies.precall import train_router
 from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, QualityController

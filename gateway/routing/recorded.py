@@ -9,8 +9,8 @@ import asyncio
 from dataclasses import replace
 from decimal import Decimal
 
+from gateway.core.tokens import count_prompt, count_text
 from gateway.routing.cascade import CascadeTarget, policy_of
-from gateway.tokens import count_prompt, count_text
 from policies.agreement import answers_agree
 from policies.pricing import Usage, cost_of
 from policies.scorers import Scored

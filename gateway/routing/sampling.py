@@ -22,18 +22,18 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from gateway.bodies import answer_text
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
+from gateway.core.bodies import answer_text
+from gateway.core.context import RequestContext
+from gateway.routing.cascade_services import Learner, Services, StateSlot, Tally
 from gateway.routing.confidence import QueryVector, TierAnswer
-from gateway.routing.services import Learner, Services, StateSlot, Tally
 from gateway.routing.tier_call import TierCaller
 from gateway.storage.cascade_samples import SampleRecord
-from gateway.worst_case import worst_case
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import worst_case
 from policies.agreement import answers_agree
 from policies.quality import Sample
 from policies.quality_controller import QualityController
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 
 log = logging.getLogger("costgate.cascade")
 SHADOW_TAG = "cascade-shadow"

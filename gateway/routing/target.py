@@ -7,8 +7,8 @@ from typing import Protocol
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.errors import CircuitOpen
+from gateway.core.context import RequestContext
+from gateway.core.errors import CircuitOpen
 from policies.breaker import Breakers
 
 

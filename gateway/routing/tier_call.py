@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import orjson
 
-from gateway.calls import upstream_body
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import UpstreamError
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import UpstreamError
+from gateway.routing.cascade_services import Services
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer, scored_answer
-from gateway.routing.services import Services
+from gateway.upstream.calls import upstream_body
+from gateway.upstream.deployments import Deployment
 from policies.pricing import Usage
 from policies.scorers import Scored
 from policies.scorers.rules import rule_violation

@@ -10,7 +10,7 @@ import logging
 
 import httpx
 
-from gateway.budget_metrics import BudgetMetrics
+from gateway.spend.budget_metrics import BudgetMetrics
 from policies.alerts import Alert
 
 log = logging.getLogger("costgate.alerts")

@@ -2,7 +2,7 @@
 alerts), whichever replica settles the request that crosses it. The counter store deduplicates
 across replicas (`claim_alert`); a memo saves this process the round trip for the ones it has
 seen. A claimed alert is counted in metrics, logged, and sent to the webhook when one is
-configured (gateway/alerting.py). Thresholds and rates are pure policy (policies/alerts.py).
+configured (gateway/spend/alerting.py). Thresholds and rates are pure policy (policies/alerts.py).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from decimal import Decimal
 
 import httpx
 
-from gateway.alerting import WebhookNotifier
-from gateway.budget_metrics import BudgetMetrics
-from gateway.limits_config import AlertSettings
+from gateway.config.limits_config import AlertSettings
+from gateway.spend.alerting import WebhookNotifier
+from gateway.spend.budget_metrics import BudgetMetrics
 from gateway.storage.counters import BudgetStore
 from policies.alerts import Alert, AlertKind, hour_key, over_rate, reached
 from policies.budgets import Clock, Hold, window

@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 
-from gateway.budget_metrics import BudgetMetrics
+from gateway.spend.budget_metrics import BudgetMetrics
 from gateway.storage.counters import BudgetStore, Lease
 from policies.budgets import Clock
 

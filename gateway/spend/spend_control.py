@@ -3,7 +3,7 @@
 It ties the pure policies (policies/budgets.py, ratelimit.py, plans.py, alerts.py) to the
 counter store (in-process or Redis), the budget table and the ledger: which budgets apply to a
 request, admitting it (seeding counters from the ledger when they do not exist), settling it,
-raising alerts (gateway/budget_alerts.py), and the admin view of every budget.
+raising alerts (gateway/spend/budget_alerts.py), and the admin view of every budget.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.budget_alerts import COUNTER_GRACE_S, HOUR_TTL_S, BudgetAlerts
-from gateway.budget_metrics import BudgetMetrics
-from gateway.context import Principal, RequestContext
-from gateway.errors import GatewayError, RateLimited
-from gateway.leases import Leaseholder
-from gateway.limits_config import TeamLimits
-from gateway.settings import Settings
-from gateway.storage.budgets import BudgetTable, ledger_spend
+from gateway.config.limits_config import TeamLimits
+from gateway.config.settings import Settings
+from gateway.core.context import Principal, RequestContext
+from gateway.core.errors import GatewayError, RateLimited
+from gateway.spend.budget_alerts import COUNTER_GRACE_S, HOUR_TTL_S, BudgetAlerts
+from gateway.spend.budget_metrics import BudgetMetrics
+from gateway.spend.leases import Leaseholder
+from gateway.storage.budget_store import BudgetTable, ledger_spend
 from gateway.storage.counters import (
     Admission,
     BudgetCheck,
@@ -47,7 +47,7 @@ from policies.alerts import hour_key
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
 from policies.plans import Plan, plans_with
 from policies.pricing import format_usd, from_pico, to_pico
-from policies.ratelimit import Limit, RateCheck
+from policies.rate_limits import Limit, RateCheck
 
 log = logging.getLogger("costgate.budgets")
 

@@ -6,8 +6,8 @@ from collections.abc import Container
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.errors import NotFound, PermissionDenied
+from gateway.core.context import RequestContext
+from gateway.core.errors import NotFound, PermissionDenied
 from gateway.storage.keys import KeyStore
 
 

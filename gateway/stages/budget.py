@@ -20,15 +20,15 @@ from decimal import Decimal
 import orjson
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.errors import BudgetExceeded, Unavailable
-from gateway.inflight import held_record
+from gateway.core.context import RequestContext
+from gateway.core.errors import BudgetExceeded, Unavailable
 from gateway.routing.target import RouteTarget
-from gateway.spend_control import SpendControl, budget_checks
+from gateway.spend.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import Admission, Outcome, RateAdjustment, StoreUnavailable
+from gateway.upstream.inflight import held_record
 from policies.budgets import Budget, Hold, Scope, distinct_by_counter
 from policies.pricing import format_usd, from_pico, to_pico
-from policies.ratelimit import Limit, headroom, refused_headroom
+from policies.rate_limits import Limit, headroom, refused_headroom
 
 log = logging.getLogger("costgate.budgets")
 
@@ -56,7 +56,7 @@ class ReserveBudget:
             budget_checks(budgets, now),
             self.control.leases.lease(now),
             # should this replica die before the request settles (or its stream checkpoints),
-            # whoever reclaims the hold charges it whole (gateway/inflight.py)
+            # whoever reclaims the hold charges it whole (gateway/upstream/inflight.py)
             orjson.dumps(held_record(ctx, hold)).decode() if want else None,
         )
         try:

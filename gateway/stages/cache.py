@@ -21,11 +21,11 @@ from decimal import Decimal
 import orjson
 from starlette.responses import Response, StreamingResponse
 
-from gateway.context import CacheControl, CacheDecision, CacheStatus, Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.response_cache import ResponseCache
-from gateway.sse import SSE_HEADERS, replay
+from gateway.caching.response_cache import ResponseCache
+from gateway.core.context import CacheControl, CacheDecision, CacheStatus, Endpoint, RequestContext
+from gateway.core.sse import SSE_HEADERS, replay
 from gateway.stages.cache_replay import WORDS_PER_CHUNK, ZERO_COST, completion_body
+from gateway.upstream.deployments import Deployment
 from policies.exact_cache import CachedAnswer, answer_of, refusal, request_keys, semantic_refusal
 from policies.pricing import ZERO, Usage, cost_of
 from policies.semantic_cache.store import Entry

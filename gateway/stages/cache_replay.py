@@ -1,4 +1,4 @@
-"""A cached answer in OpenAI's whole-completion shape (gateway/sse.py streams it)."""
+"""A cached answer in OpenAI's whole-completion shape (gateway/core/sse.py streams it)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import secrets
 import time
 from typing import Any
 
-from gateway.context import Endpoint
+from gateway.core.context import Endpoint
 from policies.exact_cache import CachedAnswer
 
 ZERO_COST = "0"

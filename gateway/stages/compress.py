@@ -1,4 +1,4 @@
-"""Stage: context compression (policies/compress.py), the last stage before route.
+"""Stage: context compression (policies/compression.py), the last stage before route.
 
 Runs for chat requests when `compression.enabled` and the requested model is covered. The
 budget stage has already reserved against the uncompressed prompt, so the reservation holds
@@ -13,15 +13,15 @@ from collections.abc import Mapping, Sequence
 
 from starlette.responses import Response
 
-from gateway.bodies import answer_text
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import UpstreamError
-from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.upstream import Upstream
-from gateway.settings import CompressionConfig
-from gateway.tokens import count_messages, count_text
-from policies import compress
+from gateway.config.settings import CompressionConfig
+from gateway.core.bodies import answer_text
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import UpstreamError
+from gateway.core.tokens import count_messages, count_text
+from gateway.routing.cascade_metrics import PolicyMetrics
+from gateway.routing.guarded_call import Upstream
+from gateway.upstream.deployments import Deployment
+from policies import compression as compress
 
 log = logging.getLogger("costgate.compress")
 

@@ -14,8 +14,8 @@ from collections.abc import Collection, Mapping
 
 from starlette.responses import Response
 
-from gateway.bodies import first_choice
-from gateway.context import CacheStatus, Endpoint, RequestContext
+from gateway.core.bodies import first_choice
+from gateway.core.context import CacheStatus, Endpoint, RequestContext
 from gateway.storage.distill_texts import KeptText, TextStore
 
 

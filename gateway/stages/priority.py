@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.responses import Response
 
 from engine.admission import resolve_priority
-from gateway.context import RequestContext
-from gateway.errors import InvalidRequest
+from gateway.core.context import RequestContext
+from gateway.core.errors import InvalidRequest
 
 HEADER = "x-costgate-priority"
 

@@ -22,11 +22,11 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import PermissionDenied
-from gateway.spend_control import SpendControl
-from policies.ratelimit import Headroom, Limit, RateCheck, RateHeadroom, estimate_tokens
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import PermissionDenied
+from gateway.spend.spend_control import SpendControl
+from gateway.upstream.deployments import Deployment
+from policies.rate_limits import Headroom, Limit, RateCheck, RateHeadroom, estimate_tokens
 
 
 class RateLimit:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.wire import validate_body
+from gateway.core.context import RequestContext
+from gateway.core.wire import validate_body
 
 
 class ReadBody:

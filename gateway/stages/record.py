@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from gateway.access_log import log_request
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
+from gateway.edge.access_log import log_request
 from gateway.metrics import Metrics
 from gateway.storage.ledger import LedgerRow, LedgerWriter
-from gateway.tracing import Tracing
+from gateway.upstream.tracing import Tracing
 
 
 class Record:

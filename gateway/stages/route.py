@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
 from gateway.routing.target import RouteTarget
 
 

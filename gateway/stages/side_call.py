@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
 
 
 class RunSideCall:

@@ -7,8 +7,8 @@ from decimal import Decimal, InvalidOperation
 
 from starlette.responses import Response
 
-from gateway.context import CacheControl, RequestContext
-from gateway.errors import InvalidRequest
+from gateway.core.context import CacheControl, RequestContext
+from gateway.core.errors import InvalidRequest
 
 TAG = re.compile(r"^[A-Za-z0-9_.:=/-]{1,64}$")
 MAX_TAGS = 20

@@ -37,7 +37,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.errors import NotFound
+from gateway.core.errors import NotFound
 from gateway.storage.db import metadata
 from policies.pricing import from_pico
 

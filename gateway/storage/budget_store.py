@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.errors import Unavailable
+from gateway.core.errors import Unavailable
 from gateway.storage.db import ledger, metadata, utc_day
 from gateway.storage.keys import new_id
 from policies.budgets import Budget, BudgetIndex, Period, Scope, Window, index

@@ -19,7 +19,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.db import ledger
-from gateway.storage.feedback import feedback
+from gateway.storage.verdict_store import feedback
 from policies.pricing import from_pico
 
 HITS = ("exact", "semantic")

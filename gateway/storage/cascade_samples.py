@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.migrate import upgrade_schema
 from policies.quality import Sample
-from policies.scorers.features import NAMES
+from policies.scorers.answer_features import NAMES
 from policies.scorers.refit import TrainingRow
 
 metadata = MetaData()

@@ -8,7 +8,7 @@ race). `settle` commits the true cost and releases the hold.
 Every hold has an owner, the replica that admitted it (`Lease`): each replica renews a lease
 of a few seconds while it lives (`renew`), and the holds of an owner whose lease has ended —
 a replica that died — are released by `reclaim`, which every replica runs every few seconds
-(gateway/leases.py), and by `admit` itself before it refuses a request for its budget. A hold
+(gateway/spend/leases.py), and by `admit` itself before it refuses a request for its budget. A hold
 also carries a deadline (`reservation_timeout_s`), a backstop for a live replica's hold that
 is never settled. A replica that stops cleanly `retire`s: its holds go and its lease ends.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from policies.budgets import fits
-from policies.ratelimit import Limit, RateCheck, allows, estimate, retry_after
+from policies.rate_limits import Limit, RateCheck, allows, estimate, retry_after
 
 
 class StoreUnavailable(Exception):
@@ -62,7 +62,7 @@ class Admission:
     budgets: tuple[BudgetCheck, ...] = ()
     lease: Lease | None = None  # whose hold it is; None: owned by no replica (deadline only)
     # What to charge if the owner dies before its stream checkpoints anything (the whole hold:
-    # gateway/inflight.py `held_record`); kept on the hold, like a stream's checkpoints.
+    # gateway/upstream/inflight.py `held_record`); kept on the hold, like a stream's checkpoints.
     checkpoint: str | None = None
 
 

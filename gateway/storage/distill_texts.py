@@ -41,9 +41,9 @@ from sqlalchemy import (
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.storage.feedback import feedback
 from gateway.storage.migrate import upgrade_schema
-from policies.feedback import Verdict
+from gateway.storage.verdict_store import feedback
+from policies.answer_verdict import Verdict
 
 log = logging.getLogger("costgate.distill")
 metadata = MetaData()

@@ -17,7 +17,7 @@ from pathlib import Path
 from sqlalchemy import BigInteger, Column, Float, Index, String, Table, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.errors import BodyTooLarge, NotFound
+from gateway.core.errors import BodyTooLarge, NotFound
 from gateway.storage.db import metadata
 from gateway.storage.private import private_dir
 

@@ -8,7 +8,7 @@ database flush and deletes sealed segments once their rows are committed. A proc
 exclusive flock on every segment it has not deleted, so on start-up `orphans()` finds exactly
 the segments of processes that died, which `LedgerWriter.recover` replays (insert-or-ignore
 on the request id: replaying twice is harmless). The same files, of another `kind`, journal
-the progress of streams in flight (gateway/inflight.py).
+the progress of streams in flight (gateway/upstream/inflight.py).
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ from sqlalchemy import insert, or_, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.context import Principal
-from gateway.errors import AuthenticationFailed, InvalidRequest, NotFound, Unavailable
+from gateway.core.context import Principal
+from gateway.core.errors import AuthenticationFailed, InvalidRequest, NotFound, Unavailable
 from gateway.storage.db import api_keys, teams
 
 KEY_PREFIX = "sk-cg-"

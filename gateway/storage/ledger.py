@@ -24,7 +24,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.context import RequestContext
+from gateway.core.context import RequestContext
 from gateway.storage.db import ledger, utc_day
 from gateway.storage.journal import Journal
 from policies.pricing import from_pico, to_pico

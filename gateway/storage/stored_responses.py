@@ -1,7 +1,7 @@
 """Stored responses of the Responses API, per team, in the gateway's database.
 
 A response created with `store` (the default) is kept for `previous_response_id` and for GET
-and DELETE /v1/responses/{id} (gateway/apis/responses/store.py says who may see one: only its
+and DELETE /v1/responses/{id} (gateway/apis/responses/response_chain.py says who may see one: only its
 team). Each row keeps the request's own input items, the output items and the Response as
 served, as one JSON text. Rows live `ttl_s`; an expired row reads as absent and is deleted by
 the next write. A team's rows together stay under `max_team_bytes`: a write that passes it
@@ -17,8 +17,8 @@ import orjson
 from sqlalchemy import Column, Float, Index, Integer, String, Table, Text, delete, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from gateway.apis.responses.store import StoredResponse
-from gateway.settings import ResponsesConfig
+from gateway.apis.responses.response_chain import StoredResponse
+from gateway.config.settings import ResponsesConfig
 from gateway.storage.db import metadata
 
 stored_responses = Table(

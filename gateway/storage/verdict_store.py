@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.db import ledger
 from gateway.storage.migrate import upgrade_schema
-from policies.feedback import Verdict, VerdictCount
-from policies.semantic_cache.calibration import Labelled
+from policies.answer_verdict import Verdict, VerdictCount
+from policies.semantic_cache.verifier_calibration import Labelled
 
 metadata = MetaData()
 

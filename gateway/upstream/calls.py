@@ -6,7 +6,7 @@ or, when an upstream sends none (or a stream is cut), from tiktoken counts. `com
 call a routing policy makes with a body of its own (a tier asked for logprobs, a judge's
 grading prompt, a summary): charged to `ctx` too, but it leaves `ctx.served_model` alone, since
 only the call whose answer the client receives names the served model. Nothing calls these but
-the guarded call (gateway/routing/upstream.py), which adds the breaker and the priority class.
+the guarded call (gateway/routing/guarded_call.py), which adds the breaker and the priority class.
 """
 
 from __future__ import annotations
@@ -19,23 +19,23 @@ import anyio
 import orjson
 
 from engine.admission import Priority
-from gateway import tracing
-from gateway.bodies import answer_text
-from gateway.context import BatchLineRef, Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import GatewayError, UpstreamError, error_body
+from gateway.core.bodies import answer_text
+from gateway.core.context import BatchLineRef, Endpoint, RequestContext
+from gateway.core.errors import GatewayError, UpstreamError, error_body
+from gateway.core.sse import chunk_text, stream_tail
+from gateway.core.sse import event as sse_event
+from gateway.core.tokens import count_prompt, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.providers.batch_api import ProviderBatcher
-from gateway.providers.openai import PATHS, provider_refusal
-from gateway.sse import chunk_text, stream_tail
-from gateway.sse import event as sse_event
-from gateway.tokens import count_prompt, count_text
-from gateway.worst_case import StreamMeter, unreported_prompt
+from gateway.providers.openai_compatible import PATHS, provider_refusal
+from gateway.upstream import tracing
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import StreamMeter, unreported_prompt
 from policies.pricing import PICO_USD, Tier, Usage, bill, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
-    """What `dep` is sent for this request: the fields it takes (gateway/request_fields.py); the
+    """What `dep` is sent for this request: the fields it takes (gateway/core/request_fields.py); the
     others are named in the answer's x-costgate-dropped-params header."""
     body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.body, dep.config.upstream_model, stream)
     ctx.dropped_params.update(dropped)

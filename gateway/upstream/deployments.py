@@ -8,14 +8,14 @@ from decimal import Decimal
 
 import httpx
 
-from gateway.prompt_markers import CachePlan
+from gateway.config.settings import ModelConfig, TeamConfig, TierPriceConfig
+from gateway.core.request_fields import FieldPolicy, for_provider
 from gateway.providers.base import Provider
 from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.litellm import LiteLLMProvider
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import replica_set
-from gateway.request_fields import FieldPolicy, for_provider
-from gateway.settings import ModelConfig, TeamConfig, TierPriceConfig
+from gateway.upstream.prompt_markers import CachePlan
 from policies.pricing import FREE, MILLION, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
@@ -28,7 +28,7 @@ class Deployment:
     price: Price
     max_output_tokens: int
     fields: FieldPolicy = FieldPolicy()  # what of a client's body this deployment is sent
-    caching: CachePlan = CachePlan()  # the marks its provider's prompt cache needs (gateway/prompt_markers.py)
+    caching: CachePlan = CachePlan()  # the marks its provider's prompt cache needs (gateway/upstream/prompt_markers.py)
     batcher: ProviderBatcher | None = None  # its provider's Batch API, when config `batch_api` is on
 
     @property

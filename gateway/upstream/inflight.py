@@ -19,7 +19,7 @@ already in the ledger means the stream finished and was charged in full: nothing
 The same progress is checkpointed on the stream's budget hold in the counter store (Redis), where
 every replica sees it (`BudgetStore.checkpoint`, written off the stream's path, one write at a
 time per stream). A replica that dies and never comes back leaves its holds to be reclaimed by
-another when its lease ends (gateway/leases.py); reclaiming a hold that carries a checkpoint
+another when its lease ends (gateway/spend/leases.py); reclaiming a hold that carries a checkpoint
 queues it (lua/holds.lua), and every replica takes that queue now and then (`charge_stopped`)
 and charges each stream as a restart would charge it from the journal: the hold settled with
 the checkpoint's cost (idempotent: a stream charged once, by whichever path comes first), the
@@ -44,13 +44,13 @@ from typing import Any
 import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
-from gateway.spend_control import SpendControl
+from gateway.core.context import RequestContext
+from gateway.core.tokens import count_prompt, count_text
+from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import BudgetStore, StoreUnavailable
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
-from gateway.tokens import count_prompt, count_text
+from gateway.upstream.deployments import Deployment
 from policies.budgets import Hold
 from policies.pricing import Usage, cost_of, in_picos, to_pico
 

@@ -2,7 +2,7 @@
 messages), and charging the request for it.
 
 The client's own body (`ctx.native`) goes through that API's allow-list
-(gateway/request_fields.py) and gateway/apis' `native_body` (the deployment's model name; for
+(gateway/core/request_fields.py) and gateway/apis' `native_body` (the deployment's model name; for
 the Responses API the conversation costgate resolved, with `store: false`). The answer is
 relayed as it came, with `ctx.native_answer` set so the answer shape leaves it alone; its usage
 is read with that API's own helpers, and the request charged like any call. The chat answer it
@@ -24,18 +24,18 @@ from typing import Any, Protocol
 import anyio
 import orjson
 
-from gateway import tracing
-from gateway.apis.anthropic import native as messages_native
-from gateway.apis.anthropic.errors import error_type
-from gateway.apis.responses import native as responses_native
-from gateway.calls import charge
-from gateway.context import Api, Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import GatewayError
+from gateway.apis.anthropic import messages_native
+from gateway.apis.anthropic.anthropic_errors import error_type
+from gateway.apis.responses import responses_native
+from gateway.core.context import Api, Endpoint, RequestContext
+from gateway.core.errors import GatewayError
+from gateway.core.sse import StreamEnd
+from gateway.core.tokens import count_delta
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
-from gateway.sse import StreamEnd
-from gateway.tokens import count_delta
-from gateway.worst_case import StreamMeter, unreported_prompt
+from gateway.upstream import tracing
+from gateway.upstream.calls import charge
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import StreamMeter, unreported_prompt
 from policies.pricing import PICO_USD, Usage, format_usd
 
 
@@ -98,7 +98,7 @@ def serves_natively(ctx: RequestContext, dep: Deployment) -> bool:
 def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
     native = ctx.native
     assert native is not None
-    # litellm takes body fields as keyword arguments: allow-listed there (gateway/request_fields.py)
+    # litellm takes body fields as keyword arguments: allow-listed there (gateway/core/request_fields.py)
     litellm = dep.config.provider == "litellm"
     body, dropped = dep.fields.split(native.api.value, native.body) if litellm else dep.fields.native(native.body)
     ctx.dropped_params.update(dropped)

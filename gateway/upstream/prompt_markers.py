@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 
 import orjson
 
-from gateway.context import Principal
-from gateway.settings import ModelConfig, PromptCacheConfig, TeamConfig
+from gateway.config.settings import ModelConfig, PromptCacheConfig, TeamConfig
+from gateway.core.context import Principal
 from policies.prompt_cache import Block, Section, breakpoints, cache_key, min_cacheable_tokens, scope_salt
 
 Style = Literal["anthropic", "openai", "none"]

@@ -24,10 +24,10 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import GatewayError
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import GatewayError
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, UpstreamStream, usage_from
+from gateway.upstream.deployments import Deployment
 from policies.pricing import Usage
 
 if TYPE_CHECKING:

@@ -23,9 +23,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.tokens import billed_prompt_tokens, count_delta, predicted_tokens
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
+from gateway.upstream.deployments import Deployment
 from policies.pricing import PICO_USD, Price, worst_case_cost
 
 
@@ -78,7 +78,7 @@ def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None 
 
 def held_price(ctx: RequestContext, dep: Deployment) -> Price:
     """A Batch API line that its provider's Batch API answers is billed at the batch price
-    (gateway/calls.py call_in_batch), so that is what it holds; anything else, list price."""
+    (gateway/upstream/calls.py call_in_batch), so that is what it holds; anything else, list price."""
     if ctx.batch_line is not None and dep.batcher is not None and dep.price.batch is not None:
         return dep.price.batch
     return dep.price

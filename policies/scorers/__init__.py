@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from policies.scorers.calibration import Calibration
+from policies.threshold_calibration import Calibration
 
 
 @dataclass(frozen=True, slots=True)

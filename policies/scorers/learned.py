@@ -5,7 +5,7 @@ tier's answer, whether that answer is acceptable and, when known, whether the la
 right) or from the shadow samples the gateway stored, and writes one JSON file the cascade
 loads (`scorer: learned:PATH`; plain `learned` loads the file shipped with the package,
 trained on the GSM8K development data). The file carries the scorer's calibration curve
-(policies/scorers/calibration.py), so a cascade starts from a threshold measured for it.
+(policies/threshold_calibration.py), so a cascade starts from a threshold measured for it.
 
 The confidence is one minus the quality that accepting the answer is expected to lose:
 
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from policies.scorers import Scored
-from policies.scorers.calibration import Calibration
-from policies.scorers.features import NAMES, features
+from policies.scorers.answer_features import NAMES, features
+from policies.threshold_calibration import Calibration
 
 BUNDLED = Path(__file__).with_name("gsm8k_learned.json")
 FORMAT_V1 = "costgate-learned-scorer/1"  # one model, confidence = P(acceptable)

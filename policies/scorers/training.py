@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.scorers import Scored
-from policies.scorers.calibration import Calibration, calibrate, labelled
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.learned import LearnedModel, auc, fit_logistic
+from policies.threshold_calibration import Calibration, calibrate, labelled
 
 LAST_L2 = 10.0  # the last tier's correctness is harder to predict from the cheap answer: shrink more
 

@@ -22,9 +22,9 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from policies.semantic_cache.calibration import Labelled
 from policies.semantic_cache.crossval import Calibration, calibrate, summarise
 from policies.semantic_cache.team_calibration import FEW, TeamCalibration, calibrate_for_team
+from policies.semantic_cache.verifier_calibration import Labelled
 
 # The labels the shipped verifier was fitted on (the two files above, each pair once): `--team`'s default.
 SHIPPED_LABELS = Path(__file__).with_name("base_labels.jsonl.gz")

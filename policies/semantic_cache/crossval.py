@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.semantic_cache.calibration import (
+from policies.semantic_cache.verifier import Verifier
+from policies.semantic_cache.verifier_calibration import (
     FOLDS,
     RATES,
     Embed,
@@ -25,7 +26,6 @@ from policies.semantic_cache.calibration import (
     scores,
     verifier_from,
 )
-from policies.semantic_cache.verifier import Verifier
 
 MIN_CANDIDATES = 100
 

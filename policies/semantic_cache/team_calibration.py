@@ -1,7 +1,7 @@
 """A team's own verifier: the shipped labels plus the pairs the team judged through feedback.
 
 `costgate cache calibrate --team NAME` reads the team's labelled pairs (every semantic hit it
-reported wrong or right through POST /v1/feedback, gateway/storage/feedback.py) and fits a
+reported wrong or right through POST /v1/feedback, gateway/storage/verdict_store.py) and fits a
 verifier as `crossval.calibrate` does, on the base labels (the hand-adjudicated ones the shipped
 verifier was fitted on) with the team's pairs added:
 
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from policies.semantic_cache.calibration import RATES, Embed, Labelled, examples, scores
 from policies.semantic_cache.crossval import MIN_CANDIDATES, Calibration, calibrate
 from policies.semantic_cache.verifier import Verifier
+from policies.semantic_cache.verifier_calibration import RATES, Embed, Labelled, examples, scores
 
 FEW = 20  # fewer team pairs than this: said so (they can only guard the thresholds, not move the fit)
 

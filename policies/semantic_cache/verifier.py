@@ -22,7 +22,7 @@ from typing import BinaryIO
 import numpy as np
 
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.features import FEATURE_MAX, NAMES, pair_features, same_words, vetoed
+from policies.semantic_cache.pair_features import FEATURE_MAX, NAMES, pair_features, same_words, vetoed
 
 SHIPPED = Path(__file__).with_name("verifier.npz")
 MAX_COSINE = 1.001  # of two unit float32 vectors, with room for rounding

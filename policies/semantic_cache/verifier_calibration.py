@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.features import NAMES, normalise, pair_features, same_words, vetoed
+from policies.semantic_cache.pair_features import NAMES, normalise, pair_features, same_words, vetoed
 from policies.semantic_cache.verifier import Verifier
 
 RATES = (0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1, 0.15, 0.2, 0.25)

@@ -13,7 +13,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "costgate"

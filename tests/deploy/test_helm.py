@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "costgate"
 KUBE = "1.30"

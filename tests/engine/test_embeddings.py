@@ -155,7 +155,7 @@ def test_bad_embedder_settings_are_refused(raw: dict) -> None:
 
 
 def test_the_sample_config_names_the_bundled_embedding_model() -> None:
-    from gateway.settings import load_settings
+    from gateway.config.settings import load_settings
     from tests.support import ROOT
 
     names = {m.name: m for m in load_settings(Path(ROOT) / "costgate.example.yaml", {}).models}

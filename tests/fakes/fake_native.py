@@ -20,18 +20,18 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from gateway.apis.anthropic.errors import anthropic_error
+from gateway.apis.anthropic.anthropic_errors import anthropic_error
 from gateway.apis.anthropic.headers import api_version
 from gateway.apis.anthropic.message import MessageMeta, to_message
-from gateway.apis.anthropic.request import parse_request as parse_messages
-from gateway.apis.anthropic.stream import MessagesStream
-from gateway.apis.anthropic.to_chat import to_chat_request as messages_to_chat
+from gateway.apis.anthropic.messages_request import parse_request as parse_messages
+from gateway.apis.anthropic.messages_stream import MessagesStream
+from gateway.apis.anthropic.messages_to_chat import to_chat_request as messages_to_chat
 from gateway.apis.responses.output import ResponseMeta, to_response
-from gateway.apis.responses.request import parse_request as parse_responses
-from gateway.apis.responses.stream import ResponsesStream
-from gateway.apis.responses.to_chat import to_chat_request as responses_to_chat
-from gateway.errors import GatewayError, error_body
-from gateway.sse import typed_event
+from gateway.apis.responses.responses_request import parse_request as parse_responses
+from gateway.apis.responses.responses_stream import ResponsesStream
+from gateway.apis.responses.responses_to_chat import to_chat_request as responses_to_chat
+from gateway.core.errors import GatewayError, error_body
+from gateway.core.sse import typed_event
 from tests.fakes.fake_tools import tool_chunks, tool_completion, tool_message, wanted_tool
 
 

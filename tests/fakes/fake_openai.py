@@ -47,8 +47,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.images import data_url_size, rule_for
-from gateway.tokens import count_text
+from gateway.core.images import data_url_size, rule_for
+from gateway.core.tokens import count_text
 from tests.fakes.fake_batches import FakeBatchApi
 from tests.fakes.fake_native import NativeEndpoints, chat_completion
 from tests.fakes.fake_tools import sse, tool_chunks, tool_completion, tool_message, wanted_tool

@@ -31,7 +31,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.tokens import count_prompt, count_text
+from gateway.core.tokens import count_prompt, count_text
 from tests.fakes.fake_openai import last_user_text
 
 

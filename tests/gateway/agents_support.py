@@ -17,8 +17,8 @@ import httpx
 import uvicorn
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from tests.fakes.fake_agents import PRICES, AgentFake, create_agent_fake
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"

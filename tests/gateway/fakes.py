@@ -9,12 +9,12 @@ from typing import Any
 import orjson
 from starlette.datastructures import Headers
 
-from gateway.context import Endpoint, Principal, RequestContext
-from gateway.deployments import Deployment
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.metrics import Metrics
 from gateway.providers.base import Completion, Provider, UpstreamCall, UpstreamStream
-from gateway.routing.upstream import Upstream
-from gateway.settings import ModelConfig
+from gateway.routing.guarded_call import Upstream
+from gateway.upstream.deployments import Deployment
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Price, Usage
 
@@ -111,5 +111,5 @@ def deployment(
 
 
 def guarded(breakers: Breakers | None = None) -> Upstream:
-    """The guarded upstream call (gateway/routing/upstream.py) on fresh breakers and metrics."""
+    """The guarded upstream call (gateway/routing/guarded_call.py) on fresh breakers and metrics."""
     return Upstream(breakers or Breakers(BreakerConfig()), Metrics())

@@ -19,8 +19,8 @@ import openai
 import orjson
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 
 ADMIN_KEY = "sk-cg-admin-in-process"
 PRICE = {"input_per_mtok": "1", "output_per_mtok": "2"}

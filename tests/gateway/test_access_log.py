@@ -15,8 +15,8 @@ import openai
 import orjson
 import pytest
 
-from gateway.access_log import JsonFormatter, configure_logging
 from gateway.cli import build_parser
+from gateway.edge.access_log import JsonFormatter, configure_logging
 from tests.gateway.in_process import (
     chat_answer,
     http_client,

@@ -1,4 +1,4 @@
-"""`costgate teams | keys | budgets` (gateway/admin_cli.py, issue 28 item 8) against the gateway's
+"""`costgate teams | keys | budgets` (gateway/commands/admin_cli.py, issue 28 item 8) against the gateway's
 real admin API, in-process: the commands a person types, what they print, and what the keys they
 make can then do."""
 
@@ -13,10 +13,10 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from gateway.admin_cli import run_admin
 from gateway.app import create_app
 from gateway.cli import build_parser
-from gateway.settings import ModelConfig, Settings
+from gateway.commands.admin_cli import run_admin
+from gateway.config.settings import ModelConfig, Settings
 from tests.support import free_port
 
 ADMIN = "sk-cg-admin-cli-test"

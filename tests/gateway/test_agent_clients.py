@@ -60,7 +60,7 @@ async def post_messages(gw: InProcessGateway, key: str, captured: dict[str, Any]
 
 def unscoped(body: dict[str, Any]) -> dict[str, Any]:
     """The body without the team's cache-scope text the gateway puts before a system prompt
-    that carries cache breakpoints (gateway/prompt_markers.py, issue 26)."""
+    that carries cache breakpoints (gateway/upstream/prompt_markers.py, issue 26)."""
     system = body.get("system")
     if isinstance(system, list) and system and system[0].get("text", "").startswith("cache scope "):
         return dict(body, system=system[1:])

@@ -1,4 +1,4 @@
-"""Alert delivery (gateway/alerting.py): each alert POSTed as JSON to the webhook, retried until
+"""Alert delivery (gateway/spend/alerting.py): each alert POSTed as JSON to the webhook, retried until
 accepted or the retries run out, counted either way; off the request path through a queue that
 shutdown drains. The webhook is httpx.MockTransport; backoff 0 so retries do not wait."""
 
@@ -9,8 +9,8 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.alerting import WebhookNotifier
-from gateway.budget_metrics import BudgetMetrics
+from gateway.spend.alerting import WebhookNotifier
+from gateway.spend.budget_metrics import BudgetMetrics
 from policies.alerts import Alert, AlertKind
 
 URL = "http://hooks.test/costgate"

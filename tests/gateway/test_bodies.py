@@ -1,10 +1,10 @@
-"""Reading questions and answers out of OpenAI bodies (gateway/bodies.py)."""
+"""Reading questions and answers out of OpenAI bodies (gateway/core/bodies.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.bodies import answer_text, query_text, token_logprobs
+from gateway.core.bodies import answer_text, query_text, token_logprobs
 
 
 @pytest.mark.parametrize(

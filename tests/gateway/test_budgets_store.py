@@ -15,9 +15,9 @@ import redis
 import redis.asyncio as aioredis
 from prometheus_client import CollectorRegistry
 
-from gateway.context import Principal
-from gateway.settings import Settings
-from gateway.spend_control import SpendControl, budget_checks
+from gateway.config.settings import Settings
+from gateway.core.context import Principal
+from gateway.spend.spend_control import SpendControl, budget_checks
 from gateway.storage.counters import (
     Admission,
     BudgetCheck,
@@ -31,7 +31,7 @@ from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.redis_counters import RedisStore
 from policies.budgets import Budget, Hold, Period, Scope
-from policies.ratelimit import Limit, RateCheck
+from policies.rate_limits import Limit, RateCheck
 from tests.gateway.budget_support import SHARED_REDIS, OwnRedis, redis_prefix
 from tests.support import free_port
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from policies.semantic_cache import cli as cache_cli_module
-from policies.semantic_cache.calibration import Labelled
-from policies.semantic_cache.cli import _base_files, read_labelled
+from policies.semantic_cache import calibrate_cli as cache_cli_module
+from policies.semantic_cache.calibrate_cli import _base_files, read_labelled
 from policies.semantic_cache.team_calibration import merge, team_threshold
 from policies.semantic_cache.verifier import Verifier
+from policies.semantic_cache.verifier_calibration import Labelled
 from tests.conftest import standard_models
 from tests.support import ROOT, FakeUpstream, GatewayProcess, _env
 

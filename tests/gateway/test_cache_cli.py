@@ -1,4 +1,4 @@
-"""The reader `costgate cache calibrate --team` is given (gateway/cache_cli.py), on a real SQLite
+"""The reader `costgate cache calibrate --team` is given (gateway/commands/cache_cli.py), on a real SQLite
 database as a gateway leaves it: the team's semantic verdicts as labelled pairs, the team found
 by name or id, and every way it can go wrong as a ValueError the command prints.
 tests/gateway/test_cache_calibrate_team.py runs the whole command against a running gateway."""
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.cache_cli import team_labels
+from gateway.commands.cache_cli import team_labels
 from gateway.storage.db import create_engine, create_tables
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, FeedbackStore
 from gateway.storage.keys import KeyStore
-from policies.feedback import Verdict
-from policies.semantic_cache.calibration import Labelled
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, FeedbackStore
+from policies.answer_verdict import Verdict
+from policies.semantic_cache.verifier_calibration import Labelled
 
 
 async def a_gateways_database(url: str) -> str:

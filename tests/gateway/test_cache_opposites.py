@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 
 STORED = "What should I eat after a workout to gain muscle mass?"
 

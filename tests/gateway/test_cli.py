@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import CONFIG_ERROR_EXIT, SAMPLE_CONFIG, main
-from gateway.settings import load_settings
+from gateway.config.settings import load_settings
 from tests.support import ROOT, _env
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane

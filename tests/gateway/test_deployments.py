@@ -1,4 +1,4 @@
-"""Deployments (gateway/deployments.py): each configured model's price (the config's, else
+"""Deployments (gateway/upstream/deployments.py): each configured model's price (the config's, else
 litellm's bundled map, else free for a local model), output cap, and provider client — and the
 configs refused at startup. The upstream is httpx.MockTransport."""
 
@@ -11,13 +11,13 @@ import httpx
 import orjson
 import pytest
 
-from gateway.context import Endpoint
-from gateway.deployments import DEFAULT_MAX_OUTPUT_TOKENS, build_deployments, build_provider, price_for
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint
 from gateway.providers.base import UpstreamCall
 from gateway.providers.litellm import LiteLLMProvider
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import ReplicaSet
-from gateway.settings import ModelConfig
+from gateway.upstream.deployments import DEFAULT_MAX_OUTPUT_TOKENS, build_deployments, build_provider, price_for
 from policies.pricing import FREE, Price
 
 MILLION = Decimal(1_000_000)

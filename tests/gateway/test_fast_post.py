@@ -11,11 +11,11 @@ import httpx
 import orjson
 import pytest
 
-from gateway.context import Endpoint
-from gateway.errors import GatewayError
+from gateway.core.context import Endpoint
+from gateway.core.errors import GatewayError
 from gateway.providers.base import UpstreamCall
 from gateway.providers.fast_post import FastPost, environment_proxies
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 from tests.support import FakeUpstream, free_port
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane

@@ -12,9 +12,9 @@ import openai
 import pytest
 
 from gateway.storage.db import create_engine
-from gateway.storage.feedback import FeedbackStore
-from policies.feedback import Verdict
-from policies.semantic_cache.calibration import Labelled
+from gateway.storage.verdict_store import FeedbackStore
+from policies.answer_verdict import Verdict
+from policies.semantic_cache.verifier_calibration import Labelled
 from tests.conftest import standard_models
 from tests.support import FakeUpstream, GatewayProcess
 

@@ -1,4 +1,4 @@
-"""`Feedback.report` on its own (gateway/feedback.py): its collaborators (the feedback store,
+"""`Feedback.report` on its own (gateway/verdicts.py): its collaborators (the feedback store,
 the response cache, the ledger writer, the key store) are faked at their edges, so each rule
 is seen by itself — who may report what, a wrong cache hit's purge, the same verdict twice, a
 semantic hit's labelled pair, a dependency's failure. tests/gateway/test_feedback.py drives
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from gateway.errors import NotFound, Unavailable
-from gateway.feedback import ADMIN, Feedback, Reporter
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, Recorded
-from policies.feedback import Verdict
-from policies.semantic_cache.calibration import Labelled
+from gateway.core.errors import NotFound, Unavailable
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, Recorded
+from gateway.verdicts import ADMIN, Feedback, Reporter
+from policies.answer_verdict import Verdict
 from policies.semantic_cache.served import ServedHit
+from policies.semantic_cache.verifier_calibration import Labelled
 
 TEAM = Reporter("key_a1", "team_a1", "team-a")
 

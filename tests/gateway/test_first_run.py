@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from engine.launcher import State
+from gateway.config.settings import ModelConfig, Settings
 from gateway.providers.local import LocalProvider
 from gateway.service import build_gateway
-from gateway.settings import ModelConfig, Settings
 from tests.engine.test_launcher import STAND_IN, _until
 
 

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 
 ADMIN = "sk-cg-admin-flex-tier"
 LIST_IN, LIST_OUT = Decimal(2) / 10**6, Decimal(8) / 10**6
@@ -121,9 +121,9 @@ async def test_flex_savings_show_in_spend(app: tuple[Any, list[dict[str, Any]]])
     ],
 )
 def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charged: Decimal, saved: Decimal) -> None:
-    from gateway.calls import charge
-    from gateway.deployments import Deployment
-    from gateway.settings import ModelConfig
+    from gateway.config.settings import ModelConfig
+    from gateway.upstream.calls import charge
+    from gateway.upstream.deployments import Deployment
     from policies.pricing import Price, Usage
     from tests.gateway.fakes import ScriptedProvider, request
 

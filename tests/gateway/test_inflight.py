@@ -1,4 +1,4 @@
-"""The journal of streams in flight (gateway/inflight.py): a real stream's progress lines, the
+"""The journal of streams in flight (gateway/upstream/inflight.py): a real stream's progress lines, the
 compaction that bounds the file, and recovery after a process died: which streams it charges,
 once, settling the hold first. The SIGKILL over HTTP is tests/reliability/test_crash_holds.py."""
 
@@ -15,15 +15,15 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.context import Endpoint, Principal, RequestContext
-from gateway.deployments import build_deployments
-from gateway.inflight import StreamJournal, charge_stopped, recover_streams
-from gateway.settings import ModelConfig, Settings
-from gateway.spend_control import SpendControl
+from gateway.config.settings import ModelConfig, Settings
+from gateway.core.context import Endpoint, Principal, RequestContext
+from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import Admission, BudgetCheck, Lease, Settlement
 from gateway.storage.db import create_engine, create_tables, ledger
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
+from gateway.upstream.deployments import build_deployments
+from gateway.upstream.inflight import StreamJournal, charge_stopped, recover_streams
 from policies.budgets import Budget, Hold, Period, Scope
 
 PRICE = {"input_per_mtok": "1000000", "output_per_mtok": "1000000"}  # a dollar a token: easy sums

@@ -1,4 +1,4 @@
-"""A replica's lease on its budget holds (gateway/leases.py), two replicas on one in-process
+"""A replica's lease on its budget holds (gateway/spend/leases.py), two replicas on one in-process
 counter store and an injected clock: holds live while their owner ticks, go at the first tick
 of another replica once the owner's lease has ended, and go at once when it retires."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
-from gateway.budget_metrics import BudgetMetrics
-from gateway.leases import Leaseholder
+from gateway.spend.budget_metrics import BudgetMetrics
+from gateway.spend.leases import Leaseholder
 from gateway.storage.counters import Admission, BudgetCheck, InProcessStore, Outcome
 
 TEAM = BudgetCheck("team:t:daily:2026-11-10", 1_000, 3600)

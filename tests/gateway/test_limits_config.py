@@ -1,4 +1,4 @@
-"""The config sections of budgets, plans and rate limits (gateway/limits_config.py): a plan's
+"""The config sections of budgets, plans and rate limits (gateway/config/limits_config.py): a plan's
 override carries only the fields the config wrote (so the rest keep their defaults), an
 explicit null lifts a limit, and out-of-range values are refused when the config loads."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from gateway.limits_config import BudgetSettings, PlanSettings, RateLimitSettings
+from gateway.config.limits_config import BudgetSettings, PlanSettings, RateLimitSettings
 from policies.plans import DEFAULT_PLANS, plans_with
 
 

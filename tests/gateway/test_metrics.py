@@ -4,7 +4,7 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.context import CacheStatus, Endpoint, RequestContext
+from gateway.core.context import CacheStatus, Endpoint, RequestContext
 from gateway.metrics import Metrics, saving_reason
 
 

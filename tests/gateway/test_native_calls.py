@@ -1,4 +1,4 @@
-"""Native passthrough (gateway/native_calls.py), in-process: a Responses or Messages request sent
+"""Native passthrough (gateway/upstream/native_calls.py), in-process: a Responses or Messages request sent
 as the client wrote it to a deployment that serves that API, with the upstream faked at the
 provider interface. What it must do: call the API's own endpoint with the deployment's model
 name, charge the usage that API reports (whole answers and streams), hold a stream's closing
@@ -14,14 +14,14 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.context import Api, Endpoint, NativeRequest, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import GatewayError, UpstreamError
-from gateway.native_calls import NATIVE, call_native, open_native_relay, serves_natively
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Api, Endpoint, NativeRequest, RequestContext
+from gateway.core.errors import GatewayError, UpstreamError
+from gateway.core.sse import StreamEnd
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, UpstreamStream
-from gateway.settings import ModelConfig
-from gateway.sse import StreamEnd
-from gateway.worst_case import StreamMeter, prompt_bound
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.native_calls import NATIVE, call_native, open_native_relay, serves_natively
+from gateway.upstream.worst_case import StreamMeter, prompt_bound
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import PICO_USD, Price, format_usd
 from tests.gateway.fakes import TEAM_A, request

@@ -7,10 +7,10 @@ import orjson
 import pytest
 from starlette.responses import Response, StreamingResponse
 
-from gateway.context import Endpoint, RequestContext
-from gateway.errors import BudgetExceeded
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import BudgetExceeded
+from gateway.core.sse import SSE_DONE
 from gateway.pipeline import Pipeline
-from gateway.sse import SSE_DONE
 
 
 class Probe:

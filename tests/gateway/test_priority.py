@@ -13,8 +13,8 @@ import orjson
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 
 ANSWER = {
     "id": "x",

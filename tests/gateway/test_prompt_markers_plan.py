@@ -1,4 +1,4 @@
-"""gateway/prompt_markers.py on bodies alone: where the marks go, what is left as it came."""
+"""gateway/upstream/prompt_markers.py on bodies alone: where the marks go, what is left as it came."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from gateway.context import Principal
-from gateway.prompt_markers import CachePlan, detect_style
-from gateway.settings import ModelConfig, TeamConfig
+from gateway.config.settings import ModelConfig, TeamConfig
+from gateway.core.context import Principal
+from gateway.upstream.prompt_markers import CachePlan, detect_style
 
 TEAM = Principal(team_id="team_1", team_name="one", key_id="key_1")
 LONG = "stable instructions " * 400  # ~2,000 of the quick count's tokens

@@ -24,7 +24,7 @@ import openai
 import pytest
 import uvicorn
 
-from gateway.settings import Settings
+from gateway.config.settings import Settings
 from tests.fakes.fake_openai import create_fake_app
 from tests.gateway.in_process import ADMIN_KEY, ledger_rows, new_key, openai_client, running_app
 from tests.support import free_port
@@ -282,9 +282,9 @@ def _model(**fields: Any) -> dict[str, Any]:
     ],
 )
 def test_which_models_use_their_providers_batch_api(tmp_path: Path, fields: dict[str, Any], on: bool) -> None:
-    from gateway.deployments import build_deployments
     from gateway.service import with_batch_apis
     from gateway.storage.provider_batches import ProviderBatchStore
+    from gateway.upstream.deployments import build_deployments
 
     settings = Settings.model_validate({"models": [fields], "data_dir": str(tmp_path)})
     deployments = with_batch_apis(build_deployments(settings.models), ProviderBatchStore(None), settings.batch, None)  # type: ignore[arg-type]
@@ -292,9 +292,9 @@ def test_which_models_use_their_providers_batch_api(tmp_path: Path, fields: dict
 
 
 def test_batch_api_without_a_batch_price_or_an_http_upstream_is_refused(tmp_path: Path) -> None:
-    from gateway.deployments import build_deployments
     from gateway.service import with_batch_apis
     from gateway.storage.provider_batches import ProviderBatchStore
+    from gateway.upstream.deployments import build_deployments
 
     unpriced = Settings.model_validate(
         {"models": [_model(model="x", api_base="http://vllm.test/v1", price=LIST, batch_api=True)]}

@@ -17,9 +17,9 @@ import httpx2
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.providers.base import usage_from
 from gateway.service import Gateway
-from gateway.settings import Settings
 from policies.pricing import Usage
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
 

@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from gateway.stages.ratelimit import duration
-from policies.ratelimit import Headroom
+from policies.rate_limits import Headroom
 from tests.gateway.in_process import (
     anthropic_client,
     chat_answer,

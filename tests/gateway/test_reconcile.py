@@ -22,8 +22,8 @@ import yaml
 
 from gateway.app import create_app
 from gateway.cli import main
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from gateway.storage.db import create_engine
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.migrate import upgrade_schema

@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from engine.admission import Priority
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, Unavailable
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest, Unavailable
 from gateway.providers.base import UpstreamCall
 from gateway.providers.replicas import ReplicaSet, replica_set
-from gateway.settings import ModelConfig
 from tests.support import wait_until, wait_until_async
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane

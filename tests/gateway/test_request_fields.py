@@ -1,4 +1,4 @@
-"""The allow-list of request fields (gateway/request_fields.py): OpenAI's fields per endpoint,
+"""The allow-list of request fields (gateway/core/request_fields.py): OpenAI's fields per endpoint,
 a model's listed extras, and config validation that refuses any extra able to steer a call."""
 
 from __future__ import annotations
@@ -8,10 +8,9 @@ from openai.types import completion_create_params, embedding_create_params
 from openai.types.chat import completion_create_params as chat_create_params
 from pydantic import ValidationError
 
-from gateway.context import Endpoint
-from gateway.providers.base import UpstreamCall
-from gateway.providers.litellm import LiteLLMProvider
-from gateway.request_fields import (
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint
+from gateway.core.request_fields import (
     CHAT_FIELDS,
     COMPLETION_FIELDS,
     EMBEDDING_FIELDS,
@@ -24,7 +23,8 @@ from gateway.request_fields import (
     for_provider,
     refusal,
 )
-from gateway.settings import ModelConfig
+from gateway.providers.base import UpstreamCall
+from gateway.providers.litellm import LiteLLMProvider
 from tests.litellm_kwargs import hostile_value, litellm_kwargs
 
 # litellm keyword arguments that config validation lets a model list in `extra_params`, each
@@ -218,7 +218,7 @@ def test_litellm_gets_no_keyword_argument_a_client_chose(endpoint: Endpoint) -> 
 
 
 def test_a_native_apis_body_goes_through_its_own_allow_list() -> None:
-    from gateway.request_fields import FieldPolicy
+    from gateway.core.request_fields import FieldPolicy
 
     body = {
         "model": "m",
@@ -239,7 +239,7 @@ def test_an_http_native_upstream_judges_the_body_itself() -> None:
     """Issue 29: an upstream that serves the client's API over HTTP gets every field the client
     sent (its newest ones included), but what is priced apart, unless the config lists it, and
     what the config drops. No field can move the call: the host and key are the config's."""
-    from gateway.request_fields import FieldPolicy
+    from gateway.core.request_fields import FieldPolicy
 
     body = {
         "model": "m",

@@ -1,11 +1,11 @@
-"""The request view (gateway/request_view.py): what the gateway reads in a body, in one place."""
+"""The request view (gateway/core/request_view.py): what the gateway reads in a body, in one place."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.context import Endpoint, RequestContext
-from gateway.request_view import RequestView, asked_output_tokens, completion_count, wants_usage_chunk
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.request_view import RequestView, asked_output_tokens, completion_count, wants_usage_chunk
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.response_cache import backend_of, parse_duration, policies_from
-from gateway.settings import CacheConfig
+from gateway.caching.response_cache import backend_of, parse_duration, policies_from
+from gateway.config.settings import CacheConfig
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_a_verifier_file_rewritten_on_disk_is_reloaded(tmp_path, caplog: pytest.
 
     from prometheus_client import CollectorRegistry
 
-    from gateway.response_cache import VERIFIER_CHECK_S, CacheMetrics, ResponseCache
+    from gateway.caching.response_cache import VERIFIER_CHECK_S, CacheMetrics, ResponseCache
     from policies.semantic_cache.store import EmbeddedStore
     from policies.semantic_cache.verifier import Verifier
 

@@ -8,10 +8,10 @@ import asyncio
 import httpx
 import pytest
 
-from gateway.context import Endpoint
-from gateway.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
+from gateway.core.context import Endpoint
+from gateway.core.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamRateLimited, UpstreamTimeout
 from gateway.providers.base import UpstreamCall
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.retry import MAX_RETRY_AFTER_S, Retryable, backoff_s, parse_retry_after, with_retries
 
 CALL = UpstreamCall(Endpoint.CHAT, {"model": "m", "messages": [{"role": "user", "content": "x"}]})

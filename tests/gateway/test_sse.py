@@ -1,12 +1,12 @@
-"""Server-sent events (gateway/sse.py): replayed answers and the tail every stream ends with."""
+"""Server-sent events (gateway/core/sse.py): replayed answers and the tail every stream ends with."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from gateway.context import Endpoint
-from gateway.sse import SSE_DONE, StreamEnd, chunk_text, chunks, replay, stream_tail
+from gateway.core.context import Endpoint
+from gateway.core.sse import SSE_DONE, StreamEnd, chunk_text, chunks, replay, stream_tail
 from policies.pricing import Usage
 
 CHAT = {

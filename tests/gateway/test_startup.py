@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 
 def test_building_the_app_does_not_import_litellm() -> None:
     code = (
-        "import sys; from gateway.app import create_app; from gateway.settings import Settings; "
+        "import sys; from gateway.app import create_app; from gateway.config.settings import Settings; "
         "create_app(Settings(admin_key='k', database_url='sqlite:///:memory:')); "
         "print('litellm' in sys.modules)"
     )

@@ -4,9 +4,9 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.context import CacheControl
-from gateway.errors import InvalidRequest
-from gateway.settings import default_models, load_settings
+from gateway.config.settings import default_models, load_settings
+from gateway.core.context import CacheControl
+from gateway.core.errors import InvalidRequest
 from gateway.stages.tag import parse_max_cost, parse_tags
 
 

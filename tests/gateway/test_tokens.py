@@ -1,4 +1,4 @@
-"""gateway/tokens.py counts any text: a long run that tiktoken's pattern cannot take whole (issue
+"""gateway/core/tokens.py counts any text: a long run that tiktoken's pattern cannot take whole (issue
 24: a million tabs made it panic) is counted in spans, cut where tiktoken's own pieces meet, so
 ordinary text counts exactly as tiktoken counts it whole."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.tokens import SAFE_SPAN, count_messages, count_prompt, count_text, encoding_for, spans
+from gateway.core.tokens import SAFE_SPAN, count_messages, count_prompt, count_text, encoding_for, spans
 
 MODELS = ["gpt-4o-mini", "gpt-3.5-turbo"]  # o200k_base (the one that panicked), cl100k_base
 ENGLISH = "The quick brown fox, it's 12,345 km away!\n\n  Then it jumps — twice. " * 20_000

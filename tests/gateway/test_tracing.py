@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as SpanProto
 
-from gateway.tracing import build_tracing, exporting
+from gateway.upstream.tracing import build_tracing, exporting
 from tests.gateway.in_process import chat_answer, new_key, openai_client, openai_model, running_app, settings_for
 
 HI = [{"role": "user", "content": "hi"}]

@@ -1,4 +1,4 @@
-"""`costgate whatif FILE` (gateway/whatif_cli.py): recorded requests and answers in, an estimate
+"""`costgate whatif FILE` (gateway/commands/whatif_cli.py): recorded requests and answers in, an estimate
 of cost, dollars saved and quality with intervals out, no provider called; bad input refused in
 one line."""
 

@@ -1,4 +1,4 @@
-"""The worst case a budget holds (gateway/worst_case.py, tokens.py, images.py): image tokens by
+"""The worst case a budget holds (gateway/upstream/worst_case.py, tokens.py, images.py): image tokens by
 OpenAI's tile rule, image sizes from data: URLs, every billed prompt and completion counted,
 and the stream meter that ends a stream at its hold."""
 
@@ -12,14 +12,14 @@ import orjson
 import pytest
 from PIL import Image
 
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.images import GPT_4O, data_url_size, rule_for, tile_count
-from gateway.providers.openai import OpenAIProvider
-from gateway.request_view import completion_count
-from gateway.settings import ModelConfig
-from gateway.tokens import billed_prompt_tokens, count_prompt
-from gateway.worst_case import StreamMeter, count_slack, worst_case
+from gateway.config.settings import ModelConfig
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.images import GPT_4O, data_url_size, rule_for, tile_count
+from gateway.core.request_view import completion_count
+from gateway.core.tokens import billed_prompt_tokens, count_prompt
+from gateway.providers.openai_compatible import OpenAIProvider
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import StreamMeter, count_slack, worst_case
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import Price
 from tests.fakes.fake_openai import body_tokens

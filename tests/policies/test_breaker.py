@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.settings import BreakerConfig
+from gateway.config.settings import BreakerConfig
 from policies.breaker import Breaker, Breakers, State, Tally, should_open, should_open_across
 
 

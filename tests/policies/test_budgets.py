@@ -22,7 +22,7 @@ from policies.budgets import (
 )
 from policies.plans import DEFAULT_PLANS, Plan, plans_with
 from policies.pricing import Price
-from policies.ratelimit import Limit, RateCheck, allows, estimate, estimate_tokens, retry_after
+from policies.rate_limits import Limit, RateCheck, allows, estimate, estimate_tokens, retry_after
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane
 

@@ -11,7 +11,7 @@ import pytest
 
 from policies.semantic_cache import contrasts as c
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.features import vetoed
+from policies.semantic_cache.pair_features import vetoed
 
 
 def refused(a: str, b: str) -> bool:

@@ -7,7 +7,7 @@ import pytest
 
 from policies.semantic_cache import differences as d
 from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.features import normalise, vetoed
+from policies.semantic_cache.pair_features import normalise, vetoed
 from policies.semantic_cache.text import same_word, tokens
 
 # Pairs that ask the same thing: no detector may fire on them.

@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 
 from policies.exact_cache import CachePolicy
-from policies.semantic_cache.calibration import (
+from policies.semantic_cache.crossval import cross_validate, summarise
+from policies.semantic_cache.differences import Parsed
+from policies.semantic_cache.embedder import Embedder
+from policies.semantic_cache.verifier import Verifier
+from policies.semantic_cache.verifier_calibration import (
     Labelled,
     choose_threshold,
     examples,
@@ -17,10 +21,6 @@ from policies.semantic_cache.calibration import (
     upper_bound,
     verifier_from,
 )
-from policies.semantic_cache.crossval import cross_validate, summarise
-from policies.semantic_cache.differences import Parsed
-from policies.semantic_cache.embedder import Embedder
-from policies.semantic_cache.verifier import Verifier
 
 DEFAULT = CachePolicy().max_false_hit_rate
 

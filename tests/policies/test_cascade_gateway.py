@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.tokens import count_text
+from gateway.core.tokens import count_text
 from tests.support import FakeUpstream, GatewayProcess, _env, model, recorded_upstream, wait_until
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane

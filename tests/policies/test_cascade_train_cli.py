@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gateway.cascade_cli import with_query_vectors
+from gateway.commands.cascade_cli import with_query_vectors
 from policies.quality_controller import Policy, QualityController
-from policies.scorers.calibration import Calibration
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.learned import LearnedModel, LearnedScorer, auc
 from policies.scorers.training import Matrix, TrainingExample, train_matrix
+from policies.threshold_calibration import Calibration
 from tests.policies.test_scorers import synthetic
 from tests.support import ROOT, _env
 

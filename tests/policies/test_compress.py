@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.compress import SUMMARY_PREFIX, compressed, extractive_summary, split
+from policies.compression import SUMMARY_PREFIX, compressed, extractive_summary, split
 
 
 def count(messages) -> int:

@@ -11,7 +11,7 @@ from policies.precall import MIN_ROWS, train_router
 from policies.quality import Sample
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 
 POLICY = Policy(0.95, last_tier_quality=1.0)  # quality: agreement with the last tier
 CHEAP, LAST = 1.0, 10.0  # the tiers' prices

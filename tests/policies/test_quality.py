@@ -26,7 +26,7 @@ from policies.quality import (
     wilson_lower,
     worth_trying,
 )
-from policies.scorers.calibration import Calibration, CurvePoint, calibrate, labelled
+from policies.threshold_calibration import Calibration, CurvePoint, calibrate, labelled
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import pytest
 
 from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, Policy, QualityController
-from policies.scorers.calibration import Calibration, calibrate, labelled
+from policies.threshold_calibration import Calibration, calibrate, labelled
 
 
 @dataclass(frozen=True)

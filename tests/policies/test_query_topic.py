@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from policies.scorers import Scored
-from policies.scorers.features import NAMES, features
+from policies.scorers.answer_features import NAMES, features
 from policies.scorers.learned import LearnedModel, auc
 from policies.scorers.topic import AXES, basis
 from policies.scorers.training import Matrix, train_matrix

@@ -8,7 +8,7 @@ import pytest
 
 from policies.quality import Sample
 from policies.quality_controller import Policy
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.learned import LearnedModel, auc
 from policies.scorers.refit import (
     Incumbent,
@@ -178,8 +178,8 @@ def w1_only() -> LearnedModel:
     disagree where the cheap tier was right and the last one wrong."""
     import numpy as np
 
-    from policies.scorers.calibration import calibrate, labelled
     from policies.scorers.learned import LogisticModel
+    from policies.threshold_calibration import calibrate, labelled
 
     accept = LogisticModel(("w1", "w2", "noise"), np.zeros(3), np.ones(3), np.array([4.0, 0.0, 0.0]), -2.0)
     examples = [labelled(0.88, True, True, True)] * 90 + [labelled(0.88, False, True, False)] * 10

@@ -9,7 +9,7 @@ import random
 from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, Policy
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.refit import TrainingRow, rows_of, upgrade
 
 POLICY = Policy(0.95)  # the default cascade: 95% of the last tier's quality, A unknown (0.5)

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from policies.compress import SUMMARY_PREFIX, summary_request
+from policies.compression import SUMMARY_PREFIX, summary_request
 from tests.policies.test_cascade_gateway import GRADER, RECORDS, STRONG, WEAK, ask, cost_of
 from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream
 
@@ -109,7 +109,7 @@ def test_long_conversation_is_compressed_by_the_summarizer(
         {"role": "system", "content": SUMMARY_PREFIX + SUMMARY},
         *LONG_CONVERSATION[-2:],
     ]
-    from gateway.tokens import count_messages
+    from gateway.core.tokens import count_messages
 
     assert completion.usage.prompt_tokens == count_messages(compressed_prompt)  # ...and its summary was sent
     answer_cost = cost_of(completion.usage.prompt_tokens, completion.usage.completion_tokens, "0.6", "0.6")

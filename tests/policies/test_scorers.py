@@ -10,7 +10,7 @@ import pytest
 from policies.agreement import answers_agree, token_f1
 from policies.router import Candidate, choose
 from policies.scorers import Scored
-from policies.scorers.features import arithmetic_checks, final_number
+from policies.scorers.answer_features import arithmetic_checks, final_number
 from policies.scorers.learned import Example, LogisticModel, auc, train
 from policies.scorers.logprob import mean_token_probability
 from policies.scorers.rules import rule_violation
@@ -103,7 +103,7 @@ def test_learned_scorer_generalizes_to_held_out_queries(tmp_path) -> None:
     model = train(synthetic(rng, 300))
     held_out = synthetic(rng, 200)
     scores = [
-        model.probability(__import__("policies.scorers.features", fromlist=["features"]).features(e.item))
+        model.probability(__import__("policies.scorers.answer_features", fromlist=["features"]).features(e.item))
         for e in held_out
     ]
     assert auc(scores, [e.label for e in held_out]) > 0.9

@@ -23,7 +23,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.request_fields import DROPPED_HEADER, LITELLM_READS, OPENAI_FIELDS
+from gateway.core.request_fields import DROPPED_HEADER, LITELLM_READS, OPENAI_FIELDS
 from tests.litellm_kwargs import hostile_value, litellm_kwargs
 from tests.support import FakeUpstream, GatewayProcess, model
 

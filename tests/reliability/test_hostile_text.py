@@ -21,8 +21,8 @@ import pytest
 from fastapi import FastAPI
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from tests.fakes.fake_bytes import BytesUpstream
 
 ADMIN = "sk-cg-admin-hostile-text"

@@ -18,8 +18,8 @@ import openai
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from tests.fakes.content_faults import ContentFaultUpstream
 
 PRICE = {"input_per_mtok": "1", "output_per_mtok": "2"}

@@ -1,4 +1,4 @@
-"""costgate's errors (gateway/errors.py) in Anthropic's shape:
+"""costgate's errors (gateway/core/errors.py) in Anthropic's shape:
 `{"type": "error", "error": {"type": ..., "message": ...}, "request_id": ...}`.
 
 The HTTP status stays costgate's own; the type is Anthropic's name for that status:
@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 ERROR_TYPES = {
     400: "invalid_request_error",

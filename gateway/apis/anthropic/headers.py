@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 
 class ApiVersion(enum.Enum):

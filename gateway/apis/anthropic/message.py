@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from gateway.apis.chat import ChatUsage, Choice, read_chat
-from gateway.errors import UpstreamError
+from gateway.core.errors import UpstreamError
 
 STOP_REASONS = {
     "stop": "end_turn",

@@ -26,7 +26,7 @@ from gateway.apis.parsing import (
     unsupported,
     validate,
 )
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 # API version 2026-10-21 removed them: a request that sends any is refused, as Anthropic does.
 SAMPLING = ("temperature", "top_p", "top_k")
@@ -72,7 +72,7 @@ class MessagesRequest(Conversation):
     top_k: int | None = Field(default=None, ge=0)
     metadata: Metadata | None = None
     stream: bool | None = None
-    service_tier: Any = None  # priced apart: dropped (gateway/request_fields.py)
+    service_tier: Any = None  # priced apart: dropped (gateway/core/request_fields.py)
 
 
 REFUSED: Refusals = {

@@ -1,7 +1,7 @@
 """Chat stream chunks -> Anthropic's Messages stream events, one translator per message.
 
 The events come in Anthropic's order (each sent with an `event:` line of the same name,
-gateway/sse.py's typed_event):
+gateway/core/sse.py's typed_event):
 
     message_start                      start(): an empty Message; its input_tokens is the
                                        caller's estimate, as the chat usage only comes last
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.apis.anthropic.errors import anthropic_error
+from gateway.apis.anthropic.anthropic_errors import anthropic_error
 from gateway.apis.anthropic.message import (
     MessageMeta,
     message_usage,
@@ -29,7 +29,7 @@ from gateway.apis.anthropic.message import (
     stop_reason,
 )
 from gateway.apis.chat import ChatUsage, Choice, ToolCall, read_chat
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from gateway.apis.anthropic.blocks import chat_messages, system_message
-from gateway.apis.anthropic.request import Conversation, MessagesRequest
-from gateway.apis.anthropic.request import dropped as request_dropped
+from gateway.apis.anthropic.messages_request import Conversation, MessagesRequest
+from gateway.apis.anthropic.messages_request import dropped as request_dropped
 from gateway.apis.chat import function_tool
 from gateway.apis.parsing import unsupported, validate
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 UNKNOWN_RELEASE = "1970-01-01T00:00:00Z"
 DEFAULT_LIMIT, MAX_LIMIT = 20, 1000

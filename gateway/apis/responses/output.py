@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.apis.chat import ChatUsage, read_chat
-from gateway.apis.responses.request import ResponsesRequest
-from gateway.errors import UpstreamError
+from gateway.apis.responses.responses_request import ResponsesRequest
+from gateway.core.errors import UpstreamError
 
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 

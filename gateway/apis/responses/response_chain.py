@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.apis.responses.request import ResponsesRequest
-from gateway.apis.responses.to_chat import input_items
-from gateway.errors import InvalidRequest, NotFound
+from gateway.apis.responses.responses_request import ResponsesRequest
+from gateway.apis.responses.responses_to_chat import input_items
+from gateway.core.errors import InvalidRequest, NotFound
 
 # Continuing a chain costs one store read per link; a runaway chain is refused, not walked.
 MAX_CHAIN = 1000

@@ -34,8 +34,8 @@ from gateway.apis.responses.output import (
     refusal_part,
     response_usage,
 )
-from gateway.apis.responses.request import ResponsesRequest
-from gateway.errors import GatewayError
+from gateway.apis.responses.responses_request import ResponsesRequest
+from gateway.core.errors import GatewayError
 
 
 @dataclass(slots=True)

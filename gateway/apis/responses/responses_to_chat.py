@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict
 from gateway.apis.chat import function_tool
 from gateway.apis.parsing import unsupported, validate
 from gateway.apis.responses.items import add_items
-from gateway.apis.responses.request import ResponsesRequest
-from gateway.apis.responses.request import dropped as request_dropped
+from gateway.apis.responses.responses_request import ResponsesRequest
+from gateway.apis.responses.responses_request import dropped as request_dropped
 
 # Passed on unchanged: the two APIs give them the same name and meaning.
 SAME_NAME = (

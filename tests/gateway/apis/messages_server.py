@@ -9,19 +9,15 @@ import json
 import anthropic
 import httpx2
 
-from gateway.apis.anthropic.errors import anthropic_error
+from gateway.apis.anthropic.anthropic_errors import anthropic_error
 from gateway.apis.anthropic.headers import api_key, api_version
 from gateway.apis.anthropic.message import MessageMeta, new_message_id, to_message
-from gateway.apis.anthropic.request import (
-    MessagesRequest,
-    parse_count_tokens,
-    parse_request,
-)
-from gateway.apis.anthropic.stream import MessagesStream
-from gateway.apis.anthropic.to_chat import conversation_body, to_chat_request
-from gateway.errors import AuthenticationFailed, GatewayError
-from gateway.sse import typed_event
-from gateway.tokens import count_messages
+from gateway.apis.anthropic.messages_request import MessagesRequest, parse_count_tokens, parse_request
+from gateway.apis.anthropic.messages_stream import MessagesStream
+from gateway.apis.anthropic.messages_to_chat import conversation_body, to_chat_request
+from gateway.core.errors import AuthenticationFailed, GatewayError
+from gateway.core.sse import typed_event
+from gateway.core.tokens import count_messages
 from tests.gateway.apis.chat_samples import Answer, chunks, completion
 
 

@@ -10,18 +10,12 @@ import httpx2
 import openai
 
 from gateway.apis.responses.output import ResponseMeta, new_id, to_response
-from gateway.apis.responses.request import parse_request
-from gateway.apis.responses.store import (
-    StoredResponse,
-    conversation,
-    deleted,
-    resolve_chain,
-    visible,
-)
-from gateway.apis.responses.stream import ResponsesStream
-from gateway.apis.responses.to_chat import to_chat_request
-from gateway.errors import GatewayError, error_body
-from gateway.sse import typed_event
+from gateway.apis.responses.response_chain import StoredResponse, conversation, deleted, resolve_chain, visible
+from gateway.apis.responses.responses_request import parse_request
+from gateway.apis.responses.responses_stream import ResponsesStream
+from gateway.apis.responses.responses_to_chat import to_chat_request
+from gateway.core.errors import GatewayError, error_body
+from gateway.core.sse import typed_event
 from tests.gateway.apis.chat_samples import CREATED, Answer, chunks, completion
 
 

@@ -9,8 +9,8 @@ import orjson
 import pytest
 from anthropic.types.shared import ErrorResponse
 
-from gateway import errors
-from gateway.apis.anthropic.errors import anthropic_error, anthropic_error_response
+from gateway.apis.anthropic.anthropic_errors import anthropic_error, anthropic_error_response
+from gateway.core import errors
 
 CASES = [
     (errors.InvalidRequest("bad"), 400, "invalid_request_error", anthropic.BadRequestError),

@@ -8,7 +8,7 @@ import pytest
 from anthropic.types import Message
 
 from gateway.apis.anthropic.message import MessageMeta, to_message
-from gateway.errors import UpstreamError
+from gateway.core.errors import UpstreamError
 from tests.gateway.apis.chat_samples import Answer, Call, completion
 
 META = MessageMeta("msg_0123", "small", ("END",))

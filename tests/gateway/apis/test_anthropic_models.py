@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.apis.anthropic.models import model_page
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 NAMES = ["a", "b", "c", "d", "e"]
 

@@ -7,7 +7,7 @@ import pytest
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.apis.anthropic.native import StreamUsage, native_body, usage_of_message
+from gateway.apis.anthropic.messages_native import StreamUsage, native_body, usage_of_message
 from policies.pricing import Usage
 
 MESSAGE = {
@@ -91,7 +91,7 @@ def test_no_usage_before_message_start() -> None:
 
 
 def test_a_native_message_reads_as_the_chat_answer_it_stands_for() -> None:
-    from gateway.apis.anthropic.native import chat_answer
+    from gateway.apis.anthropic.messages_native import chat_answer
 
     message = {
         "id": "msg_1",

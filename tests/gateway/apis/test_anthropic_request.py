@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from gateway.apis.anthropic.headers import ApiVersion
-from gateway.apis.anthropic.request import parse_count_tokens, parse_request
-from gateway.apis.anthropic.to_chat import conversation_body, to_chat_request
-from gateway.errors import InvalidRequest
-from gateway.wire import ChatRequest
+from gateway.apis.anthropic.messages_request import parse_count_tokens, parse_request
+from gateway.apis.anthropic.messages_to_chat import conversation_body, to_chat_request
+from gateway.core.errors import InvalidRequest
+from gateway.core.wire import ChatRequest
 
 TOOL = {"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}
 CHAT_TOOL = {"type": "function", "function": {"name": "lookup", "parameters": TOOL["input_schema"]}}

@@ -10,10 +10,10 @@ from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
 from gateway.apis.anthropic.message import MessageMeta
-from gateway.apis.anthropic.stream import MessagesStream
+from gateway.apis.anthropic.messages_stream import MessagesStream
 from gateway.apis.chat import ChatUsage
-from gateway.errors import UpstreamTimeout
-from gateway.sse import typed_event
+from gateway.core.errors import UpstreamTimeout
+from gateway.core.sse import typed_event
 from tests.gateway.apis.chat_samples import Answer, Call, chunks
 
 EVENT = TypeAdapter(RawMessageStreamEvent)

@@ -1,4 +1,4 @@
-"""The Messages API's shape around the pipeline (gateway/compat/messages.py) on its own: the
+"""The Messages API's shape around the pipeline (gateway/compat/messages_api.py) on its own: the
 client's body read into a chat request (its own kept for a native upstream), a chat answer
 turned into a Message (with the usage costgate counted when the upstream sent none), a native
 answer relayed untouched, and a refusal in Anthropic's error shape. The translations themselves
@@ -13,9 +13,9 @@ import orjson
 import pytest
 from starlette.responses import Response
 
-from gateway.compat.messages import MessagesShape
-from gateway.context import Api, RequestContext
-from gateway.errors import BudgetExceeded, InvalidRequest
+from gateway.compat.messages_api import MessagesShape
+from gateway.core.context import Api, RequestContext
+from gateway.core.errors import BudgetExceeded, InvalidRequest
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, request
 

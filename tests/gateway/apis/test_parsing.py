@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from gateway.apis.parsing import check_refusals, missing, param_path, unset, unsupported, validate
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 
 
 class Call(BaseModel):

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from gateway.apis.responses.native import native_body, usage_of_event, usage_of_response
+from gateway.apis.responses.responses_native import native_body, usage_of_event, usage_of_response
 from policies.pricing import Usage
 
 RESPONSE = {
@@ -71,7 +71,7 @@ def test_usage_of_stream_events(event: dict[str, Any], usage: Usage | None) -> N
 
 
 def test_a_native_answer_reads_as_the_chat_answer_it_stands_for() -> None:
-    from gateway.apis.responses.native import chat_answer
+    from gateway.apis.responses.responses_native import chat_answer
 
     response = {
         "id": "resp_1",

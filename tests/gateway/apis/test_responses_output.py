@@ -8,8 +8,8 @@ import pytest
 from openai.types.responses import Response
 
 from gateway.apis.responses.output import ResponseMeta, to_response
-from gateway.apis.responses.request import parse_request
-from gateway.errors import UpstreamError
+from gateway.apis.responses.responses_request import parse_request
+from gateway.core.errors import UpstreamError
 from tests.gateway.apis.chat_samples import Answer, Call, completion
 
 META = ResponseMeta("resp_0123", 1_754_925_861, "small")

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from gateway.apis.responses.request import parse_request
-from gateway.apis.responses.to_chat import to_chat_request
-from gateway.errors import InvalidRequest
-from gateway.wire import ChatRequest
+from gateway.apis.responses.responses_request import parse_request
+from gateway.apis.responses.responses_to_chat import to_chat_request
+from gateway.core.errors import InvalidRequest
+from gateway.core.wire import ChatRequest
 
 FN = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
 CHAT_FN = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}

@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.apis.responses import store
-from gateway.apis.responses.request import parse_request
-from gateway.apis.responses.store import (
-    StoredResponse,
-    conversation,
-    resolve_chain,
-    visible,
-)
-from gateway.errors import InvalidRequest, NotFound
+from gateway.apis.responses import response_chain as store
+from gateway.apis.responses.response_chain import StoredResponse, conversation, resolve_chain, visible
+from gateway.apis.responses.responses_request import parse_request
+from gateway.core.errors import InvalidRequest, NotFound
 
 
 def stored(response_id: str, previous: str | None, text: str, team: str = "t1") -> StoredResponse:

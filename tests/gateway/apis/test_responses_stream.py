@@ -11,9 +11,9 @@ from pydantic import TypeAdapter
 
 from gateway.apis.chat import ChatUsage
 from gateway.apis.responses.output import ResponseMeta
-from gateway.apis.responses.request import parse_request
-from gateway.apis.responses.stream import ResponsesStream
-from gateway.errors import UpstreamTimeout
+from gateway.apis.responses.responses_request import parse_request
+from gateway.apis.responses.responses_stream import ResponsesStream
+from gateway.core.errors import UpstreamTimeout
 from policies.pricing import Usage
 from tests.gateway.apis.chat_samples import Answer, Call, chunks
 

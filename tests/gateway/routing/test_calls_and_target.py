@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from gateway.calls import complete
-from gateway.context import Endpoint
-from gateway.errors import CircuitOpen
+from gateway.core.context import Endpoint
+from gateway.core.errors import CircuitOpen
+from gateway.core.tokens import count_prompt, count_text
 from gateway.routing.target import circuit_open
-from gateway.tokens import count_prompt, count_text
+from gateway.upstream.calls import complete
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Bill, Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request

@@ -16,12 +16,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway.context import RequestContext
-from gateway.routing.services import CascadeState
+from gateway.core.context import RequestContext
+from gateway.routing.cascade_services import CascadeState
 from policies.quality import Sample
 from policies.quality_controller import Estimate, Mode, Policy, QualityController, Route
 from policies.scorers import Scored
-from policies.scorers.calibration import Calibration
+from policies.threshold_calibration import Calibration
 from tests.gateway.in_process import chat_answer, http_client, new_key, openai_model, running_app, settings_for
 
 

@@ -1,4 +1,4 @@
-"""The plain route target (gateway/calls.py `DirectTarget`, answered whole): a deployment,
+"""The plain route target (gateway/upstream/calls.py `DirectTarget`, answered whole): a deployment,
 then its fallbacks in order; a failed call is not charged and counts against its breaker; an
 open breaker is skipped without a call; the client's own fault is not retried elsewhere. The
 upstreams are faked at the provider interface. (Streaming and the worst case are being reworked
@@ -10,13 +10,13 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.context import RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import CircuitOpen, InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.core.context import RequestContext
+from gateway.core.errors import CircuitOpen, InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.core.tokens import count_prompt, count_text
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget
-from gateway.tokens import count_prompt, count_text
-from gateway.worst_case import prompt_bound
+from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import prompt_bound
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request

@@ -1,4 +1,4 @@
-"""Every upstream call a cascade makes goes through the one guarded call (gateway/routing/upstream.py):
+"""Every upstream call a cascade makes goes through the one guarded call (gateway/routing/guarded_call.py):
 its tiers, its judge and its shadow samples are refused while their deployment's breaker is open,
 their failures open it, and they carry the request's priority class to the upstream's admission.
 
@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from gateway.app import create_app
+from gateway.config.settings import Settings
 from gateway.service import Gateway
-from gateway.settings import Settings
 from policies.breaker import State
 
 TEAM = "guarded-team"

@@ -15,7 +15,7 @@ import pytest
 
 from policies.pricing import Price, Usage, cost_of
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.training import Matrix, train_matrix
 from tests.support import FakeUpstream, GatewayProcess, model, recorded_upstream, wait_until
 

@@ -19,19 +19,19 @@ import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import SQLAlchemyError
 
+from gateway.config.settings import CascadeConfig
 from gateway.routing import learning as learning_module
 from gateway.routing.cascade import initial_state
+from gateway.routing.cascade_metrics import PolicyMetrics
+from gateway.routing.cascade_services import Services, StateSlot
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.learning import UPGRADED, Learning, learning_for
-from gateway.routing.metrics import PolicyMetrics
-from gateway.routing.services import Services, StateSlot
-from gateway.settings import CascadeConfig
 from gateway.storage.cascade_samples import StoredSample
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow
-from policies.feedback import Verdict, VerdictCount
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow
+from policies.answer_verdict import Verdict, VerdictCount
 from policies.quality import Sample
 from policies.quality_controller import QualityController
-from policies.scorers.features import NAMES
+from policies.scorers.answer_features import NAMES
 from policies.scorers.learned import LearnedModel, LearnedScorer, LogisticModel
 from policies.scorers.refit import TrainingRow, Upgrade, controller_for
 from policies.scorers.refit import Verdict as RefitVerdict
@@ -409,7 +409,7 @@ async def test_a_rules_cascade_fits_early_and_often_and_is_held_learning_while_a
 
 
 def test_the_learning_curve_marks_the_first_requests_densely_and_stays_bounded() -> None:
-    from gateway.routing.services import MAX_CURVE_POINTS, Tally, on_curve
+    from gateway.routing.cascade_services import MAX_CURVE_POINTS, Tally, on_curve
 
     marked = [n for n in range(1, 400) if on_curve(n)]
     assert marked[:3] == [5, 10, 15] and 60 in marked and 65 not in marked and 350 in marked

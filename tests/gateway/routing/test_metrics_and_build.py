@@ -1,4 +1,4 @@
-"""The routing policies' live gauges, read at scrape time (gateway/routing/metrics.py), and the
+"""The routing policies' live gauges, read at scrape time (gateway/routing/cascade_metrics.py), and the
 scorer a cascade's `scorer:` setting names (gateway/routing/build.py), and the MiniLM its
 cascades share with the semantic cache."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from gateway.config.settings import Settings
 from gateway.routing.build import build_scorer
+from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.judge import JudgeScorer
-from gateway.routing.metrics import PolicyMetrics
 from gateway.service import build_gateway
-from gateway.settings import Settings
 from policies.breaker import BreakerConfig, Breakers
 from policies.quality_controller import Estimate, Mode
 from policies.scorers.learned import LearnedScorer
@@ -107,7 +107,7 @@ def test_a_scorer_that_cannot_be_built_is_a_config_error(spec: str, message: str
 
 async def test_the_cache_and_the_cascades_share_one_minilm(tmp_path) -> None:
     """One model and one worker thread a gateway: the semantic cache's second stage and the
-    cascades' query vectors (gateway/minilm.py)."""
+    cascades' query vectors (gateway/caching/minilm.py)."""
     settings = Settings.model_validate(
         {
             "admin_key": "k",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from policies.scorers import Scored
-from policies.scorers.features import features
+from policies.scorers.answer_features import features
 from policies.scorers.training import Matrix, train_matrix
 from tests.support import GatewayProcess, model, recorded_upstream, wait_until
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from gateway.settings import Settings
-from gateway.spend_control import SpendControl
+from gateway.config.settings import Settings
+from gateway.spend.spend_control import SpendControl
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.ledger import LedgerWriter
 

@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from gateway.context import Principal
-from gateway.errors import AuthenticationFailed, NotFound, PermissionDenied
+from gateway.core.context import Principal
+from gateway.core.errors import AuthenticationFailed, NotFound, PermissionDenied
 from gateway.stages.authenticate import Authenticate
 from tests.gateway.fakes import TEAM_A, request
 

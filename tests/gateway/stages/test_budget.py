@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from starlette.responses import Response
 
-from gateway.context import Principal, RequestContext
-from gateway.errors import BudgetExceeded, RateLimited, Unavailable
-from gateway.spend_control import SpendControl
+from gateway.core.context import Principal, RequestContext
+from gateway.core.errors import BudgetExceeded, RateLimited, Unavailable
+from gateway.spend.spend_control import SpendControl
 from gateway.stages.budget import ReserveBudget
 from gateway.stages.ratelimit import RateLimit
 from policies.budgets import Budget, Period, Scope

@@ -16,9 +16,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from starlette.responses import Response, StreamingResponse
 
-from gateway.context import CacheControl, CacheStatus, Endpoint, Principal, RequestContext
-from gateway.response_cache import CacheMetrics, ResponseCache
-from gateway.settings import CacheConfig
+from gateway.caching.response_cache import CacheMetrics, ResponseCache
+from gateway.config.settings import CacheConfig
+from gateway.core.context import CacheControl, CacheStatus, Endpoint, Principal, RequestContext
 from gateway.stages.cache import ExactCache, SemanticCache, cache_stages
 from policies.pricing import Usage
 from policies.semantic_cache.embedder import DIM

@@ -11,15 +11,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from engine.admission import Priority
-from gateway.context import Endpoint, RequestContext
-from gateway.deployments import Deployment
-from gateway.errors import UpstreamError, UpstreamTimeout
-from gateway.routing.metrics import PolicyMetrics
-from gateway.settings import CompressionConfig
+from gateway.config.settings import CompressionConfig
+from gateway.core.context import Endpoint, RequestContext
+from gateway.core.errors import UpstreamError, UpstreamTimeout
+from gateway.core.tokens import count_messages
+from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.stages.compress import Compress
-from gateway.tokens import count_messages
+from gateway.upstream.deployments import Deployment
 from policies.breaker import BreakerConfig, Breakers
-from policies.compress import SUMMARY_PREFIX
+from policies.compression import SUMMARY_PREFIX
 from policies.pricing import Usage
 from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, guarded, request
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.context import CacheStatus, Endpoint, RequestContext
+from gateway.core.context import CacheStatus, Endpoint, RequestContext
 from gateway.stages.keep_text import KeepText, kept_answer
 from gateway.storage.distill_texts import KeptText
 from tests.gateway.fakes import TEAM_A, request

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from engine.admission import Priority
-from gateway.errors import InvalidRequest
+from gateway.core.errors import InvalidRequest
 from gateway.stages.priority import HEADER, Prioritize
 from tests.gateway.fakes import TEAM_A, request
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from gateway.context import Endpoint
-from gateway.errors import PermissionDenied
+from gateway.core.context import Endpoint
+from gateway.core.errors import PermissionDenied
 from gateway.stages.ratelimit import RateLimit
-from policies.ratelimit import Limit, RateCheck, estimate_tokens
+from policies.rate_limits import Limit, RateCheck, estimate_tokens
 from tests.gateway.fakes import TEAM_A, deployment, request
 from tests.gateway.stages.spend import refusals, spend_control
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.context import CacheStatus, RequestContext
+from gateway.core.context import CacheStatus, RequestContext
 from gateway.metrics import Metrics
 from gateway.stages.record import Record
 from gateway.storage.ledger import LedgerRow

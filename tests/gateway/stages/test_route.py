@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 from starlette.responses import Response
 
-from gateway.context import RequestContext
-from gateway.errors import CircuitOpen
+from gateway.core.context import RequestContext
+from gateway.core.errors import CircuitOpen
 from gateway.stages.route import Route
 from tests.gateway.fakes import TEAM_A, request
 

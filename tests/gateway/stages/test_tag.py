@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gateway.context import CacheControl, Principal, RequestContext
-from gateway.errors import InvalidRequest
+from gateway.core.context import CacheControl, Principal, RequestContext
+from gateway.core.errors import InvalidRequest
 from gateway.stages.tag import MAX_TAGS, Tag
 from tests.gateway.fakes import TEAM_A, request
 

@@ -1,4 +1,4 @@
-"""Budget definitions and ledger sums (gateway/storage/budgets.py) on a real SQLite database:
+"""Budget definitions and ledger sums (gateway/storage/budget_store.py) on a real SQLite database:
 one definition per subject and period; a change seen at once by the replica that made it and
 within `refresh_s` by the others (an injected clock, not a sleep); the last definitions kept
 through a database outage; and a period's ledger spend per scope, tags matched whole."""
@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import insert, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.context import Principal
-from gateway.errors import Unavailable
-from gateway.storage.budgets import BudgetTable, ledger_spend
+from gateway.core.context import Principal
+from gateway.core.errors import Unavailable
+from gateway.storage.budget_store import BudgetTable, ledger_spend
 from gateway.storage.db import create_engine, create_tables, ledger
 from gateway.storage.ledger import LedgerRow
 from policies.budgets import Budget, Period, Scope, Window, window

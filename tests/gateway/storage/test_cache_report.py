@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.storage.cache_report import recent_hits, team_cache
 from gateway.storage.db import create_engine, create_tables, ledger
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, FeedbackStore
-from policies.feedback import Verdict
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, FeedbackStore
+from policies.answer_verdict import Verdict
 from tests.gateway.budget_support import fresh_postgres
 
 PICO = 10**12

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.context import Principal
+from gateway.core.context import Principal
 from gateway.storage.chargeback import CSV_HEADER, chargeback_csv, trace
 from gateway.storage.db import create_engine, create_tables, ledger, teams
 from gateway.storage.ledger import LedgerRow

@@ -16,8 +16,8 @@ import pytest
 
 from gateway.storage.db import create_engine
 from gateway.storage.distill_texts import KeptText, TextStore
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, FeedbackStore
-from policies.feedback import Verdict
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, FeedbackStore
+from policies.answer_verdict import Verdict
 
 QUESTION = [{"role": "user", "content": "¿por qué el cielo es azul?"}]  # kept as sent, not escaped
 

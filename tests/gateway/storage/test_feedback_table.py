@@ -1,4 +1,4 @@
-"""Verdicts on served answers (gateway/storage/feedback.py) on real SQLite and PostgreSQL: one
+"""Verdicts on served answers (gateway/storage/verdict_store.py) on real SQLite and PostgreSQL: one
 verdict per request however many times and however concurrently it is reported, found only for
 answered requests, and read back per team, per cascade and as a team's labelled pairs."""
 
@@ -12,9 +12,9 @@ import pytest
 from sqlalchemy import insert
 
 from gateway.storage.db import create_engine, create_tables, ledger
-from gateway.storage.feedback import AnsweredRequest, FeedbackRow, FeedbackStore, Recorded
-from policies.feedback import Verdict
-from policies.semantic_cache.calibration import Labelled
+from gateway.storage.verdict_store import AnsweredRequest, FeedbackRow, FeedbackStore, Recorded
+from policies.answer_verdict import Verdict
+from policies.semantic_cache.verifier_calibration import Labelled
 from tests.gateway.budget_support import fresh_postgres
 
 

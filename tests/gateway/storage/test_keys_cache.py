@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import event
 
-from gateway.errors import AuthenticationFailed
+from gateway.core.errors import AuthenticationFailed
 from gateway.storage.db import create_engine, create_tables
 from gateway.storage.keys import KeyStore
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.errors import AuthenticationFailed
+from gateway.core.errors import AuthenticationFailed
 from gateway.storage.db import create_engine
 from gateway.storage.keys import KeyStore
 

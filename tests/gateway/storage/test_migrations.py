@@ -24,7 +24,8 @@ from sqlalchemy import MetaData, func, select
 from sqlalchemy.engine import Connection
 
 import gateway.app  # noqa: F401  (the dashboard's tables join the shared metadata on import)
-from gateway.storage import cascade_samples, db, distill_texts, feedback
+from gateway.storage import cascade_samples, db, distill_texts
+from gateway.storage import verdict_store as feedback
 from gateway.storage.db import create_engine, ledger
 from gateway.storage.migrate import current_revision, head_revision, upgrade_schema
 from tests.gateway.budget_support import fresh_postgres

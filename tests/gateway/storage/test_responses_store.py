@@ -1,4 +1,4 @@
-"""Stored responses (gateway/storage/responses.py) on a real SQLite database: a row reads back
+"""Stored responses (gateway/storage/stored_responses.py) on a real SQLite database: a row reads back
 as it was kept, expires after `ttl_s` (an injected clock, not a sleep), and a team past its
 `max_team_bytes` loses its own oldest rows first, never another team's."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway.apis.responses.store import StoredResponse
-from gateway.settings import ResponsesConfig
+from gateway.apis.responses.response_chain import StoredResponse
+from gateway.config.settings import ResponsesConfig
 from gateway.storage.db import create_engine, create_tables
-from gateway.storage.responses import ResponseStore
+from gateway.storage.stored_responses import ResponseStore
 
 
 class Clock:
