@@ -11,10 +11,10 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from gateway.context import Endpoint
-from gateway.errors import GatewayError
+from gateway.core.context import Endpoint
+from gateway.core.errors import GatewayError
 from gateway.providers.base import UpstreamCall
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.openai_compatible import OpenAIProvider
 
 HI = [{"role": "user", "content": "hi there"}]
 USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
