@@ -71,11 +71,10 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     the top-level `cache_creation_input_tokens`), split by TTL in `cache_creation_token_details`."""
     if not isinstance(data, dict):
         return None
-    prompt = data.get("prompt_tokens")
-    if not _is_count(prompt):
-        return None
-    completion = data.get("completion_tokens") or 0
-    if not _is_count(completion) or any(n < 0 for n in _numbers_in(data)):
+    prompt, completion = data.get("prompt_tokens"), data.get("completion_tokens") or 0
+    if not (isinstance(prompt, int) and _is_count(prompt) and _is_count(completion)) or any(
+        n < 0 for n in _numbers_in(data)
+    ):
         return None  # a negative or odd count is no usage: charged as unreported (the hold's bound), never credited
     writes = _detail(data, "prompt_tokens_details", "cache_creation_tokens") or _count(
         data, "cache_creation_input_tokens"
@@ -84,7 +83,7 @@ def usage_from(data: dict[str, Any] | None) -> Usage | None:
     hour = _detail(split, "cache_creation_token_details", "ephemeral_1h_input_tokens") if isinstance(split, dict) else 0
     return Usage(
         prompt,
-        completion if isinstance(completion, int) else 0,
+        completion,
         _detail(data, "prompt_tokens_details", "cached_tokens"),
         _detail(data, "completion_tokens_details", "reasoning_tokens"),
         cache_write_tokens=max(writes - hour, 0),
