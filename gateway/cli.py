@@ -125,9 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # httpx logs every upstream request at INFO: a formatted, written line per request on the
-    # hot path; configure_logging shows its lines only at debug. `serve` sets its own level.
-    configure_logging("info", json_lines=False)
+    # The one-shot commands print what they did and log only warnings (a migration a command
+    # runs on its way is not news to its user, and a mistake stays one line); `serve` sets its
+    # own level. httpx logs every upstream request at INFO: configure_logging shows those only at
+    # debug.
+    configure_logging("warning", json_lines=False)
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrate.py says what changed, in one line
     args = build_parser().parse_args(argv)
     return args.run(args)
