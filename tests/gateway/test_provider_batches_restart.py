@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -31,6 +32,15 @@ def bill(provider: FakeUpstream) -> dict:
     return httpx.get(f"http://127.0.0.1:{provider.port}/_bill").json()
 
 
+def recorded_provider_batches(db: Path) -> int:
+    """The provider batches the gateway has recorded as at the provider (read from its SQLite file)."""
+    with sqlite3.connect(db) as conn:
+        try:
+            return conn.execute("SELECT count(*) FROM provider_batches").fetchone()[0]
+        except sqlite3.OperationalError:  # the table is not made yet
+            return 0
+
+
 def test_a_killed_gateway_polls_the_same_provider_batch_again(tmp_path: Path, provider: FakeUpstream) -> None:
     mini = model("mini", UPSTREAM, provider.url, "0.15", "0.6", batch_api=True)
     mini["price"]["batch"] = {"input_per_mtok": "0.075", "output_per_mtok": "0.3"}
@@ -52,6 +62,9 @@ def test_a_killed_gateway_polls_the_same_provider_batch_again(tmp_path: Path, pr
         f = client.files.create(file=("in.jsonl", io.BytesIO(data)), purpose="batch")
         batch = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
         wait_until(lambda: bill(provider)["batches_created"] == 1, timeout=30, interval=0.1)
+        # killed once the gateway has recorded the provider's batch (a kill between the provider's
+        # accepting it and that write is a window of its own: docs/batch.md)
+        wait_until(lambda: recorded_provider_batches(tmp_path / "gw" / "costgate.db") == 1, timeout=30, interval=0.1)
         gw.kill()  # SIGKILL while the provider works on the lines
         gw.start()
         (provider_batch,) = bill(provider)["batch_ids"]
