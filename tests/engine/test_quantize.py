@@ -82,6 +82,7 @@ def test_rejects_shapes_it_cannot_group() -> None:
         quantize_symmetric(torch.ones(4))
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 def test_packing_round_trips_and_matches_compressed_tensors() -> None:
     codes = torch.randint(-127, 128, (6, 32), dtype=torch.int8, generator=torch.Generator().manual_seed(1))
     packed = pack_int8_to_int32(codes)

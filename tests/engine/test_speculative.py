@@ -52,6 +52,7 @@ def test_the_test_detects_a_wrong_rule() -> None:
     assert _chi_square(sampled, p) > CHI2_5_999
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 def test_second_position_follows_the_target_given_the_first_was_accepted() -> None:
     rng = np.random.default_rng(7)
     p1, p2, q1, q2, p3 = (_dist(rng, 1.0) for _ in range(5))

@@ -84,6 +84,7 @@ def message_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("model", ["claude-opus-5-5", "native-claude"])
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 async def test_claude_code_turns_pass_through_natively(
     gw: tuple[InProcessGateway, str], provider: tuple[str, AgentFake], model: str
 ) -> None:

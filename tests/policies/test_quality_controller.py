@@ -199,6 +199,7 @@ def test_teams_verdicts_set_the_last_tiers_quality_once_there_are_enough() -> No
     assert controller.promised is None or before.threshold is None or controller.promised >= before.threshold
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 def test_a_certified_cascade_near_min_accept_does_not_flip_to_skip_on_sampling_noise() -> None:
     """Traffic whose accepted share sits near `min_accept` (20%): the weighted estimate from
     shadow samples dips under it now and then. Certified, the cascade leaves only when even

@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 from decimal import Decimal
 
+import pytest
+
 from policies.quality_controller import Policy
 from policies.scorers import Scored
 from policies.whatif import Recorded, estimate, replay
@@ -28,6 +30,7 @@ def recorded(rng: random.Random, n: int) -> list[Recorded]:
     return rows
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 def test_the_estimate_from_a_recording_bounds_a_replay_of_fresh_traffic() -> None:
     found = estimate(recorded(random.Random(1), 240), POLICY, draws=10, level=0.95)
     assert found.certified_share == 1.0  # the cascade learns and certifies in every draw

@@ -279,6 +279,7 @@ async def test_counting_endpoints_are_rate_limited(gateway: FastAPI, path: str, 
     assert statuses[-1].json()["error"]["type"] == "rate_limit_error"  # in each API's own shape
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 async def test_nothing_is_reserved_after_the_last_answer_on_any_endpoint(
     gateway: FastAPI, upstream: BytesUpstream
 ) -> None:

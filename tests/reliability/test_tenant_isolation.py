@@ -115,6 +115,7 @@ async def test_another_team_is_served_while_one_teams_requests_fail(
     assert upstream.calls["failed"] == failed  # refused without calling the provider
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 async def test_a_few_failures_among_many_teams_calls_cut_nobody_off(app: Any) -> None:
     """The litellm case of the issue: two failures in 34 calls opened the model for everyone."""
     hostile, other = await client_for(app, "hostile"), await client_for(app, "other")

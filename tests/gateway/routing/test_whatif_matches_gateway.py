@@ -11,6 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import httpx
+import pytest
 
 from policies.quality_controller import Policy
 from policies.scorers import Scored
@@ -68,6 +69,7 @@ def cascade_of(app):
     return app.state.gateway.routing.cascades["auto"]
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 async def test_the_what_if_interval_holds_for_a_gateway_replay(tmp_path: Path) -> None:
     policy = Policy(0.95, last_tier_quality=1.0)
     found = estimate(recording(traffic(1, 200)), policy, draws=8, level=0.95)

@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import httpx
+import pytest
 
 from gateway.storage.cascade_samples import SampleRecord
 from policies.quality import Sample
@@ -42,6 +43,7 @@ async def record(app, n: int) -> None:
         await store.add(SampleRecord("auto", f"req_{i}", Sample((1.0,), (worked,)), ((0.0,),), texts))
 
 
+@pytest.mark.slow  # takes seconds in process: out of the fast lane
 async def test_a_cascade_s_recorded_traffic_is_replayed_without_a_call(tmp_path: Path) -> None:
     async with running_app(settings(tmp_path), transport=httpx.MockTransport(no_calls)) as app:
         await record(app, 120)
