@@ -68,12 +68,16 @@ class Price:
         output_per_mtok: Decimal,
         cached_input_per_mtok: Decimal | None = None,
         reasoning_output_per_mtok: Decimal | None = None,
+        cache_write_per_mtok: Decimal | None = None,
+        cache_write_1h_per_mtok: Decimal | None = None,
     ) -> Price:
         return cls(
             Decimal(input_per_mtok) / MILLION,
             Decimal(output_per_mtok) / MILLION,
             _per_token(cached_input_per_mtok),
             _per_token(reasoning_output_per_mtok),
+            _per_token(cache_write_per_mtok),
+            _per_token(cache_write_1h_per_mtok),
         )
 
     def scaled(self, factor: Decimal) -> Price:

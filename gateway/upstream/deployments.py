@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from decimal import Decimal
 
 import httpx
 
@@ -16,7 +15,7 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.upstream.prompt_markers import CachePlan
-from policies.pricing import FREE, MILLION, Price, lookup
+from policies.pricing import FREE, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
@@ -54,16 +53,13 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
 
 
 def _per_token(p: TierPriceConfig) -> Price:
-    def rate(per_mtok: Decimal | None) -> Decimal | None:
-        return None if per_mtok is None else Decimal(per_mtok) / MILLION
-
-    return Price(
-        Decimal(p.input_per_mtok) / MILLION,
-        Decimal(p.output_per_mtok) / MILLION,
-        rate(p.cached_input_per_mtok),
-        rate(p.reasoning_output_per_mtok),
-        rate(p.cache_write_per_mtok),
-        rate(p.cache_write_1h_per_mtok),
+    return Price.per_million(
+        p.input_per_mtok,
+        p.output_per_mtok,
+        p.cached_input_per_mtok,
+        p.reasoning_output_per_mtok,
+        p.cache_write_per_mtok,
+        p.cache_write_1h_per_mtok,
     )
 
 
