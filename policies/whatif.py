@@ -27,12 +27,11 @@ from policies.quality import Sample, z_of
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
 from policies.scorers.answer_features import features
-from policies.scorers.first_fit import FIRST_FIT, first_fit
+from policies.scorers.first_fit import first_fit
+from policies.scorers.fit_schedule import FitSchedule
 from policies.scorers.learned import LearnedModel
-from policies.scorers.refit import MIN_HELD_BACK, TrainingRow, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import TrainingRow, refit, rescored, rows_of, upgrade
 from policies.scorers.rules import rule_violation
-
-EARLY_ROWS = int(MIN_HELD_BACK / 0.3) + 1  # as gateway/routing/learning.py
 
 
 @dataclass(frozen=True)
@@ -92,11 +91,11 @@ class Learner:
     controller: QualityController = field(init=False)
     router: PrecallRouter | None = None
     samples: list[tuple[Sample, tuple[tuple[float, ...], ...]]] = field(default_factory=list)
-    early_at: int | None = FIRST_FIT
-    since: int = 0
+    schedule: FitSchedule = field(init=False)
 
     def __post_init__(self) -> None:
         self.controller = QualityController(self.policy, None)
+        self.schedule = FitSchedule.of(self.every, early=True)  # a new cascade on `rules`
 
     def confidence(self, vector: Sequence[float]) -> float:
         return 1.0 if self.model is None else self.model.confidence_of(vector)
@@ -104,20 +103,14 @@ class Learner:
     def sampled(self, sample: Sample, vector: tuple[float, ...]) -> None:
         self.controller.add(sample)
         self.samples.append((sample, (vector,)))
-        self.since += 1
-        n = len(self.samples)
-        early = self.early_at is not None and n >= self.early_at
-        if not (early or self.since >= self.every):
-            return
-        self.since = 0
-        if self.early_at is not None:
-            following = n + max(10, n // 2)
-            self.early_at = following if following < self.every else None
-        self.update()
+        self.schedule.sampled()
+        if self.schedule.due:
+            self.schedule.started()
+            self.update()
 
     def update(self) -> None:
         rows = [r for s, v in self.samples for r in rows_of(s, v, None, None)]
-        if self.model is None and len(self.samples) < EARLY_ROWS:
+        if self.model is None and self.schedule.before_held_back:
             self._early(rows)
         elif self.model is None:
             result = upgrade(rows, self.samples, self.policy)

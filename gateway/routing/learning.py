@@ -55,19 +55,17 @@ from policies.answer_verdict import Verdict
 from policies.precall import train_router
 from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, QualityController
-from policies.scorers.first_fit import FIRST_FIT, first_fit
+from policies.scorers.first_fit import first_fit
+from policies.scorers.fit_schedule import FitSchedule
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
-from policies.scorers.refit import MIN_HELD_BACK, Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
 
 log = logging.getLogger("costgate.cascade")
 Vectors = tuple[tuple[float, ...], ...]
 UPGRADED = "learned (refit from traffic)"  # the scorer in use, once a rules or logprob cascade upgraded
-# Rows before a held-back comparison is possible (`MIN_HELD_BACK` of them in the newest 30%);
-# until then a rules or logprob cascade learns by `first_fit`, on cross-validation.
-EARLY_ROWS = int(MIN_HELD_BACK / 0.3) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +100,7 @@ class Learning:
         self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `path`)
         self.feedback = feedback
         self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", config.name) + ".learned.json")
-        self.every = config.refit_every
-        self.since = 0  # samples since the last refit started
-        self.seen = 0  # samples this cascade holds (stored at start, and taken since)
-        # the next early fit (a rules or logprob cascade: from FIRST_FIT samples, then at 1.5x)
-        self.early_at: int | None = FIRST_FIT if upgrades else None
+        self.schedule = FitSchedule.of(config.refit_every, early=upgrades)  # when the next fit is due
         self.tried = 0
         self.replaced = 0
         self.last: Attempt | None = None
@@ -130,22 +124,12 @@ class Learning:
     def sampled(self, request_id: str, sample: Sample, vectors: Vectors) -> None:
         if self._fresh is not None:
             self._fresh.append((request_id, sample, vectors))
-        self.since += 1
-        self.seen += 1
+        self.schedule.sampled()
         self._maybe_start()
 
-    def _due(self) -> bool:
-        """Every `refit_every` samples; a rules or logprob cascade also early, from `FIRST_FIT`
-        samples on, each time half as many again have come (20, 30, 45, ...)."""
-        early = self.early_at is not None and self.seen >= self.early_at
-        return self.since >= self.every or early
-
     def _maybe_start(self) -> None:
-        if self._due() and self._task is None:
-            self.since = 0
-            if self.early_at is not None:
-                following = self.seen + max(10, self.seen // 2)
-                self.early_at = following if following < self.every else None
+        if self.schedule.due and self._task is None:
+            self.schedule.started()
             self._task = asyncio.get_running_loop().create_task(self.update())
             self._task.add_done_callback(self._done)
 
@@ -162,24 +146,15 @@ class Learning:
         if self.model is None:
             recent = await self.services.store.recent(self.name, self.config.max_samples)
             controller.add(*recent)
-            self._seen(len(recent))
+            self.schedule.stored(len(recent), fit_on_them=self.upgrades and not self.upgraded)
             await self._last_tier_quality(controller)
             return
         stored = await self.services.store.stored(self.name, self.config.max_samples)
-        self._seen(len(stored))
+        self.schedule.stored(len(stored), fit_on_them=self.upgrades and not self.upgraded)
         # The stored confidences may be another scorer's: rescore what can be, keep the rest.
         model = self.model
         controller.add(*(rescored(s.sample, s.features, model) if s.features else s.sample for s in stored))
         await self._last_tier_quality(controller)
-
-    def _seen(self, stored: int) -> None:
-        """The samples a previous run stored count towards the early fits' schedule."""
-        self.seen += stored
-        while self.early_at is not None and self.early_at <= self.seen:
-            following = self.early_at + max(10, self.early_at // 2)
-            self.early_at = following if following < self.every else None
-        if self.upgrades and not self.upgraded and stored >= FIRST_FIT:
-            self.early_at = self.seen  # fit on them at the next sample
 
     async def drain(self) -> None:
         if self._task is not None:
@@ -196,9 +171,7 @@ class Learning:
         for a rules or logprob one, one try at upgrading it."""
         await self._last_tier_quality(self.controller)
         attempt: Attempt | None
-        # Early fits only until the first swap: from then on the accepted answers are sampled at
-        # the shadow rate, and an unweighted calibration of such samples would under-count them.
-        if self.upgrades and not self.upgraded and self.seen < EARLY_ROWS:
+        if self.upgrades and not self.upgraded and self.schedule.before_held_back:
             attempt = await self.learn_early()
         elif self.model is not None:
             attempt = await self.refit(self.model)
@@ -474,7 +447,7 @@ class Learning:
 
         return {
             "enabled": True,
-            "every": self.every,
+            "every": self.schedule.every,
             "tried": self.tried,
             "replaced": self.replaced,
             "running": self._task is not None,

@@ -32,6 +32,7 @@ from policies.answer_verdict import Verdict, VerdictCount
 from policies.quality import Sample
 from policies.quality_controller import QualityController
 from policies.scorers.answer_features import NAMES
+from policies.scorers.fit_schedule import EARLY_ROWS
 from policies.scorers.learned import LearnedModel, LearnedScorer, LogisticModel
 from policies.scorers.refit import TrainingRow, Upgrade, controller_for
 from policies.scorers.refit import Verdict as RefitVerdict
@@ -168,16 +169,16 @@ async def test_a_refit_starts_every_refit_every_samples_one_at_a_time_then_anoth
     one = Sample((0.5,), (True,))
     for _ in range(EVERY - 1):
         learn.sampled("req_new1", one, (VECTOR,))
-    assert learn._task is None and learn.since == EVERY - 1  # not due yet
+    assert learn._task is None and learn.schedule.since == EVERY - 1  # not due yet
     learn.sampled("req_new2", one, (VECTOR,))
     await update.next_start()
-    assert update.runs == 1 and learn.since == 0 and learn.view()["running"]
+    assert update.runs == 1 and learn.schedule.since == 0 and learn.view()["running"]
     for _ in range(2 * EVERY + 5):  # due again, twice over, while the first runs: none starts
         learn.sampled("req_new3", one, (VECTOR,))
-    assert update.runs == 1 and learn.since == 2 * EVERY + 5
+    assert update.runs == 1 and learn.schedule.since == 2 * EVERY + 5
     update.release.set()
     await update.next_start()  # the samples taken meanwhile were due: one more, right after
-    assert update.runs == 2 and learn.since == 0
+    assert update.runs == 2 and learn.schedule.since == 0
     update.release.set()
     await learn.drain()
     assert update.runs == 2 and learn._task is None and not learn.view()["running"]
@@ -367,7 +368,7 @@ async def test_a_rules_cascade_is_upgraded_and_the_learned_scorer_kept_and_loade
         return Upgrade(new, controller, verdict(True))
 
     monkeypatch.setattr(learning_module, "upgrade", fake_upgrade)
-    learn.seen = learning_module.EARLY_ROWS  # past the early fits (first_fit): the held-back upgrade
+    learn.schedule.seen = EARLY_ROWS  # past the early fits (first_fit): the held-back upgrade
     attempt = await learn.update()
     assert attempt is not None and learn.upgraded and learn.model is new
     assert scorer_model(learn) is new and learn.scorer_in_use == UPGRADED
