@@ -41,7 +41,8 @@ import uvloop
 from prometheus_client import CollectorRegistry
 from redis.asyncio import Redis
 
-from gateway.config.settings import ModelConfig, Settings
+from gateway.config.models_config import ModelConfig
+from gateway.config.settings import Settings
 from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import httpx
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.providers.cost_reports import Month, Provider, provider_costs
 from gateway.storage.ledger import cost_by_day_and_model
 from policies.reconciliation import Line, by_family, model_family, reconcile

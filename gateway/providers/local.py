@@ -30,7 +30,7 @@ from engine.embeddings import BUNDLED as BUNDLED_EMBEDDINGS
 from engine.embeddings import EmbedderSettings, LocalEmbedder
 from engine.launcher import EngineUnavailable, Replica
 from engine.model_facts import ModelFacts, check_max_model_len
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
 from gateway.core.errors import EngineStarting, InvalidRequest, Unavailable
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, call_weight, usage_from

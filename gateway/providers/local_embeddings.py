@@ -18,7 +18,7 @@ import orjson
 
 from engine.cost import LivePrice
 from engine.embeddings import LocalEmbedder
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
 from gateway.core.errors import InvalidRequest
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream

@@ -25,7 +25,7 @@ import httpx
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from engine.admission import AdmissionPolicy, LoadBook, Priority, Ticket
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.errors import Unavailable, UpstreamError, UpstreamTimeout
 from gateway.providers.base import Completion, Provider, StreamEvent, UpstreamCall, UpstreamStream, call_weight
 from gateway.providers.openai_compatible import OpenAIProvider

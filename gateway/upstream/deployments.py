@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 
 import httpx
 
-from gateway.config.settings import ModelConfig, TeamConfig, TierPriceConfig
+from gateway.config.models_config import ModelConfig, TierPriceConfig
+from gateway.config.settings import TeamConfig
 from gateway.core.request_fields import FieldPolicy, for_provider
 from gateway.providers.base import Provider
 from gateway.providers.batch_api import ProviderBatcher

@@ -23,7 +23,8 @@ from urllib.parse import urlparse
 
 import orjson
 
-from gateway.config.settings import ModelConfig, PromptCacheConfig, TeamConfig
+from gateway.config.models_config import ModelConfig, PromptCacheConfig
+from gateway.config.settings import TeamConfig
 from gateway.core.context import Principal
 from policies.prompt_cache import Block, Section, breakpoints, cache_key, min_cacheable_tokens, scope_salt
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from engine.default_model import DEFAULT_LOCAL_MODEL, default_available
-from gateway.config.settings import default_local_models
+from gateway.config.models_config import default_local_models
 from tests.support import GatewayProcess
 
 pytestmark = pytest.mark.slow  # boots processes: not in the fast lane

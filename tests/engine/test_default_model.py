@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.default_model import CHECKPOINT_DIR, DEFAULT_LOCAL_MODEL, default_available, resolve_model
-from gateway.config.settings import DEFAULT_EMBEDDING_MODEL, default_local_models
+from gateway.config.models_config import DEFAULT_EMBEDDING_MODEL, default_local_models
 
 
 def test_the_default_can_be_turned_off() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from starlette.datastructures import Headers
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.metrics import Metrics
 from gateway.providers.base import Completion, Provider, UpstreamCall, UpstreamStream

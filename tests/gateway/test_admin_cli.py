@@ -16,7 +16,8 @@ from fastapi import FastAPI
 from gateway.app import create_app
 from gateway.cli import build_parser
 from gateway.commands.admin_cli import run_admin
-from gateway.config.settings import ModelConfig, Settings
+from gateway.config.models_config import ModelConfig
+from gateway.config.settings import Settings
 from tests.support import free_port
 
 ADMIN = "sk-cg-admin-cli-test"

@@ -11,7 +11,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
 from gateway.providers.base import UpstreamCall
 from gateway.providers.litellm import LiteLLMProvider

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from engine.launcher import State
-from gateway.config.settings import ModelConfig, Settings
+from gateway.config.models_config import ModelConfig
+from gateway.config.settings import Settings
 from gateway.providers.local import LocalProvider
 from gateway.service import build_gateway
 from tests.engine.test_launcher import STAND_IN, _until

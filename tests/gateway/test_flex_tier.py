@@ -121,7 +121,7 @@ async def test_flex_savings_show_in_spend(app: tuple[Any, list[dict[str, Any]]])
     ],
 )
 def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charged: Decimal, saved: Decimal) -> None:
-    from gateway.config.settings import ModelConfig
+    from gateway.config.models_config import ModelConfig
     from gateway.upstream.calls import charge
     from gateway.upstream.deployments import Deployment
     from policies.pricing import Price, Usage

@@ -15,7 +15,8 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from gateway.config.settings import ModelConfig, Settings
+from gateway.config.models_config import ModelConfig
+from gateway.config.settings import Settings
 from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import Admission, BudgetCheck, Lease, Settlement

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Api, Endpoint, NativeRequest, RequestContext
 from gateway.core.errors import GatewayError, UpstreamError
 from gateway.core.sse import StreamEnd

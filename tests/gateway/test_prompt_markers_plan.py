@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config.settings import ModelConfig, TeamConfig
+from gateway.config.models_config import ModelConfig
+from gateway.config.settings import TeamConfig
 from gateway.core.context import Principal
 from gateway.upstream.prompt_markers import CachePlan, detect_style
 

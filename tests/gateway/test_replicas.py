@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from engine.admission import Priority
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
 from gateway.core.errors import InvalidRequest, Unavailable
 from gateway.providers.base import UpstreamCall

@@ -8,7 +8,7 @@ from openai.types import completion_create_params, embedding_create_params
 from openai.types.chat import completion_create_params as chat_create_params
 from pydantic import ValidationError
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
 from gateway.core.request_fields import (
     CHAT_FIELDS,

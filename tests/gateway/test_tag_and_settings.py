@@ -4,7 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from gateway.config.settings import default_models, load_settings
+from gateway.config.models_config import default_models
+from gateway.config.settings import load_settings
 from gateway.core.context import CacheControl
 from gateway.core.errors import InvalidRequest
 from gateway.stages.tag import parse_max_cost, parse_tags

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from PIL import Image
 
-from gateway.config.settings import ModelConfig
+from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.images import GPT_4O, data_url_size, rule_for, tile_count
 from gateway.core.request_view import completion_count
