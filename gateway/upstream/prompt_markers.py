@@ -48,12 +48,23 @@ def detect_style(config: ModelConfig) -> Style:
     return "none"
 
 
+def _auto() -> PromptCacheConfig:
+    """The defaults: breakpoints placed, with a 5-minute TTL."""
+    return PromptCacheConfig(mode="auto", ttl="5m")
+
+
+def _resolved(own: PromptCacheConfig, fallback: PromptCacheConfig) -> PromptCacheConfig:
+    """`own`'s mode and TTL where it sets them, else `fallback`'s."""
+    return PromptCacheConfig(mode=own.mode or fallback.mode, ttl=own.ttl or fallback.ttl)
+
+
 @dataclass(frozen=True, slots=True)
 class CachePlan:
-    """What one deployment does for a team's request."""
+    """What one deployment does for a team's request. Each team's setting (its own over the
+    model's, over the defaults) is resolved once, when the deployment is built."""
 
     style: Style = "none"
-    model: PromptCacheConfig = field(default_factory=PromptCacheConfig)
+    default: PromptCacheConfig = field(default_factory=_auto)  # the model's setting, for a team that sets none
     teams: Mapping[str, PromptCacheConfig] = field(default_factory=dict)  # by team name or id
     shared: bool = False
     min_tokens: int = 1024
@@ -61,35 +72,40 @@ class CachePlan:
 
     @classmethod
     def of(cls, config: ModelConfig, teams: Mapping[str, TeamConfig], shared: bool) -> CachePlan:
-        own = {name: team.prompt_cache for name, team in teams.items()}
+        default = _resolved(config.prompt_cache, _auto())
+        own = {name: _resolved(team.prompt_cache, default) for name, team in teams.items()}
         minimum = config.prompt_cache.min_tokens or min_cacheable_tokens(config.upstream_model)
-        return cls(detect_style(config), config.prompt_cache, own, shared, minimum, config.provider == "litellm")
+        return cls(detect_style(config), default, own, shared, minimum, config.provider == "litellm")
 
     def setting(self, principal: Principal | None) -> PromptCacheConfig:
-        team = None
-        if principal is not None:
-            team = self.teams.get(principal.team_name or "") or self.teams.get(principal.team_id)
-        return PromptCacheConfig(
-            mode=(team.mode if team and team.mode else None) or self.model.mode or "auto",
-            ttl=(team.ttl if team and team.ttl else None) or self.model.ttl or "5m",
-        )
+        if principal is None:
+            return self.default
+        return self.teams.get(principal.team_name or "") or self.teams.get(principal.team_id) or self.default
 
     def scope(self, principal: Principal | None) -> str | None:
         return None if self.shared or principal is None else principal.team_id
 
     def chat(self, body: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         """A Chat Completions body as this deployment is to be sent it."""
-        if self.style == "none" or self.setting(principal).mode == "off":
+        if self.style == "none":
+            return body
+        setting = self.setting(principal)
+        if setting.mode == "off":
             return body
         if self.style == "openai":
             return _with_key(body, self.scope(principal), _chat_prefix(body))
-        return _ChatMarks(body, self, principal).placed() if self.chat_markers else body
+        if not self.chat_markers:
+            return body
+        return _ChatMarks(body, self.min_tokens).placed(setting, self.scope(principal))
 
     def messages(self, body: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         """A native Messages body as this deployment is to be sent it."""
-        if self.style != "anthropic" or self.setting(principal).mode == "off":
+        if self.style != "anthropic":
             return body
-        return _MessagesMarks(body, self, principal).placed()
+        setting = self.setting(principal)
+        if setting.mode == "off":
+            return body
+        return _MessagesMarks(body, self.min_tokens).placed(setting, self.scope(principal))
 
     def responses(self, body: dict[str, Any], principal: Principal | None) -> dict[str, Any]:
         """A native Responses body: OpenAI's key (its cache needs no breakpoints)."""
@@ -129,8 +145,8 @@ def _client_ttl(item: Any) -> str | None:
 class _Marks:
     """Blocks of a body in cache order, where each is, and how to mark one."""
 
-    def __init__(self, body: dict[str, Any], plan: CachePlan, principal: Principal | None) -> None:
-        self.body, self.plan, self.principal = body, plan, principal
+    def __init__(self, body: dict[str, Any], min_tokens: int) -> None:
+        self.body, self.min_tokens = body, min_tokens
         self.blocks: list[Block] = []
         self.ttls: list[str | None] = []  # the client's marker's TTL per block, None: unmarked
         self.read()
@@ -149,15 +165,14 @@ class _Marks:
     def salt(self, body: dict[str, Any], text: str) -> None:
         raise NotImplementedError
 
-    def placed(self) -> dict[str, Any]:
-        chosen = breakpoints(self.blocks, self.plan.min_tokens)
+    def placed(self, setting: PromptCacheConfig, scope: str | None) -> dict[str, Any]:
+        """The body with the chosen breakpoints; salted with `scope` (a team) when it has any."""
+        chosen = breakpoints(self.blocks, self.min_tokens)
         if not chosen and not any(b.marked for b in self.blocks):
             return self.body
         body = copy.deepcopy(self.body)  # the client's body stays as it came
-        setting = self.plan.setting(self.principal)
         for index in chosen:
             self.mark(body, index, _marker(setting, [t for t in self.ttls[:index] if t]))
-        scope = self.plan.scope(self.principal)
         if scope is not None:
             self.salt(body, scope_salt(scope))
         return body
