@@ -43,17 +43,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sqlalchemy.exc import SQLAlchemyError
-
 from gateway.config.settings import CascadeConfig
 from gateway.routing.cascade import build_controller, policy_of
 from gateway.routing.cascade_services import Services, StateSlot
+from gateway.routing.cascade_verdicts import CascadeVerdicts
 from gateway.routing.confidence import PureConfidence
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.verdict_store import FeedbackStore
-from policies.answer_verdict import Verdict
 from policies.precall import train_router
-from policies.quality import Sample, TeamVerdicts
+from policies.quality import Sample
 from policies.quality_controller import Mode, QualityController
 from policies.scorers.first_fit import first_fit
 from policies.scorers.fit_schedule import FitSchedule
@@ -98,7 +96,7 @@ class Learning:
         self.model = model  # the learned scorer in use, refitted; None: none (yet)
         self.upgrades = upgrades  # a rules or logprob scorer: a learned one may replace it
         self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `path`)
-        self.feedback = feedback
+        self.verdicts = CascadeVerdicts(feedback, config.name, config.tiers)  # the teams', on its answers
         self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", config.name) + ".learned.json")
         self.schedule = FitSchedule.of(config.refit_every, early=upgrades)  # when the next fit is due
         self.tried = 0
@@ -202,12 +200,11 @@ class Learning:
         controller: one stored while the read runs may or may not be in it, and is added once."""
         self._fresh = []
         stored = [s for s in await self.services.store.stored(self.name, self.config.max_samples) if s.features]
-        verdicts = await self._verdicts()
-        tiers = self.config.tiers
+        judged = await self.verdicts.on_requests()
         rows = [
             row
             for s in stored
-            for row in rows_of(s.sample, s.features or (), *_judged(verdicts.get(s.request_id or ""), tiers))
+            for row in rows_of(s.sample, s.features or (), *judged.get(s.request_id or "", (None, None)))
         ]
         return stored, rows
 
@@ -243,7 +240,7 @@ class Learning:
         c = self.config
         try:
             stored, rows = await self._rows()
-            feedback = await self._last_tier_counts()
+            feedback = await self.verdicts.last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
             result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c), feedback)
             candidate = result.controller
@@ -277,7 +274,7 @@ class Learning:
         c = self.config
         try:
             stored, rows = await self._rows()
-            feedback = await self._last_tier_counts()
+            feedback = await self.verdicts.last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
             result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c), feedback)
             attempt = self._tried(rows, result.verdict, result.model is not None)
@@ -316,7 +313,7 @@ class Learning:
                 policy_of(c),
                 [(s.sample, s.features or ()) for s in stored],
                 1.0 if escalation is None else escalation,
-                await self._last_tier_counts(),
+                await self.verdicts.last_tier_counts(),
             )
             new, verdict = await asyncio.to_thread(refit, rows, current, rejected, incumbent=incumbent)
             attempt = self._tried(rows, verdict, new is not None)
@@ -346,45 +343,10 @@ class Learning:
         controller.add(*(rescored(s.sample, s.features or (), model) for s in stored))
         return controller
 
-    async def _verdicts(self) -> dict[str, tuple[str | None, Verdict]]:
-        """The teams' verdicts on this cascade's requests: request id -> (served model, verdict)."""
-        if self.feedback is None:
-            return {}
-        try:
-            rows = await self.feedback.verdicts(requested_model=self.name)
-        except SQLAlchemyError as err:
-            log.warning("cascade %s: verdicts not read (%s); refitting on agreement alone", self.name, err)
-            return {}
-        return {r.request.request_id: (r.request.served_model, r.verdict) for r in rows}
-
     async def _last_tier_quality(self, controller: QualityController) -> None:
-        counts = await self._last_tier_counts()
+        counts = await self.verdicts.last_tier_counts()
         if counts is not None:
             controller.last_tier_feedback(counts)
-
-    async def _last_tier_counts(self) -> tuple[TeamVerdicts, ...] | None:
-        """Each team's verdicts on the last tier's fresh answers, with how many such answers it
-        got (its share of the traffic); None: not read."""
-        if self.feedback is None:
-            return None
-        name, last = self.name, self.config.tiers[-1]
-        try:
-            counts = await self.feedback.counts()
-            answered = await self.feedback.answered_counts(name, last)
-        except SQLAlchemyError as err:
-            log.warning("cascade %s: verdicts not read (%s)", name, err)
-            return None
-        mine = [n for n in counts if n.requested_model == name and n.served_model == last and n.cache_status == "miss"]
-        teams = {n.team_id for n in mine} | set(answered)
-        return tuple(
-            TeamVerdicts(
-                team,
-                sum(n.count for n in mine if n.team_id == team and n.verdict is Verdict.RIGHT),
-                sum(n.count for n in mine if n.team_id == team),
-                answered.get(team, 0),
-            )
-            for team in sorted(teams)
-        )
 
     def _read_saved(self) -> LearnedModel | None:
         if not self.path.is_file():
@@ -457,13 +419,6 @@ class Learning:
             "last_replaced_at": None if self.last_replaced is None else self.last_replaced.at,
             "last": attempt(self.last),
         }
-
-
-def _judged(found: tuple[str | None, Verdict] | None, tiers: Sequence[str]) -> tuple[int | None, bool | None]:
-    """(the tier whose answer a team judged, whether right), or (None, None) without a verdict."""
-    if found is None or found[0] not in tiers:
-        return None, None
-    return tiers.index(found[0]), found[1] is Verdict.RIGHT
 
 
 def learning_for(
