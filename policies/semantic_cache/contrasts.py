@@ -16,7 +16,7 @@ no cosine, of the questions or of the changed words, can tell "required" for "ne
   down"), and a paraphrase that does it too ("needed" / "required", "get in touch with" / "get
   to contact") costs a hit, never a wrong one;
 - **a negation more on one side**, even when both have one ("... without a code" / "how can't
-  I ... without a code");
+  I ... without a code"): `Parsed.negations` counts them;
 - **spans trading places**: the same words, two of them (or two names) in each other's place
   around something that gives them roles ("from Delhi to Mumbai" / "from Mumbai to Delhi",
   "convert PDF to Word"), unlike a list ("Trump or Clinton" / "Clinton or Trump");
@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 from functools import lru_cache
 
-from policies.semantic_cache.differences import NEGATIONS, Parsed, is_number, numbers
+from policies.semantic_cache.differences import Parsed, is_number, numbers
 from policies.semantic_cache.text import FUNCTION_WORDS, FUZZY_LIMIT, same_word
 
 # Words that point at something outside the question's text: a position in a document or a
@@ -122,15 +122,6 @@ def _stem(word: str, ending: str) -> str | None:
 
 def _prefix_len(word: str) -> int:
     return next((len(p) for p in OPPOSING_PREFIXES if word.startswith(p)), 0)
-
-
-def negations(p: Parsed) -> int:
-    """How many negations the question has ("... or not" is none): two against one is another
-    question even when both sides have one ("how can I unlock it without a code" / "how can't
-    I unlock it without a code")."""
-    return sum(
-        w in NEGATIONS and not (w == "not" and i > 0 and p.tokens[i - 1] == "or") for i, w in enumerate(p.tokens)
-    )
 
 
 def _differing(a: Parsed, b: Parsed) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:

@@ -213,7 +213,7 @@ class Parsed:
     compounds: frozenset[str]
     numbers: frozenset[str]
     units: frozenset[str]
-    negated: bool
+    negations: int  # how many negations the text has ("... or not" is none)
     entities: frozenset[str]  # capitalised words past the start of a sentence, lower-cased
     kind: str | None  # YES_NO or the question word's KINDS value
     questions: int  # how many questions the text asks
@@ -227,7 +227,7 @@ class Parsed:
             compounds(words),
             numbers(words),
             frozenset(UNITS[w] for w in words if w in UNITS),
-            negated(words),
+            negations(words),
             entities(text),
             question_kind(words),
             question_count(text),
@@ -241,8 +241,9 @@ def word_overlap(a: Parsed, b: Parsed) -> float:
     return len(x & y) / len(x | y) if x or y else 1.0
 
 
-def negated(words: list[str]) -> bool:
-    return any(w in NEGATIONS and not (w == "not" and i > 0 and words[i - 1] == "or") for i, w in enumerate(words))
+def negations(words: list[str]) -> int:
+    """How many negations the words have; "... or not" asks both ways and is none."""
+    return sum(w in NEGATIONS and not (w == "not" and i > 0 and words[i - 1] == "or") for i, w in enumerate(words))
 
 
 def numbers(words: list[str]) -> frozenset[str]:
@@ -281,7 +282,7 @@ def number_difference(a: Parsed, b: Parsed) -> bool:
 def negation_difference(a: Parsed, b: Parsed) -> bool:
     """A negation on one side only ("is it safe" / "is it not safe"); "... or not?" asks
     both ways and is no negation."""
-    return a.negated != b.negated
+    return (a.negations > 0) != (b.negations > 0)
 
 
 def _entities_unmatched(a: Parsed, b: Parsed) -> tuple[frozenset[str], frozenset[str]]:
