@@ -32,7 +32,6 @@ import argparse
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -42,6 +41,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.fakes.agent_streams import chat_chunks, message_events, response_events, sse
 
 TOOL_TRIGGER = "costgate-tool"
 TOOL_MARKER = "costgate-tool-ok"
@@ -160,7 +161,7 @@ class AgentFake:
         }
         if not body.get("stream"):
             return Response(orjson.dumps(message), media_type="application/json")
-        return StreamingResponse(_sse(_message_events(message)), media_type="text/event-stream")
+        return StreamingResponse(sse(message_events(message)), media_type="text/event-stream")
 
     def message_content(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         messages = body.get("messages") or []
@@ -228,7 +229,7 @@ class AgentFake:
         }
         if not body.get("stream"):
             return Response(orjson.dumps(response), media_type="application/json")
-        return StreamingResponse(_sse(_response_events(response)), media_type="text/event-stream")
+        return StreamingResponse(sse(response_events(response)), media_type="text/event-stream")
 
     def responses_answer(self, body: dict[str, Any], items: list[Any]) -> dict[str, Any]:
         result = tool_result_in(items)
@@ -295,7 +296,7 @@ class AgentFake:
         }
         if not body.get("stream"):
             return Response(orjson.dumps(answer), media_type="application/json")
-        return StreamingResponse(_chat_chunks(answer), media_type="text/event-stream")
+        return StreamingResponse(chat_chunks(answer), media_type="text/event-stream")
 
     def _seen(self, key: Any) -> bool:
         prefix = "openai:" + hashlib.sha256(orjson.dumps(key)).hexdigest()
@@ -322,107 +323,6 @@ class AgentFake:
         self.bill = Bill()
         self.cached_prefixes.clear()
         return Response(b"{}", media_type="application/json")
-
-
-async def _sse(events: list[dict[str, Any]]) -> AsyncIterator[bytes]:
-    for event in events:
-        yield b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
-
-
-def _message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
-    usage = message["usage"]
-    start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    for i, block in enumerate(message["content"]):
-        kind = block["type"]
-        empty = {"thinking": {"thinking": "", "signature": ""}, "text": {"text": ""}, "tool_use": {"input": {}}}
-        first = dict(block, **empty.get(kind, {}))
-        events.append({"type": "content_block_start", "index": i, "content_block": first})
-        if kind == "thinking":
-            events.append(
-                {
-                    "type": "content_block_delta",
-                    "index": i,
-                    "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
-                }
-            )
-            events.append(
-                {
-                    "type": "content_block_delta",
-                    "index": i,
-                    "delta": {"type": "signature_delta", "signature": block["signature"]},
-                }
-            )
-        elif kind == "text":
-            events.append(
-                {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}}
-            )
-        elif kind == "tool_use":
-            partial = orjson.dumps(block["input"]).decode()
-            events.append(
-                {
-                    "type": "content_block_delta",
-                    "index": i,
-                    "delta": {"type": "input_json_delta", "partial_json": partial},
-                }
-            )
-        events.append({"type": "content_block_stop", "index": i})
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return events
-
-
-def _response_events(response: dict[str, Any]) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": dict(response, status="in_progress", output=[], usage=None)}
-    ]
-    for i, item in enumerate(response["output"]):
-        events.append({"type": "response.output_item.added", "output_index": i, "item": item})
-        if item["type"] == "message":
-            text = item["content"][0]["text"]
-            events.append(
-                {
-                    "type": "response.output_text.delta",
-                    "output_index": i,
-                    "content_index": 0,
-                    "item_id": item["id"],
-                    "delta": text,
-                }
-            )
-        elif item["type"] == "function_call":
-            events.append(
-                {
-                    "type": "response.function_call_arguments.delta",
-                    "output_index": i,
-                    "item_id": item["id"],
-                    "delta": item["arguments"],
-                }
-            )
-        events.append({"type": "response.output_item.done", "output_index": i, "item": item})
-    events.append({"type": "response.completed", "response": response})
-    return [dict(event, sequence_number=n) for n, event in enumerate(events)]
-
-
-async def _chat_chunks(answer: dict[str, Any]) -> AsyncIterator[bytes]:
-    base = {k: answer[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    message, finish = answer["choices"][0]["message"], answer["choices"][0]["finish_reason"]
-    delta: dict[str, Any] = {"role": "assistant", "content": message["content"]}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [dict(call, index=n) for n, call in enumerate(message["tool_calls"])]
-    chunks = [
-        base | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        base | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
-        base | {"choices": [], "usage": answer["usage"]},
-    ]
-    for chunk in chunks:
-        yield b"data: " + orjson.dumps(chunk) + b"\n\n"
-    yield b"data: [DONE]\n\n"
 
 
 def create_agent_fake(fake: AgentFake | None = None) -> Starlette:

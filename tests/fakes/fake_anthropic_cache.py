@@ -35,6 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from tests.fakes.agent_streams import message_events, typed_sse
+
 M = Decimal(1_000_000)
 LOOKBACK = 20
 TTL_S = {"5m": 300.0, "1h": 3600.0}
@@ -127,7 +129,7 @@ class AnthropicCacheFake:
             "usage": usage,
         }
         if body.get("stream"):
-            return Response(_stream(message), media_type="text/event-stream")
+            return Response(b"".join(map(typed_sse, message_events(message))), media_type="text/event-stream")
         return JSONResponse(message)
 
     def usage(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -201,21 +203,3 @@ class AnthropicCacheFake:
         b.usd[key] = b.usd.get(key, Decimal(0)) + usd
         day = time.strftime("%Y-%m-%d", time.gmtime(self.clock()))
         b.by_day_model[(day, model)] = b.by_day_model.get((day, model), Decimal(0)) + usd
-
-
-def _stream(message: dict[str, Any]) -> bytes:
-    usage = message["usage"]
-    start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
-    events = [
-        {"type": "message_start", "message": start},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok, noted."}},
-        {"type": "content_block_stop", "index": 0},
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-            "usage": {"output_tokens": usage["output_tokens"]},
-        },
-        {"type": "message_stop"},
-    ]
-    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
