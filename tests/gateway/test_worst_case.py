@@ -22,7 +22,7 @@ from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import StreamMeter, count_slack, worst_case
 from policies.budgets import Budget, Hold, Period, Scope
 from policies.pricing import Price
-from tests.fakes.fake_openai import body_tokens
+from tests.fakes.fake_billing import body_tokens
 
 
 @pytest.mark.parametrize(
