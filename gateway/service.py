@@ -20,7 +20,7 @@ from starlette.requests import HTTPConnection
 from gateway.batch.runner import BatchRunner
 from gateway.caching.minilm import MiniLM
 from gateway.caching.response_cache import ResponseCache, build_cache
-from gateway.config.settings import BatchConfig, Settings
+from gateway.config.settings import BatchConfig, Settings, admin_key_file
 from gateway.metrics import Metrics
 from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
 from gateway.providers.batch_api import ProviderBatcher
@@ -54,7 +54,7 @@ def admin_key_for(settings: Settings) -> str:
     """The configured admin key, or one generated on first start and kept in the data dir."""
     if settings.admin_key:
         return settings.admin_key
-    path = Path(settings.data_dir) / "admin_key"
+    path = admin_key_file(settings.data_dir)
     if path.exists():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True)

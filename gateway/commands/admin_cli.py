@@ -22,10 +22,11 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
+
+from gateway.config.settings import admin_key_file
 
 USAGE_EXIT = 2
 REFUSED_EXIT = 1
@@ -53,7 +54,7 @@ def admin_key(data_dir: str) -> str:
     key = os.environ.get("COSTGATE_ADMIN_KEY")
     if key:
         return key
-    path = Path(data_dir) / "admin_key"
+    path = admin_key_file(data_dir)
     try:
         return path.read_text().strip()
     except OSError:

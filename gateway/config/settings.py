@@ -209,6 +209,12 @@ class Settings(_Strict):
         return models
 
 
+def admin_key_file(data_dir: str | Path) -> Path:
+    """Where the admin key generated on first start is kept, when the config sets none
+    (written by the gateway, read by the dashboard's sign-in page and the admin commands)."""
+    return Path(data_dir) / "admin_key"
+
+
 def resolve_env(value: Any, environ: dict[str, str]) -> Any:
     """Replace every `env:NAME` string in a parsed YAML tree by the variable's value."""
     if isinstance(value, str) and value.startswith("env:"):

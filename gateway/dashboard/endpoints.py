@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import hmac
 import time
-from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, FastAPI, Request
 from starlette.responses import RedirectResponse, Response
 
+from gateway.config.settings import admin_key_file
 from gateway.dashboard.admin_client import AdminClient
 from gateway.dashboard.cache_view import CacheView
 from gateway.dashboard.login_limit import LoginLimiter
@@ -51,7 +51,7 @@ class Dashboard:
         # newcomer who set none can find it.
         settings = gateway.settings
         self.pages.env.globals["admin_key_file"] = (
-            None if settings.admin_key else str(Path(settings.data_dir) / "admin_key")
+            None if settings.admin_key else str(admin_key_file(settings.data_dir))
         )
 
 
