@@ -45,12 +45,13 @@ import orjson
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.core.context import RequestContext
-from gateway.core.tokens import count_prompt, count_text
+from gateway.core.tokens import count_text
 from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import BudgetStore, StoreUnavailable
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream.deployments import Deployment
+from gateway.upstream.worst_case import unreported_prompt
 from policies.budgets import Hold
 from policies.pricing import Usage, cost_of, in_picos, to_pico
 
@@ -188,9 +189,8 @@ class StreamWatch:
         if dep is None:
             return ctx.usage, ctx.cost
         model = dep.config.upstream_model
-        if self.prompt_tokens is None:  # the hold counted it already (worst_case.prompt_bound): not again
-            bound = ctx.prompt_bounds.get(dep.name)
-            self.prompt_tokens = count_prompt(ctx.body, model) if bound is None else bound
+        if self.prompt_tokens is None:  # what the charge takes when unreported: the hold's count, not again
+            self.prompt_tokens = unreported_prompt(ctx, dep)
         new = ctx.completion_text[self.counted_parts :]
         self.counted_parts += len(new)
         text = self.uncounted + "".join(new)

@@ -25,6 +25,7 @@ from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream.deployments import build_deployments
 from gateway.upstream.inflight import StreamJournal, charge_stopped, recover_streams
+from gateway.upstream.worst_case import unreported_prompt
 from policies.budgets import Budget, Hold, Period, Scope
 
 PRICE = {"input_per_mtok": "1000000", "output_per_mtok": "1000000"}  # a dollar a token: easy sums
@@ -183,3 +184,15 @@ async def test_the_first_checkpoint_takes_the_prompt_the_hold_counted(tmp_path: 
     ctx.prompt_bounds["m"] = 12_345
     watch = relay(streams, ctx, ["one"])
     assert watch.record()["row"]["prompt_tokens"] == 12_345
+
+
+async def test_a_checkpoint_without_a_holds_count_takes_the_bound_the_charge_would(tmp_path: Path) -> None:
+    """A stream no budget held has no count of its prompt yet: its checkpoint counts the prompt as
+    the relay's own charge would when the upstream reports none (worst_case.unreported_prompt:
+    the bound a provider can bill, its UTF-8 bytes for a tokenizer costgate does not run), not a
+    tiktoken estimate below it."""
+    streams = StreamJournal(tmp_path / "journal", deployments(), every_chunks=1)
+    ctx = stream_ctx("unheld")
+    ctx.body["messages"][0]["content"] = "数え方 " * 50  # CJK: many more bytes than tiktoken tokens
+    watch = relay(streams, ctx, ["one"])
+    assert watch.record()["row"]["prompt_tokens"] == unreported_prompt(ctx, streams.deployments["m"])
