@@ -26,7 +26,8 @@ as it would from the provider itself. Messages of errors costgate makes name no 
 library: a client cannot act on them, and they describe the operator's network.
 
 Stages raise these; `error_response` turns one into a response. Anything else that escapes is
-a bug: the app's fallback handler logs it and answers 500 in the same shape.
+a bug: the edge (gateway/edge/request_ids.py) logs it and answers 500 in the same shape, with
+the request's id.
 """
 
 from __future__ import annotations
