@@ -29,8 +29,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from policies.quality import Sample
 from policies.scorers.answer_features import NAMES
-from policies.scorers.learned import LogisticModel, auc, fit_logistic
+from policies.scorers.learned import LearnedModel, LogisticModel, auc, fit_logistic
 from policies.scorers.training import Matrix, out_of_fold
 
 QUERY_FEATURES = tuple(
@@ -83,3 +84,15 @@ def train_router(
         return None
     model = replace(fit_logistic(x, y.astype(float), l2), names=tuple(NAMES[i] for i in QUERY_FEATURES))
     return PrecallRouter(model, found, len(y))
+
+
+def router_at(
+    threshold: float, samples: Sequence[tuple[Sample, Sequence[Sequence[float]]]], model: LearnedModel | None
+) -> PrecallRouter | None:
+    """The router on a cascade's samples (each with its cheap answers' feature vectors; those
+    without are left out), each labelled by whether the scorer in use accepts its cheap answer at
+    `threshold` now: the learned model's confidence of the vector, or, without a learned model,
+    the confidence the sample was taken with."""
+    kept = [(sample, vectors[0]) for sample, vectors in samples if vectors]
+    confidences = [model.confidence_of(v) if model is not None else s.confidences[0] for s, v in kept]
+    return train_router([v for _, v in kept], [c >= threshold for c in confidences])

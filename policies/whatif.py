@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from policies.precall import PrecallRouter, train_router
+from policies.precall import PrecallRouter, router_at
 from policies.quality import Sample, z_of
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
@@ -143,8 +143,7 @@ class Learner:
         if not self.router_on or threshold is None:
             self.router = None
             return
-        vectors = [v[0] for _, v in self.samples]
-        self.router = train_router(vectors, [self.confidence(v) >= threshold for v in vectors])
+        self.router = router_at(threshold, self.samples, self.model)
 
 
 def replay(

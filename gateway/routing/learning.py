@@ -50,7 +50,7 @@ from gateway.routing.cascade_verdicts import CascadeVerdicts
 from gateway.routing.confidence import PureConfidence
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.verdict_store import FeedbackStore
-from policies.precall import train_router
+from policies.precall import router_at
 from policies.quality import Sample
 from policies.quality_controller import Mode, QualityController
 from policies.scorers.first_fit import first_fit
@@ -186,12 +186,9 @@ class Learning:
         if threshold is None or not self.config.router:
             self.slot.replace(replace(self.slot.current, router=None))
             return
-        stored = [s for s in await self.services.store.stored(self.name, self.config.max_samples) if s.features]
-        vectors = [s.features[0] for s in stored if s.features]
-        confidences = [
-            model.confidence_of(v) if model is not None else s.sample.confidences[0] for s, v in zip(stored, vectors)
-        ]
-        router = await asyncio.to_thread(train_router, vectors, [x >= threshold for x in confidences])
+        stored = await self.services.store.stored(self.name, self.config.max_samples)
+        samples = [(s.sample, s.features or ()) for s in stored]
+        router = await asyncio.to_thread(router_at, threshold, samples, model)  # labelled off the loop too
         self.slot.replace(replace(self.slot.current, router=router))  # the scorer and controller now in use
 
     async def _rows(self) -> tuple[list[StoredSample], list[TrainingRow]]:

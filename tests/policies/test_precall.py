@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import random
 
-from policies.precall import MIN_ROWS, train_router
+import numpy as np
+
+from policies.precall import MIN_ROWS, router_at, train_router
 from policies.quality import Sample
 from policies.quality_controller import Mode, Policy, QualityController
 from policies.scorers import Scored
-from policies.scorers.answer_features import features
+from policies.scorers.answer_features import NAMES, features
+from policies.scorers.learned import LearnedModel, LogisticModel
 
 POLICY = Policy(0.95, last_tier_quality=1.0)  # quality: agreement with the last tier
 CHEAP, LAST = 1.0, 10.0  # the tiers' prices
@@ -90,3 +93,21 @@ def test_too_few_samples_or_no_signal_train_no_router() -> None:
     items = [question(rng, hard=i % 2 == 0) for i in range(200)]
     noise = [rng.random() < 0.5 for _ in items]
     assert train_router([features(q) for q in items], noise) is None  # out-of-fold AUC under MIN_AUC
+
+
+def test_a_router_on_samples_is_labelled_by_the_scorer_in_use_at_the_threshold() -> None:
+    """Without a learned model each sample's own confidence labels it (a rule violation's 0 is a
+    rejection); with one, the model's confidence of its vector does; samples without a vector are
+    left out."""
+    rng = random.Random(3)
+    items = [question(rng, hard=i % 2 == 0) for i in range(4 * MIN_ROWS)]
+    samples = [(Sample((0.0 if i % 2 == 0 else 0.9,), (True,)), (tuple(features(q)),)) for i, q in enumerate(items)]
+    samples.append((Sample((0.9,), (True,)), ()))  # stored without features
+    router = router_at(0.5, samples, None)
+    assert router is not None and router.auc > 0.9 and router.rows == len(items)
+    assert router.accept_probability(features(question(rng, hard=False))) > 0.5
+    assert router.accept_probability(features(question(rng, hard=True))) < 0.5
+    n = len(NAMES)
+    zeros = [0.0] * n
+    always = LearnedModel(LogisticModel(NAMES, np.array(zeros), np.ones(n), np.array(zeros), 5.0))  # accepts all
+    assert router_at(0.5, samples, always) is None  # every sample accepted: nothing to tell apart
