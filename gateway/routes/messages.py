@@ -18,12 +18,13 @@ from gateway.apis.anthropic.messages_request import parse_count_tokens
 from gateway.apis.anthropic.messages_to_chat import conversation_body
 from gateway.compat.messages_api import MessagesShape
 from gateway.core.context import Endpoint
-from gateway.core.errors import GatewayError, NotFound, PermissionDenied
+from gateway.core.errors import GatewayError
 from gateway.core.json_body import parse_json_body
 from gateway.core.tokens import count_conversation
 from gateway.edge import request_ids
 from gateway.routes.openai import read_body, serve
 from gateway.service import gateway_of
+from gateway.stages.authenticate import check_model
 
 
 async def create(request: Request) -> Response:
@@ -46,10 +47,7 @@ async def count_tokens(request: Request) -> Response:
         body = parse_json_body(await read_body(request, gateway.settings.max_body_bytes))
         chat = conversation_body(parse_count_tokens(body, version))
         model = chat["model"]
-        if model not in gateway.targets:
-            raise NotFound(f"the model {model!r} does not exist", code="model_not_found", param="model")
-        if not principal.may_use(model):
-            raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
+        check_model(principal, model, gateway.targets)
     except GatewayError as err:
         return anthropic_error_response(err, request_id=request_id)
     tokens = await anyio.to_thread.run_sync(count_conversation, chat, model)

@@ -26,11 +26,12 @@ from gateway.apis.responses.responses_request import parse_request
 from gateway.apis.responses.responses_to_chat import to_chat_request
 from gateway.compat.responses_api import ResponsesShape
 from gateway.core.context import Endpoint
-from gateway.core.errors import GatewayError, InvalidRequest, NotFound, PermissionDenied, error_response
+from gateway.core.errors import GatewayError, InvalidRequest, error_response
 from gateway.core.json_body import parse_json_body
 from gateway.core.tokens import count_conversation
 from gateway.routes.openai import bearer, read_body, serve
 from gateway.service import gateway_of
+from gateway.stages.authenticate import check_model
 
 MAX_ITEMS_PAGE = 100  # OpenAI's bound on `limit`
 
@@ -92,10 +93,7 @@ async def count_input_tokens(request: Request) -> Response:
         if limited is not None:
             raise limited
         req = parse_request(parse_json_body(await read_body(request, gateway.settings.max_body_bytes)))
-        if req.model not in gateway.targets:
-            raise NotFound(f"the model {req.model!r} does not exist", code="model_not_found", param="model")
-        if not principal.may_use(req.model):
-            raise PermissionDenied(f"this key may not use the model {req.model!r}", param="model")
+        check_model(principal, req.model, gateway.targets)
         history: tuple[dict[str, Any], ...] = ()
         if req.previous_response_id is not None:
             chain = await resolve_chain(gateway.responses.get, req.previous_response_id, principal.team_id)

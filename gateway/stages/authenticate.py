@@ -6,7 +6,7 @@ from collections.abc import Container
 
 from starlette.responses import Response
 
-from gateway.core.context import RequestContext
+from gateway.core.context import Principal, RequestContext
 from gateway.core.errors import NotFound, PermissionDenied
 from gateway.storage.keys import KeyStore
 
@@ -19,10 +19,15 @@ class Authenticate:
     async def __call__(self, ctx: RequestContext) -> Response | None:
         if ctx.principal is None:  # a batch line arrives resolved from its batch's key (checked live)
             ctx.principal = await self.keys.authenticate(ctx.api_key)
-        model = ctx.body["model"]
-        ctx.requested_model = model
-        if model not in self.models:
-            raise NotFound(f"the model {model!r} does not exist", code="model_not_found", param="model")
-        if not ctx.principal.may_use(model):
-            raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
+        ctx.requested_model = ctx.body["model"]
+        check_model(ctx.principal, ctx.requested_model, self.models)
         return None
+
+
+def check_model(principal: Principal, model: str, models: Container[str]) -> None:
+    """The model must exist and the key may use it: the pipeline's check, and the token-count
+    routes' (which call no upstream, yet answer no model a key may not see)."""
+    if model not in models:
+        raise NotFound(f"the model {model!r} does not exist", code="model_not_found", param="model")
+    if not principal.may_use(model):
+        raise PermissionDenied(f"this key may not use the model {model!r}", param="model")
