@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cascade_offline import DEFAULT_DATA  # noqa: E402
+from bench.gsm8k_problems import DEFAULT_DATA  # noqa: E402
 from tests import support  # noqa: E402
 from tests.support import GatewayProcess, _env, free_port, model, wait_http  # noqa: E402
 

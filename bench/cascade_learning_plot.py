@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.cascade_offline import DEFAULT_DATA, learning_runs, load  # noqa: E402
+from bench.cascade_offline import learning_runs  # noqa: E402
+from bench.gsm8k_problems import DEFAULT_DATA, load  # noqa: E402
 from gateway.dashboard.charts import curve_lines  # noqa: E402
 from policies.quality_controller import Policy  # noqa: E402
 

@@ -7,9 +7,9 @@ For each of K folds: the learned scorer and its calibration are trained on the o
 a fresh controller in several random orders, for the two configurations the issue names:
 `rules` (the default scorer, no calibration) and `learned`. Every call is counted as the
 gateway would charge it: the weak tier for each request that calls it, the strong tier for
-each escalation, skip and shadow call. Costs are tiktoken counts at the recorded models' list
-prices (Mixtral $0.60/M in and out, GPT-4-1106 $10/M in, $30/M out), as the fake upstream
-bills them; quality is accuracy against the recorded labels.
+each escalation, skip and shadow call, at the recorded problems' costs (bench/gsm8k_problems.py);
+quality is accuracy against the recorded labels. The estimates from out-of-fold scores
+(`--estimate`, and the agreement bound of `--learning`) are bench/cascade_estimate.py's.
 
 Run: `python bench/cascade_offline.py [DATA] [--folds 3] [--orders 5] [--confidence 0.8] ...`
 """
@@ -17,12 +17,9 @@ Run: `python bench/cascade_offline.py [DATA] [--folds 3] [--orders 5] [--confide
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import statistics
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -32,76 +29,19 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from gateway.core.tokens import count_prompt, count_text  # noqa: E402
-from policies.agreement import answers_agree  # noqa: E402
+from bench.cascade_estimate import agreement_bound, estimate_held_out  # noqa: E402
+from bench.gsm8k_problems import DEFAULT_DATA, Problem, load, training_examples  # noqa: E402
 from policies.precall import PrecallRouter, train_router  # noqa: E402
 from policies.quality import Sample  # noqa: E402
 from policies.quality_controller import Mode, Policy, QualityController  # noqa: E402
 from policies.scorers import Scored  # noqa: E402
 from policies.scorers.answer_features import features  # noqa: E402
 from policies.scorers.rules import rule_violation  # noqa: E402
-from policies.scorers.training import Matrix, TrainingExample, out_of_fold, train_scorer  # noqa: E402
-from policies.semantic_cache.embedder import Embedder  # noqa: E402
+from policies.scorers.training import Matrix, out_of_fold, train_scorer  # noqa: E402
 from policies.threshold_calibration import Calibration  # noqa: E402
 from policies.whatif import Recorded  # noqa: E402
 from policies.whatif import replay as learning_replay  # noqa: E402
-
-# ../shared next to the checkout (a worktree under wt/ looks one level further up)
-DEFAULT_DATA = next(
-    (
-        d / "shared" / "data" / "gsm8k_dev.jsonl"
-        for d in (ROOT.parent, ROOT.parent.parent)
-        if (d / "shared" / "data").is_dir()
-    ),
-    ROOT.parent / "shared" / "data" / "gsm8k_dev.jsonl",
-)
-DRAWS = 200  # bootstrap runs a split, for the held-out estimate's spread
-PRICES = {"weak": (Decimal("0.6"), Decimal("0.6")), "strong": (Decimal(10), Decimal(30))}
-
-
-@dataclass(frozen=True)
-class Problem:
-    item: Scored
-    agrees: bool
-    weak_right: bool
-    strong_right: bool
-    weak_cost: Decimal
-    strong_cost: Decimal
-
-
-def cost(prompt_tokens: int, completion_tokens: int, tier: str) -> Decimal:
-    price_in, price_out = PRICES[tier]
-    return (prompt_tokens * price_in + completion_tokens * price_out) / 10**6
-
-
-def load(path: Path) -> list[Problem]:
-    """The recorded problems, each query with its MiniLM vector (the scorer reads its topic)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    embedder = Embedder()
-    started = time.perf_counter()
-    vectors = embedder.embed_many([r["prompt"] for r in rows])
-    took = time.perf_counter() - started
-    print(f"the queries' MiniLM vectors: {len(rows)} in {took:.1f} s, {took / len(rows) * 1000:.1f} ms each (1 thread)")
-    problems = []
-    for r, vector in zip(rows, vectors):
-        prompt = count_prompt({"model": "x", "messages": [{"role": "user", "content": r["prompt"]}]})
-        problems.append(
-            Problem(
-                Scored(r["prompt"], r["weak_response"], query_vector=vector),
-                answers_agree(r["weak_response"], r["strong_response"]),
-                bool(r["weak_correct"]),
-                bool(r["strong_correct"]),
-                cost(prompt, count_text(r["weak_response"]), "weak"),
-                cost(prompt, count_text(r["strong_response"]), "strong"),
-            )
-        )
-    return problems
-
-
-def training_examples(problems: Sequence[Problem]) -> list[TrainingExample]:
-    return [TrainingExample(p.item, p.weak_right, p.strong_right, p.agrees) for p in problems]
 
 
 @dataclass
@@ -218,35 +158,6 @@ def summarize_learning(name: str, outs: list) -> None:
     print("  learning curve (file order): " + "; ".join(f"{n}: cost {r:.1%} {m}" for n, r, _, m, _ in marks))
 
 
-def agreement_bound(problems: Sequence[Problem]) -> None:
-    """Why the default cascade certifies nothing here: a scorer fitted on agreement alone (the only
-    label traffic gives), out of fold over all the problems; at its most confident shares, the
-    share of all requests that disagree (what the bound counts as lost, λ = 1) against the
-    accuracy really lost."""
-    examples = [TrainingExample(p.item, p.agrees, None, p.agrees) for p in problems]
-    scores = out_of_fold(Matrix.of(examples), 10, 10.0, 0)
-    agrees = np.array([p.agrees for p in problems])
-    weak = np.array([p.weak_right for p in problems])
-    strong = np.array([p.strong_right for p in problems])
-    order = np.argsort(-scores)
-    print(f"\nagreement alone (10-fold out-of-fold, AUC {auc_of(scores, agrees):.3f}): at the most confident share")
-    for share in (0.2, 0.3, 0.4):
-        top = order[: int(share * len(problems))]
-        d = (~agrees[top]).sum() / len(problems)
-        lost = (strong[top].sum() - weak[top].sum()) / len(problems)
-        print(
-            f"  {share:.0%} accepted: disagreeing {d:.1%} of requests (the bound allows {0.05 * 0.5:.1%} at A 0.5, "
-            f"{0.05 * strong.mean():.1%} at the true A {strong.mean():.3f}); accuracy really lost {lost:.1%} "
-            f"(λ {lost / d:.2f})"
-        )
-
-
-def auc_of(scores: np.ndarray, labels: np.ndarray) -> float:
-    from policies.scorers.learned import auc
-
-    return auc(scores.tolist(), labels.tolist())
-
-
 def controller_for(policy: Policy, calibration: Calibration | None) -> QualityController:
     return QualityController(policy, calibration)
 
@@ -353,41 +264,6 @@ def fixed_thresholds(
         t: (statistics.mean(r.cost_ratio for r in runs), statistics.mean(r.ratio for r in runs))
         for t, runs in points.items()
     }
-
-
-def estimate_held_out(problems: list[Problem], policy: Policy, seeds: int, name: str = "") -> None:
-    """What a scorer trained on every problem would do on problems like them it never saw: the
-    threshold its calibration starts from, applied to each problem's score by a model fitted
-    without it (10 folds), counted as the replay counts (shadow calls aside)."""
-    examples = training_examples(problems)
-    start = controller_for(policy, train_scorer(examples).model.calibration).promised
-    if start is None:
-        print(f"  learned{name}: certifies no threshold")
-        return
-    m = Matrix.of(examples)
-    broken = np.array([rule_violation(p.item) is not None for p in problems])
-    weak = np.array([p.weak_right for p in problems])
-    strong = np.array([p.strong_right for p in problems])
-    weak_cost = np.array([float(p.weak_cost) for p in problems])
-    strong_cost = np.array([float(p.strong_cost) for p in problems])
-    ratios, costs, escalated, drawn_ratios, drawn_costs = [], [], [], [], []
-    rng = np.random.default_rng(0)
-    for seed in range(seeds):
-        accepted = (out_of_fold(m, 10, 1.0, seed) >= start) & ~broken
-        ratios.append(np.where(accepted, weak, strong).sum() / strong.sum())
-        costs.append((weak_cost.sum() + strong_cost[~accepted].sum()) / strong_cost.sum())
-        escalated.append(1 - accepted.mean())
-        for _ in range(DRAWS):  # runs of as many problems like these: how far one run strays
-            i = rng.integers(0, len(problems), len(problems))
-            drawn_ratios.append(np.where(accepted[i], weak[i], strong[i]).sum() / strong[i].sum())
-            drawn_costs.append((weak_cost[i].sum() + strong_cost[i][~accepted[i]].sum()) / strong_cost[i].sum())
-    print(
-        f"  learned{name}: starts at {start:.2f}; accuracy vs strong {statistics.mean(ratios):.1%} "
-        f"({min(ratios):.1%}-{max(ratios):.1%}), cost vs strong {statistics.mean(costs):.1%} "
-        f"({min(costs):.1%}-{max(costs):.1%}), escalated {statistics.mean(escalated):.1%}; "
-        f"one run of {len(problems)} such problems (bootstrap): accuracy sd {np.std(drawn_ratios):.1%}, "
-        f"below 95% in {np.mean(np.array(drawn_ratios) < 0.95):.0%} of draws; cost sd {np.std(drawn_costs):.1%}"
-    )
 
 
 def main() -> int:

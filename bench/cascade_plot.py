@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.cascade_offline import cross_validate, fixed_thresholds, load
+from bench.cascade_offline import cross_validate, fixed_thresholds
+from bench.gsm8k_problems import load
 from policies.quality_controller import Policy
 
 THRESHOLDS = [0.70, 0.75, 0.78, 0.80, 0.82, 0.84, 0.85, 0.86, 0.88, 0.90, 0.93, 0.96]
