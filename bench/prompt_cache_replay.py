@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
-import threading
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,23 +25,13 @@ import anthropic
 import httpx
 import httpx2
 import openai
-import uvicorn
 
 from gateway.app import create_app
 from gateway.config.settings import Settings
 from gateway.service import Gateway
 from tests.fakes.agent_replay import Agent, chat_request, conversations, messages_request
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
-from tests.support import free_port
-
-
-def serve(fake: AnthropicCacheFake) -> tuple[uvicorn.Server, str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.02)
-    return server, f"http://127.0.0.1:{port}"
+from tests.support import ThreadServer
 
 
 def settings(work: Path, fake: AnthropicCacheFake, api_base: str, mode: str) -> Settings:
@@ -55,13 +43,7 @@ def settings(work: Path, fake: AnthropicCacheFake, api_base: str, mode: str) -> 
             "data_dir": str(work / "data"),
             "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
             "models": [
-                {
-                    "name": "claude",
-                    "model": "claude-sonnet-4-5",
-                    "api_base": "http://anthropic.test/v1",
-                    "apis": ["chat", "messages"],
-                    **common,
-                },
+                fake.deployment(**common),
                 {
                     "name": "claude-chat",
                     "provider": "litellm",
@@ -77,10 +59,10 @@ def settings(work: Path, fake: AnthropicCacheFake, api_base: str, mode: str) -> 
 async def replay(api: str, mode: str, count: int, turns: int) -> tuple[Decimal, Decimal, Decimal]:
     """(provider's input bill / uncached input price, ledger $, provider's bill $)."""
     fake = AnthropicCacheFake(min_tokens=1024)
-    server, api_base = serve(fake)
+    server = ThreadServer(fake.app)
     agent = Agent.make()
     with tempfile.TemporaryDirectory() as tmp:
-        app = create_app(settings(Path(tmp), fake, api_base, mode), transport=httpx.ASGITransport(app=fake.app))
+        app = create_app(settings(Path(tmp), fake, server.base, mode), transport=httpx.ASGITransport(app=fake.app))
         gateway: Gateway = app.state.gateway
         await gateway.start()
         try:
@@ -89,7 +71,7 @@ async def replay(api: str, mode: str, count: int, turns: int) -> tuple[Decimal, 
             charged = await _send(app, key, api, agent, count, turns)
         finally:
             await gateway.stop()
-    server.should_exit = True
+    server.stop()
     return fake.bill.input_share(), charged, fake.bill.total()
 
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 import httpx
 import openai
+import uvicorn
 import yaml
 
 ADMIN_KEY = "sk-cg-admin-test-0123456789abcdef"
@@ -55,6 +57,23 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class ThreadServer:
+    """An ASGI app served by uvicorn on a free local port, in a thread of this process: for a
+    client that makes its own connections (litellm, `costgate reconcile`, a Batch API poller)."""
+
+    def __init__(self, app: Any, timeout: float = 20.0) -> None:
+        port = free_port()
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        wait_until(lambda: self.server.started, timeout, what=f"uvicorn on port {port}")
+        self.base = f"http://127.0.0.1:{port}"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
 
 
 def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:

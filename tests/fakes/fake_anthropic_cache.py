@@ -107,6 +107,20 @@ class AnthropicCacheFake:
         self._cache: dict[tuple[str, str], float] = {}  # (api key, prefix hash) -> expiry
         self.app = Starlette(routes=[Route("/v1/messages", self.messages, methods=["POST"])])
 
+    def deployment(self, name: str = "claude", **fields: Any) -> dict[str, Any]:
+        """A gateway config's model entry for this provider at its own rates, served natively
+        (/v1/messages goes through as the client wrote it) through a transport to `self.app`."""
+        return {
+            "name": name,
+            "provider": "openai",
+            "model": "claude-sonnet-4-5",
+            "api_base": "http://anthropic.test/v1",
+            "api_key": "sk-ant-upstream",
+            "apis": ["chat", "messages"],
+            "price": self.rates.price_config(),
+            **fields,
+        }
+
     async def messages(self, request: Request) -> Response:
         key = request.headers.get("x-api-key") or ""
         body = orjson.loads(await request.body())

@@ -6,60 +6,40 @@ litellm over HTTP (a local server thread) for Chat Completions. The client sets 
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import anthropic
 import httpx
-import httpx2
-import openai
 import orjson
 import pytest
-import uvicorn
 
-from gateway.app import create_app
 from gateway.config.settings import Settings
-from gateway.service import Gateway
 from tests.fakes.agent_replay import Agent, chat_request, conversations, messages_request
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
-from tests.support import free_port
+from tests.gateway import in_process
+from tests.gateway.in_process import anthropic_client, new_key, openai_client, running_app
+from tests.support import ThreadServer
 
 ADMIN = "sk-cg-admin-prompt-markers"
 AGENT = Agent.make()
+NO_CACHE = {"exact": {"enabled": False}, "semantic": {"enabled": False}}
 
 
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[tuple[AnthropicCacheFake, str]]:
     """The provider over HTTP, for litellm (which makes its own connections)."""
     fake = AnthropicCacheFake(min_tokens=1024)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(fake.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield fake, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    server = ThreadServer(fake.app)
+    yield fake, server.base
+    server.stop()
 
 
 def settings_for(tmp: Path, fake: AnthropicCacheFake, api_base: str, **extra: Any) -> Settings:
     price = fake.rates.price_config()
     models = [
-        {  # served natively: /v1/messages goes through as the client wrote it
-            "name": "claude",
-            "provider": "openai",
-            "model": "claude-sonnet-4-5",
-            "api_base": "http://anthropic.test/v1",
-            "api_key": "sk-ant-upstream",
-            "apis": ["chat", "messages"],
-            "price": price,
-        },
+        fake.deployment(),  # served natively: /v1/messages goes through as the client wrote it
         {  # Chat Completions through litellm's Anthropic provider
             "name": "claude-chat",
             "provider": "litellm",
@@ -69,16 +49,7 @@ def settings_for(tmp: Path, fake: AnthropicCacheFake, api_base: str, **extra: An
             "price": price,
         },
     ]
-    return Settings.model_validate(
-        {
-            "admin_key": ADMIN,
-            "database_url": f"sqlite:///{tmp}/db.sqlite",
-            "data_dir": str(tmp / "data"),
-            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-            "models": models,
-            **extra,
-        }
-    )
+    return in_process.settings_for(tmp, models, **({"admin_key": ADMIN, "cache": NO_CACHE} | extra))
 
 
 @pytest.fixture
@@ -89,29 +60,8 @@ async def app(
     fake.bill.__init__()  # type: ignore[misc]  # a fresh bill and cache for each test
     fake._cache.clear()
     extra = getattr(request, "param", {})
-    application = create_app(
-        settings_for(tmp_path, fake, api_base, **extra), transport=httpx.ASGITransport(app=fake.app)
-    )
-    gateway: Gateway = application.state.gateway
-    await gateway.start()
-    yield application
-    await gateway.stop()
-
-
-async def new_key(app: Any, team: str) -> str:
-    gateway: Gateway = app.state.gateway
-    await gateway.keys.create_team(team)
-    return (await gateway.keys.create_key(team))[1]
-
-
-def anthropic_client(app: Any, key: str) -> anthropic.AsyncAnthropic:
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
-    return anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=key, http_client=http, max_retries=0)
-
-
-def openai_client(app: Any, key: str) -> openai.AsyncOpenAI:
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
-    return openai.AsyncOpenAI(base_url="http://gw.test/v1", api_key=key, http_client=http, max_retries=0)
+    async with running_app(settings_for(tmp_path, fake, api_base, **extra), httpx.ASGITransport(app=fake.app)) as app:
+        yield app
 
 
 async def replay_messages(app: Any, key: str, count: int = 3, turns: int = 4) -> Decimal:
@@ -229,21 +179,9 @@ async def test_openai_gets_a_prompt_cache_key_per_team_unless_the_client_set_one
             },
         )
 
-    settings = Settings.model_validate(
-        {
-            "admin_key": ADMIN,
-            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
-            "data_dir": str(tmp_path / "data"),
-            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-            "models": [
-                {"name": "gpt", "model": "gpt-4o-mini", "api_base": "https://api.openai.com/v1", "api_key": "k"}
-            ],
-        }
-    )
-    application = create_app(settings, transport=httpx.MockTransport(upstream))
-    gateway: Gateway = application.state.gateway
-    await gateway.start()
-    try:
+    gpt = {"name": "gpt", "model": "gpt-4o-mini", "api_base": "https://api.openai.com/v1", "api_key": "k"}
+    settings = in_process.settings_for(tmp_path, [gpt], admin_key=ADMIN, cache=NO_CACHE)
+    async with running_app(settings, httpx.MockTransport(upstream)) as application:
         messages = [{"role": "system", "content": AGENT.system}, {"role": "user", "content": "hi"}]
         for team in ("key-one", "key-two"):
             client = openai_client(application, await new_key(application, team))
@@ -252,8 +190,6 @@ async def test_openai_gets_a_prompt_cache_key_per_team_unless_the_client_set_one
                 model="gpt", messages=messages[:1] + [{"role": "user", "content": "?"}]
             )  # type: ignore[arg-type, list-item]
         await client.chat.completions.create(model="gpt", messages=messages, extra_body={"prompt_cache_key": "mine"})  # type: ignore[arg-type]
-    finally:
-        await gateway.stop()
     keys = [body.get("prompt_cache_key") for body in sent]
     assert keys[0] == keys[1] and keys[2] == keys[3]  # one key a team and stable prefix...
     assert keys[0] != keys[2] and keys[0].startswith("cg-")  # ...another team's is its own

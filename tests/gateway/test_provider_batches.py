@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -22,12 +21,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from gateway.config.settings import Settings
 from tests.fakes.fake_openai import create_fake_app
 from tests.gateway.in_process import ADMIN_KEY, ledger_rows, new_key, openai_client, running_app
-from tests.support import free_port
+from tests.support import ThreadServer
 
 UPSTREAM = "gpt-4o-mini"
 LIST = {"input_per_mtok": "0.15", "output_per_mtok": "0.6"}
@@ -42,14 +40,8 @@ class FakeProvider:
 
     def __init__(self, complete_after_s: float | None) -> None:
         app = create_fake_app({UPSTREAM: (BATCH_IN, BATCH_OUT)}, complete_after_s)
-        port = free_port()
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started and time.monotonic() < deadline:
-            time.sleep(0.02)
-        self.base = f"http://127.0.0.1:{port}"
+        self.served = ThreadServer(app)
+        self.base = self.served.base
 
     async def get(self, path: str) -> Any:
         async with httpx.AsyncClient() as http:
@@ -60,8 +52,7 @@ class FakeProvider:
             return (await http.post(self.base + path)).json()
 
     def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
+        self.served.stop(10)
 
 
 @pytest.fixture

@@ -13,55 +13,28 @@ from typing import Any
 
 import anthropic
 import httpx
-import httpx2
 import pytest
 
-from gateway.app import create_app
-from gateway.config.settings import Settings
 from gateway.providers.base import usage_from
-from gateway.service import Gateway
 from policies.pricing import Usage
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
+from tests.gateway.in_process import anthropic_client, new_key, running_app, settings_for
 
 ADMIN = "sk-cg-admin-provider-cache"
+NO_CACHE = {"exact": {"enabled": False}, "semantic": {"enabled": False}}
 LONG = "You are a meticulous assistant. Follow the house rules. " * 120  # about 1,700 of the fake's tokens
 
 
 @pytest.fixture
 async def setup(tmp_path: Path) -> AsyncIterator[tuple[Any, AnthropicCacheFake]]:
     fake = AnthropicCacheFake(min_tokens=1024)
-    settings = Settings.model_validate(
-        {
-            "admin_key": ADMIN,
-            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
-            "data_dir": str(tmp_path / "data"),
-            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-            "models": [
-                {
-                    "name": "claude",
-                    "provider": "openai",
-                    "model": "claude-sonnet-4-5",
-                    "api_base": "http://anthropic.test/v1",
-                    "api_key": "sk-ant-upstream",
-                    "apis": ["chat", "messages"],
-                    "price": fake.rates.price_config(),
-                }
-            ],
-        }
-    )
-    app = create_app(settings, transport=httpx.ASGITransport(app=fake.app))
-    gateway: Gateway = app.state.gateway
-    await gateway.start()
-    yield app, fake
-    await gateway.stop()
+    settings = settings_for(tmp_path, [fake.deployment()], admin_key=ADMIN, cache=NO_CACHE)
+    async with running_app(settings, httpx.ASGITransport(app=fake.app)) as app:
+        yield app, fake
 
 
 async def client_for(app: Any, team: str) -> anthropic.AsyncAnthropic:
-    gateway: Gateway = app.state.gateway
-    await gateway.keys.create_team(team)
-    _, secret = await gateway.keys.create_key(team)  # the team's id is its name's row: spend groups by id
-    http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
-    return anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=secret, http_client=http, max_retries=0)
+    return anthropic_client(app, await new_key(app, team))  # the team's id is its name's row: spend groups by id
 
 
 async def spend_by_team(app: Any) -> dict[str, dict[str, str]]:

@@ -6,48 +6,30 @@ are fakes of the organization cost APIs, served over HTTP from a local thread.""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
-import anthropic
 import httpx
-import httpx2
 import pytest
-import uvicorn
 import yaml
 
-from gateway.app import create_app
 from gateway.cli import main
-from gateway.config.settings import Settings
-from gateway.service import Gateway
 from gateway.storage.db import create_engine
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.storage.migrate import upgrade_schema
 from policies.reconciliation import model_family, reconcile
 from tests.fakes.fake_anthropic_cache import AnthropicCacheFake
 from tests.fakes.fake_cost_reports import cost_reports_app
-from tests.support import free_port
+from tests.gateway.in_process import anthropic_client, http_client, new_key, running_app, settings_for
+from tests.support import ThreadServer
 
 ADMIN = "sk-cg-admin-reconcile"
 PROVIDER_ADMIN = "sk-admin-provider-reconcile"
 TODAY = datetime.now(UTC).strftime("%Y-%m-%d")
 MONTH = TODAY[:7]
+NO_CACHE = {"exact": {"enabled": False}, "semantic": {"enabled": False}}
 OTHER_DAY = MONTH + ("-01" if not TODAY.endswith("-01") else "-02")
-
-
-def serve(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return server, thread, f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize(
@@ -73,31 +55,9 @@ def test_reconcile_lines_show_each_side() -> None:
 
 async def test_admin_reconcile_against_anthropics_cost_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = AnthropicCacheFake(min_tokens=1024)
-    settings = Settings.model_validate(
-        {
-            "admin_key": ADMIN,
-            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
-            "data_dir": str(tmp_path / "data"),
-            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-            "models": [
-                {
-                    "name": "claude",
-                    "model": "claude-sonnet-4-5",
-                    "api_base": "http://anthropic.test/v1",
-                    "apis": ["chat", "messages"],
-                    "price": fake.rates.price_config(),
-                }
-            ],
-        }
-    )
-    app = create_app(settings, transport=httpx.ASGITransport(app=fake.app))
-    gateway: Gateway = app.state.gateway
-    await gateway.start()
-    try:
-        await gateway.keys.create_team("recon")
-        _, key = await gateway.keys.create_key("recon")
-        http2 = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://gw.test")
-        client = anthropic.AsyncAnthropic(base_url="http://gw.test", api_key=key, http_client=http2, max_retries=0)
+    settings = settings_for(tmp_path, [fake.deployment()], admin_key=ADMIN, cache=NO_CACHE)
+    async with running_app(settings, httpx.ASGITransport(app=fake.app)) as app:
+        client = anthropic_client(app, await new_key(app, "recon"))
         system = [{"type": "text", "text": "Rules of the house. " * 400}]
         for question in ("one", "two", "three"):
             await client.messages.create(
@@ -107,19 +67,16 @@ async def test_admin_reconcile_against_anthropics_cost_report(tmp_path: Path, mo
         # on the same account (another day) that never went through the gateway.
         billed = {(day, model + "-20250929"): usd for (day, model), usd in fake.bill.by_day_model.items()}
         billed[(OTHER_DAY, "claude-sonnet-4-5-20250929")] = Decimal("1.25")
-        server, thread, base = serve(cost_reports_app({}, billed, PROVIDER_ADMIN))
+        reports = ThreadServer(cost_reports_app({}, billed, PROVIDER_ADMIN))
         monkeypatch.setenv("ANTHROPIC_ADMIN_KEY", PROVIDER_ADMIN)
-        monkeypatch.setenv("ANTHROPIC_ADMIN_BASE_URL", base)
+        monkeypatch.setenv("ANTHROPIC_ADMIN_BASE_URL", reports.base)
         try:
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test") as http:
+            async with http_client(app) as http:
                 auth = {"authorization": f"Bearer {ADMIN}"}
                 answer = await http.get(f"/admin/reconcile?provider=anthropic&month={MONTH}", headers=auth)
                 refused = await http.get("/admin/reconcile?provider=anthropic&month=2026-13", headers=auth)
         finally:
-            server.should_exit = True
-            await asyncio.to_thread(thread.join, 5)
-    finally:
-        await gateway.stop()
+            await asyncio.to_thread(reports.stop)
     assert answer.status_code == 200, answer.text
     rows = {(r["day"], r["model"]): r for r in answer.json()["rows"]}
     today = rows[(TODAY, "claude-sonnet-4-5")]
@@ -148,17 +105,26 @@ def test_cli_reconciles_openai_and_says_where_it_differs(
         (TODAY, "gpt-4o-mini-2024-07-18"): Decimal("0.012345"),
         (OTHER_DAY, "gpt-4o-mini-2024-07-18"): Decimal("0.75"),
     }
-    server, thread, base = serve(cost_reports_app(billed, {}, PROVIDER_ADMIN))
+    reports = ThreadServer(cost_reports_app(billed, {}, PROVIDER_ADMIN))
     try:
         monkeypatch.setenv("OPENAI_ADMIN_KEY", PROVIDER_ADMIN)
-        args = ["reconcile", "--provider", "openai", "--month", MONTH, "--config", str(config), "--base-url", base]
+        args = [
+            "reconcile",
+            "--provider",
+            "openai",
+            "--month",
+            MONTH,
+            "--config",
+            str(config),
+            "--base-url",
+            reports.base,
+        ]
         code = main([*args, "--model", "small"])
         out = capsys.readouterr().out
         monkeypatch.setenv("OPENAI_ADMIN_KEY", "wrong")
         refused = main([*args, "--model", "small"])
     finally:
-        server.should_exit = True
-        thread.join(5)
+        reports.stop()
     assert code == 3  # one day differs
     lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert lines[TODAY][1:] == ["gpt-4o-mini", "0.012345", "0.012345", "0"]
