@@ -108,6 +108,26 @@ def function_tool(
     return {"type": "function", "function": function}
 
 
+def stands_for(
+    native: dict[str, Any], content: str | None, calls: list[dict[str, Any]], finish: str, usage: Usage | None
+) -> dict[str, Any]:
+    """The Chat Completions answer a natively served answer stands for (its id and model, the
+    text, the tool calls, the finish and the usage): what the response cache keeps, to replay in
+    any API."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": native.get("id", ""),
+        "object": "chat.completion",
+        "model": native.get("model", ""),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": None
+        if usage is None
+        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+    }
+
+
 def read_chat(data: Any) -> ChatCompletion:
     """An upstream's chat answer or chunk; a malformed one is the upstream's fault (502)."""
     try:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, ValidationError
 
+from gateway.apis.chat import stands_for
 from policies.pricing import Usage
 
 
@@ -131,8 +132,7 @@ def error_event(kind: str, message: str) -> dict[str, Any]:
 
 
 def chat_answer(message: Any) -> dict[str, Any]:
-    """A Message as the Chat Completions answer it stands for (text, tool calls, finish and usage):
-    what the response cache keeps, to replay in any API."""
+    """A Message as the Chat Completions answer it stands for (`chat.stands_for`)."""
     body = message if isinstance(message, dict) else {}
     blocks = [b for b in body.get("content") or () if isinstance(b, dict)]
     text = "".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
@@ -145,16 +145,5 @@ def chat_answer(message: Any) -> dict[str, Any]:
         for b in blocks
         if b.get("type") == "tool_use"
     ]
-    out: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        out["tool_calls"] = calls
-    usage = usage_of_message(body)
-    return {
-        "id": body.get("id", ""),
-        "object": "chat.completion",
-        "model": body.get("model", ""),
-        "choices": [{"index": 0, "message": out, "finish_reason": FINISH.get(str(body.get("stop_reason")), "stop")}],
-        "usage": None
-        if usage is None
-        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-    }
+    finish = FINISH.get(str(body.get("stop_reason")), "stop")
+    return stands_for(body, text or None, calls, finish, usage_of_message(body))

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from gateway.apis.chat import stands_for
 from policies.pricing import Usage
 
 TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -124,8 +125,7 @@ def error_event(code: str, message: str) -> dict[str, Any]:
 
 
 def chat_answer(response: Any) -> dict[str, Any]:
-    """A Response as the Chat Completions answer it stands for (text, tool calls, finish and usage):
-    what the response cache keeps, to replay in any API."""
+    """A Response as the Chat Completions answer it stands for (`chat.stands_for`)."""
     texts: list[str] = []
     calls: list[dict[str, Any]] = []
     body = response if isinstance(response, dict) else {}
@@ -148,19 +148,7 @@ def chat_answer(response: Any) -> dict[str, Any]:
             )
     reason = (body.get("incomplete_details") or {}).get("reason")
     finish = "tool_calls" if calls else "length" if reason == "max_output_tokens" else "stop"
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
-    if calls:
-        message["tool_calls"] = calls
-    usage = usage_of_response(body)
-    return {
-        "id": body.get("id", ""),
-        "object": "chat.completion",
-        "model": body.get("model", ""),
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": None
-        if usage is None
-        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-    }
+    return stands_for(body, "".join(texts) if texts else None, calls, finish, usage_of_response(body))
 
 
 class StreamUsage:
