@@ -30,8 +30,8 @@ from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.openai_compatible import PATHS, provider_refusal
 from gateway.upstream import tracing
 from gateway.upstream.deployments import Deployment
-from gateway.upstream.worst_case import StreamMeter, unreported_prompt
-from policies.pricing import PICO_USD, Tier, Usage, bill, format_usd
+from gateway.upstream.worst_case import StreamMeter, cut_reason, unreported_prompt
+from policies.pricing import Tier, Usage, bill, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
@@ -57,13 +57,19 @@ def billed_tier(answer: dict[str, Any]) -> Tier:
 
 
 def charge(
-    ctx: RequestContext, dep: Deployment, usage: Usage | None, completion_text: str = "", tier: Tier = Tier.STANDARD
+    ctx: RequestContext,
+    dep: Deployment,
+    usage: Usage | None,
+    completion_text: str | list[str] = "",
+    tier: Tier = Tier.STANDARD,
 ) -> Usage:
     """Add one call's cost to the request, as its provider bills it at `tier`; when the upstream
-    reported no usage, its prompt at the hold's bound and the completion counted."""
+    reported no usage, its prompt at the hold's bound and the completion counted (a stream's
+    pieces, joined only then)."""
     if usage is None:
         model = dep.config.upstream_model
-        usage = Usage(unreported_prompt(ctx, dep), count_text(completion_text, model) if completion_text else 0)
+        text = completion_text if isinstance(completion_text, str) else "".join(completion_text)
+        usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
     ctx.add_call(usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
     ctx.tier = tier if dep.price.at(tier) is not None else Tier.STANDARD
     return usage
@@ -171,8 +177,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
         with anyio.CancelScope(shield=True):
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                usage = Usage(unreported_prompt(ctx, dep), meter.tokens)
-            final = charge(ctx, dep, usage, "".join(ctx.completion_text), tier)
+                usage = meter.usage()
+            final = charge(ctx, dep, usage, ctx.completion_text, tier)
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk, reported_raw):
@@ -182,8 +188,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
 def _cut_tail(ctx: RequestContext, meter: StreamMeter, last: dict[str, Any]) -> list[bytes]:
     """A stream ended at its hold ends as one that reached max_tokens: `finish_reason: length`
     for each open choice, then a comment that says why (the usage chunk and [DONE] follow)."""
-    hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
-    ctx.error = f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
+    ctx.error = cut_reason(ctx)
     return [
         *(sse_event(chunk) for chunk in meter.closing_chunks(ctx.endpoint, last)),
         b": costgate: " + ctx.error.encode() + b"\n\n",

@@ -28,15 +28,15 @@ from gateway.apis.anthropic import messages_native
 from gateway.apis.anthropic.anthropic_errors import error_type
 from gateway.apis.responses import responses_native
 from gateway.core.context import Api, Endpoint, RequestContext
-from gateway.core.errors import GatewayError
+from gateway.core.errors import BudgetExceeded, GatewayError
 from gateway.core.sse import StreamEnd
 from gateway.core.tokens import count_delta
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
 from gateway.upstream.calls import charge
 from gateway.upstream.deployments import Deployment
-from gateway.upstream.worst_case import StreamMeter, unreported_prompt
-from policies.pricing import PICO_USD, Usage, format_usd
+from gateway.upstream.worst_case import StreamMeter, cut_reason
+from policies.pricing import Usage, format_usd
 
 
 class StreamUsage(Protocol):
@@ -173,16 +173,13 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             await stream.aclose()
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                final = Usage(unreported_prompt(ctx, dep), meter.tokens)
-            charge(ctx, dep, final, "".join(ctx.completion_text))
+                final = meter.usage()
+            charge(ctx, dep, final, ctx.completion_text)
     if failed:
         return
     if cut:
-        hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
-        ctx.error = f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
-        cut_err = GatewayError(ctx.error, code="budget_exceeded")
-        cut_err.status = 402
-        yield _framed(api.error_event(cut_err))
+        ctx.error = cut_reason(ctx)
+        yield _framed(api.error_event(BudgetExceeded(ctx.error)))
         return
     cost = format_usd(ctx.cost)
     yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"

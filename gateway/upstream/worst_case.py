@@ -26,7 +26,7 @@ from typing import Any
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
-from policies.pricing import PICO_USD, Price, worst_case_cost
+from policies.pricing import PICO_USD, Price, Usage, format_usd, worst_case_cost
 
 
 def count_slack(cap: int) -> int:
@@ -93,8 +93,9 @@ class StreamMeter:
     streams).
     """
 
-    def __init__(self, allowed_tokens: int) -> None:
+    def __init__(self, allowed_tokens: int, prompt_tokens: int = 0) -> None:
         self.allowed = allowed_tokens
+        self.prompt = prompt_tokens  # the call's prompt at its bound (`unreported_prompt`)
         self.tokens = 0
         self.open_choices: dict[int, None] = {}  # indices that started and have not finished
 
@@ -104,8 +105,9 @@ class StreamMeter:
         hold = ctx.reservation
         if hold is None or not hold.budgets or not dep.price.output:
             return None
-        left = hold.want_pusd * PICO_USD - ctx.cost - prompt_bound(ctx, dep) * dep.price.input
-        return cls(int(left / dep.price.output))
+        prompt = unreported_prompt(ctx, dep)
+        left = hold.want_pusd * PICO_USD - ctx.cost - prompt * dep.price.input
+        return cls(int(left / dep.price.output), prompt)
 
     def feed(self, endpoint: Endpoint, data: dict[str, Any], model: str) -> None:
         tokens = 0
@@ -125,6 +127,11 @@ class StreamMeter:
     def over(self) -> bool:
         return self.tokens >= self.allowed
 
+    def usage(self) -> Usage:
+        """What a stream cut here is charged: its upstream reports nothing, so its prompt at the
+        bound and the output counted."""
+        return Usage(self.prompt, self.tokens)
+
     def closing_chunks(self, endpoint: Endpoint, last: dict[str, Any]) -> list[dict[str, Any]]:
         """A `finish_reason: length` chunk for every choice still open (the SDKs' ending)."""
         base: dict[str, Any] = {k: last[k] for k in ("id", "object", "created", "model") if k in last}
@@ -133,6 +140,13 @@ class StreamMeter:
             {**base, "choices": [{"index": i, **ending, "finish_reason": "length"}]}
             for i in (self.open_choices or {0: None})
         ]
+
+
+def cut_reason(ctx: RequestContext) -> str:
+    """Why a stream ended before its upstream did (a chat stream's closing comment, a native
+    API's error event)."""
+    hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
+    return f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
 
 
 def _tokens(value: Any, model: str) -> int:
