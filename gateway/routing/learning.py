@@ -35,9 +35,7 @@ refitted nor upgraded.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -48,6 +46,7 @@ from gateway.routing.cascade import build_controller, policy_of
 from gateway.routing.cascade_services import Services, StateSlot
 from gateway.routing.cascade_verdicts import CascadeVerdicts
 from gateway.routing.confidence import PureConfidence
+from gateway.routing.kept_scorer import KeptScorer
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.verdict_store import FeedbackStore
 from policies.precall import router_at
@@ -95,15 +94,15 @@ class Learning:
         self.slot = slot  # the cascade's state: this learning is its only writer
         self.model = model  # the learned scorer in use, refitted; None: none (yet)
         self.upgrades = upgrades  # a rules or logprob scorer: a learned one may replace it
-        self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `path`)
+        self.upgraded = False  # ... and has (this run, or a previous one's, loaded from `kept`)
         self.verdicts = CascadeVerdicts(feedback, config.name, config.tiers)  # the teams', on its answers
-        self.path = data_dir / "cascades" / (re.sub(r"[^A-Za-z0-9_.-]", "_", config.name) + ".learned.json")
+        self.kept = KeptScorer.in_dir(data_dir, config.name, config.scorer)  # the scorer it replaced, across restarts
         self.schedule = FitSchedule.of(config.refit_every, early=upgrades)  # when the next fit is due
         self.tried = 0
         self.replaced = 0
         self.last: Attempt | None = None
         self.last_replaced: Attempt | None = None
-        self.refitted = False  # the scorer in use is a refitted one (this run's, or loaded from `path`)
+        self.refitted = False  # the scorer in use is a refitted one (this run's, or loaded from `kept`)
         # Samples taken while a refit runs, by request id: from before it reads the stored ones,
         # so none falls between (those it also reads back are not added twice).
         self._fresh: list[tuple[str, Sample, Vectors]] | None = None
@@ -132,14 +131,14 @@ class Learning:
             self._task.add_done_callback(self._done)
 
     async def load(self) -> None:
-        saved = await asyncio.to_thread(self._read_saved) if self.model is not None or self.upgrades else None
+        saved = await asyncio.to_thread(self.kept.read) if self.model is not None or self.upgrades else None
         if saved is not None:
             self.model, self.refitted, self.upgraded = saved, True, self.upgrades
             scorer = PureConfidence(LearnedScorer(saved))
             self.slot.replace(
                 replace(self.slot.current, scorer=scorer, controller=build_controller(self.config, scorer))
             )
-            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", self.name, self.path)
+            log.info("cascade %s: loaded the scorer refitted by a previous run (%s)", self.name, self.kept.path)
         controller = self.controller
         if self.model is None:
             recent = await self.services.store.recent(self.name, self.config.max_samples)
@@ -252,7 +251,7 @@ class Learning:
                     c.scorer,
                     result.verdict.reason,
                 )
-                await asyncio.to_thread(self._write, result.model)
+                await asyncio.to_thread(self.kept.write, result.model)
             else:
                 # a candidate whose bound may yet reach the target: go on learning (every request a
                 # sample) rather than skip; none, or one that cannot: the controller decides alone
@@ -294,7 +293,7 @@ class Learning:
                 c.scorer,
                 result.verdict.reason,
             )
-            await asyncio.to_thread(self._write, result.model)
+            await asyncio.to_thread(self.kept.write, result.model)
             return attempt
         finally:
             self._fresh = None
@@ -330,7 +329,7 @@ class Learning:
                 verdict.reason,
                 "escalate all" if threshold is None else f"{threshold:.2f}",
             )
-            await asyncio.to_thread(self._write, new)
+            await asyncio.to_thread(self.kept.write, new)
             return attempt
         finally:
             self._fresh = None
@@ -344,26 +343,6 @@ class Learning:
         counts = await self.verdicts.last_tier_counts()
         if counts is not None:
             controller.last_tier_feedback(counts)
-
-    def _read_saved(self) -> LearnedModel | None:
-        if not self.path.is_file():
-            return None
-        try:
-            if json.loads(self.path.read_text()).get("refit_of") != self.config.scorer:
-                return None  # refitted from a scorer the config no longer names
-            return LearnedModel.load(self.path)
-        except (OSError, ValueError) as err:
-            log.warning("cascade %s: the refitted scorer %s is not loaded: %s", self.name, self.path, err)
-            return None
-
-    def _write(self, model: LearnedModel) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            partial = self.path.with_suffix(".partial")
-            partial.write_text(json.dumps({**model.to_json(), "refit_of": self.config.scorer}) + "\n")
-            partial.replace(self.path)
-        except OSError as err:
-            log.warning("cascade %s: the refitted scorer is not kept across restarts: %s", self.name, err)
 
     @property
     def scorer_in_use(self) -> str:

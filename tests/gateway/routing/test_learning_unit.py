@@ -290,7 +290,7 @@ async def test_a_losing_refit_keeps_the_scorer_and_writes_nothing(
 async def test_a_kept_scorer_is_loaded_back_at_the_next_start_with_the_samples_rescored(tmp_path: Path) -> None:
     samples = FakeSamples(stored(25))
     first = learning(tmp_path, samples)
-    first._write(model(2.0))
+    first.kept.write(model(2.0))
     again = learning(tmp_path, samples)  # the next start: the configured scorer again
     await again.load()
     c = again
@@ -301,7 +301,7 @@ async def test_a_kept_scorer_is_loaded_back_at_the_next_start_with_the_samples_r
 
 
 async def test_a_scorer_refitted_from_another_configured_one_or_unreadable_is_not_loaded(tmp_path: Path) -> None:
-    learning(tmp_path)._write(model(2.0))
+    learning(tmp_path).kept.write(model(2.0))
     other = learning(tmp_path, scorer="scorers/another.json")  # the config names another scorer since
     await other.load()
     assert scorer_model(other).to_json() == model(0.0).to_json() and not other.refitted
