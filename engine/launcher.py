@@ -112,10 +112,9 @@ class Replica:
         self.kv_tokens: int | None = None  # as vLLM reported at its last start
         self.max_model_len: int | None = None  # as vLLM serves it (GET /v1/models) since its last start
         self.last_start_s: float | None = None  # how long the last successful start took (engine only)
-        # What a start is expected to take (engine/cold_start.py): the first from the config (with
-        # the model's preparation), a restart from the last measured restart.
+        # What the first start is expected to take (engine/cold_start.py): from the config, with the
+        # model's preparation; a restart is expected to take what the last restart took (restart_s).
         self.first_start_s = first_start_s
-        self.restart_s: float | None = None
         self._start_began: float | None = None  # when the start under way began (None: none is)
         self._starting: asyncio.Task[str] | None = None
         self.mean_running = 0.0
@@ -166,6 +165,12 @@ class Replica:
         except TimeoutError:
             assert wait_s is not None
             raise EngineStarting(self.spec.served_name, retry_after(self.expected_start_remaining(), wait_s)) from None
+
+    @property
+    def restart_s(self) -> float | None:
+        """How long the last restart took; None before one (a cold first start takes about twice
+        as long, so it is no guide to a restart)."""
+        return self.last_start_s if self.starts > 1 else None
 
     def expected_start_remaining(self) -> float | None:
         started_for = None if self._start_began is None else self._clock() - self._start_began
@@ -258,8 +263,6 @@ class Replica:
             ) from None
         self.starts += 1
         self.last_start_s, self._start_began = self._clock() - began, None
-        if self.starts > 1:
-            self.restart_s = self.last_start_s
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
         self.max_model_len = await served_max_model_len(self._client)
         # A baseline scrape before the first request: throughput is measured as counter growth
