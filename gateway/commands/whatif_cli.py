@@ -21,6 +21,7 @@ from pathlib import Path
 
 from gateway.core.tokens import count_prompt, count_text
 from policies.agreement import answers_agree
+from policies.pricing import Price, Usage, cost_of
 from policies.quality_controller import Policy
 from policies.scorers import Scored
 from policies.whatif import Recorded, estimate, report
@@ -28,17 +29,13 @@ from policies.whatif import Recorded, estimate, report
 PREFIX = "costgate whatif: "
 
 
-def price(text: str) -> tuple[Decimal, Decimal]:
+def price(text: str) -> Price:
     """`IN,OUT` dollars per million tokens."""
     try:
         inp, out = (Decimal(x) for x in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected IN,OUT dollars per million tokens") from None
-    return inp, out
-
-
-def cost(prompt: int, completion: int, rates: tuple[Decimal, Decimal]) -> Decimal:
-    return (prompt * rates[0] + completion * rates[1]) / 10**6
+    return Price.per_million(inp, out)
 
 
 def read_rows(path: Path, args: argparse.Namespace) -> list[Recorded]:
@@ -60,8 +57,8 @@ def read_rows(path: Path, args: argparse.Namespace) -> list[Recorded]:
             Recorded(
                 Scored(query, cheap),
                 answers_agree(cheap, last),
-                cost(prompt, count_text(cheap), args.cheap_price),
-                cost(prompt, count_text(last), args.last_price),
+                cost_of(Usage(prompt, count_text(cheap)), args.cheap_price),
+                cost_of(Usage(prompt, count_text(last)), args.last_price),
                 cheap_right,
                 last_right,
             )
