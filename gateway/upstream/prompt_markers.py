@@ -142,6 +142,13 @@ def _client_ttl(item: Any) -> str | None:
     return (mark.get("ttl") or "5m") if isinstance(mark, dict) else None
 
 
+def _copied(holder: Any, key: str | int) -> Any:
+    """`holder[key]` replaced by a shallow copy of itself, and returned: a mark changes copies of
+    the containers on its path, never the client's, without copying the whole body."""
+    holder[key] = copy.copy(holder[key])
+    return holder[key]
+
+
 class _Marks:
     """Blocks of a body in cache order, where each is, and how to mark one."""
 
@@ -170,7 +177,7 @@ class _Marks:
         chosen = breakpoints(self.blocks, self.min_tokens)
         if not chosen and not any(b.marked for b in self.blocks):
             return self.body
-        body = copy.deepcopy(self.body)  # the client's body stays as it came
+        body = dict(self.body)  # the client's body stays as it came: `mark` copies what it changes
         for index in chosen:
             self.mark(body, index, _marker(setting, [t for t in self.ttls[:index] if t]))
         if scope is not None:
@@ -199,13 +206,13 @@ class _MessagesMarks(_Marks):
     def mark(self, body: dict[str, Any], index: int, marker: dict[str, Any]) -> None:
         section, i, k = self.where[index]
         if section == "tools":
-            body["tools"][i]["cache_control"] = marker
+            _copied(_copied(body, "tools"), i)["cache_control"] = marker
             return
-        holder = body if section == "system" else body["messages"][i]
+        holder = body if section == "system" else _copied(_copied(body, "messages"), i)
         name = "system" if section == "system" else "content"
         if isinstance(holder[name], str):
             holder[name] = [{"type": "text", "text": holder[name]}]
-        holder[name][k]["cache_control"] = marker
+        _copied(_copied(holder, name), k)["cache_control"] = marker
 
     def salt(self, body: dict[str, Any], text: str) -> None:
         system = body.get("system")
@@ -236,16 +243,16 @@ class _ChatMarks(_Marks):
     def mark(self, body: dict[str, Any], index: int, marker: dict[str, Any]) -> None:
         section, i = self.where[index]
         if section == "tools":
-            body["tools"][i]["cache_control"] = marker
+            _copied(_copied(body, "tools"), i)["cache_control"] = marker
             return
-        message = body["messages"][i]
+        message = _copied(_copied(body, "messages"), i)
         content = message.get("content")
         if message.get("role") == "tool" or not content:  # litellm reads a tool result's marker here
             message["cache_control"] = marker
         elif isinstance(content, str):
             message["content"] = [{"type": "text", "text": content, "cache_control": marker}]
         else:
-            content[-1]["cache_control"] = marker
+            _copied(_copied(message, "content"), -1)["cache_control"] = marker
 
     def salt(self, body: dict[str, Any], text: str) -> None:
         body["messages"] = [{"role": "system", "content": text}, *body.get("messages", [])]

@@ -51,6 +51,56 @@ def test_the_clients_body_is_never_changed_in_place() -> None:
     assert sent["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
 
 
+@pytest.mark.parametrize(
+    "api, body, marked",
+    [
+        (  # the stable prefix ends at the last tool
+            "messages",
+            {
+                "tools": [{"name": "f", "description": LONG}],
+                "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            },
+            (("tools", -1), ("messages", -1, "content", -1)),
+        ),
+        (
+            "messages",
+            {"system": [{"type": "text", "text": LONG}], "messages": [{"role": "user", "content": [{"text": "hi"}]}]},
+            (("system", -1), ("messages", -1, "content", -1)),
+        ),
+        (
+            "chat",
+            {
+                "tools": [{"function": {"name": "f", "description": LONG}}],
+                "messages": [{"role": "user", "content": "x"}],
+            },
+            (("tools", -1), ("messages", -1, "content", -1)),
+        ),
+        (
+            "chat",
+            {
+                "messages": [
+                    {"role": "system", "content": [{"text": LONG}]},
+                    {"role": "user", "content": [{"text": "x"}]},
+                ]
+            },
+            (("messages", 1, "content", -1), ("messages", -1, "content", -1)),  # 0: the scope
+        ),
+    ],
+)
+def test_no_block_of_the_clients_body_is_changed_in_place(
+    api: str, body: dict[str, Any], marked: tuple[tuple[Any, ...], ...]
+) -> None:
+    """Tools, system blocks and content parts in lists: the marks land on copies of them."""
+    before = copy.deepcopy(body)
+    sent = getattr(plan(shared=False), api)(body, TEAM)
+    assert body == before
+    for path in marked:
+        block: Any = sent
+        for step in path:
+            block = block[step]
+        assert block["cache_control"] == {"type": "ephemeral"}
+
+
 def test_after_a_clients_five_minute_breakpoint_the_gateways_are_five_minute() -> None:
     """Anthropic refuses a 1-hour breakpoint after a 5-minute one."""
     body = {
