@@ -33,7 +33,7 @@ def price(text: str) -> Price:
     """`IN,OUT` dollars per million tokens."""
     try:
         inp, out = (Decimal(x) for x in text.split(","))
-    except ValueError:
+    except (ValueError, ArithmeticError):  # Decimal refuses a non-number with InvalidOperation
         raise argparse.ArgumentTypeError(f"{text!r}: expected IN,OUT dollars per million tokens") from None
     return Price.per_million(inp, out)
 

@@ -54,3 +54,13 @@ def test_a_line_without_the_named_fields_is_refused_in_one_line(tmp_path: Path) 
     path.write_text("not json\n")
     with pytest.raises(SystemExit, match=r"bad.jsonl:1: not JSON"):
         main(whatif(path))
+
+
+@pytest.mark.parametrize("bad", ["abc,1", "1", "1,2,3", "1,"])
+def test_a_price_that_is_not_two_numbers_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: str
+) -> None:
+    path = recording(tmp_path / "traffic.jsonl", 5)
+    with pytest.raises(SystemExit) as refused:
+        main(whatif(path, "--cheap-price", bad))
+    assert refused.value.code == 2 and "expected IN,OUT dollars per million tokens" in capsys.readouterr().err
