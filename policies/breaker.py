@@ -100,6 +100,9 @@ class Breaker:
         self.state = State.CLOSED
         self._window: deque[tuple[float, str, bool]] = deque()  # (time, team, failed)
         self._tallies: dict[str, Tally] = {}
+        # Failures in the window, all teams': while there are none the rule cannot trip, and
+        # `record` (every upstream call) skips sorting every active team's tally.
+        self._errors = 0
         self._opened_at = 0.0
         self._probe_started: float | None = None
         self._failed_probes: set[str] = set()  # teams whose probe failed in this half-open spell
@@ -138,9 +141,12 @@ class Breaker:
         tally = self._tallies.setdefault(team, Tally())
         tally.outcomes += 1
         tally.errors += not ok
+        self._errors += not ok
         self._expire(now)
         config = self.config
-        if should_open_across(self._tallies.values(), self.spared, config.min_requests, config.max_error_rate):
+        if self._errors and should_open_across(
+            self._tallies.values(), self.spared, config.min_requests, config.max_error_rate
+        ):
             self._open(now)
 
     def view(self) -> BreakerView:
@@ -169,6 +175,7 @@ class Breaker:
             tally = self._tallies[team]
             tally.outcomes -= 1
             tally.errors -= failed
+            self._errors -= failed
             if tally.outcomes == 0:
                 del self._tallies[team]
 
@@ -182,6 +189,7 @@ class Breaker:
         self.state = State.CLOSED
         self._window.clear()
         self._tallies.clear()
+        self._errors = 0
         self._probe_started = None
         self._failed_probes.clear()
 
