@@ -12,10 +12,6 @@ from gateway.core.errors import InvalidRequest
 
 M = TypeVar("M", bound=BaseModel)
 
-# The client-visible model name goes into the x-costgate-model header: printable ASCII only
-# (the same rule as gateway/core/wire.py's MODEL_NAME, which this package may not import).
-MODEL_NAME = r"^[!-~]+$"
-
 # pydantic puts the member it tried into an error's location for a union field
 # (`('input', 'str')`); such a tag is not part of the client's parameter path.
 _UNION_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.apis.anthropic.headers import ApiVersion
 from gateway.apis.parsing import (
-    MODEL_NAME,
     Refusals,
     check_refusals,
     unset,
@@ -27,6 +26,7 @@ from gateway.apis.parsing import (
     validate,
 )
 from gateway.core.errors import InvalidRequest
+from gateway.core.wire import MODEL_NAME  # printable ASCII: the name goes into x-costgate-model
 
 # API version 2026-10-21 removed them: a request that sends any is refused, as Anthropic does.
 SAMPLING = ("temperature", "top_p", "top_k")

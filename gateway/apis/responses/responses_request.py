@@ -17,13 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.apis.parsing import (
-    MODEL_NAME,
     Refusals,
     check_refusals,
     missing,
     unset,
     validate,
 )
+from gateway.core.wire import MODEL_NAME  # printable ASCII: the name goes into x-costgate-model
 
 
 class _Open(BaseModel):
