@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from datetime import timedelta
-from decimal import Decimal
 from urllib.parse import urlparse
 
 import httpx
@@ -21,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from gateway.config.models_config import ModelConfig
 from gateway.providers.cost_reports import Month, Provider, provider_costs
 from gateway.storage.ledger import cost_by_day_and_model
-from policies.reconciliation import Line, by_family, model_family, reconcile
+from policies.reconciliation import Line, by_family, model_family, reconcile, summed
 
 
 def bills_to(config: ModelConfig) -> Provider | None:
@@ -56,10 +55,6 @@ async def reconcile_month(
     families = billed_models(models, provider, named)
     last_day = (span.end - timedelta(days=1)).strftime("%Y-%m-%d")
     charged = await cost_by_day_and_model(engine, span.start.strftime("%Y-%m-%d"), last_day)
-    ledger: dict[tuple[str, str], Decimal] = {}
-    for (day, name), usd in charged.items():
-        if name in families:
-            key = (day, families[name])
-            ledger[key] = ledger.get(key, Decimal(0)) + usd
+    ledger = summed(((day, families[name]), usd) for (day, name), usd in charged.items() if name in families)
     billed = by_family(await provider_costs(provider, span, admin_key, base_url, transport))
     return reconcile(ledger, billed)

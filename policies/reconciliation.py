@@ -9,7 +9,7 @@ no trailing date.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -51,10 +51,14 @@ def reconcile(ledger: Keyed, provider: Keyed) -> list[Line]:
     return [Line(day, model, ledger.get((day, model), ZERO), provider.get((day, model), ZERO)) for day, model in keys]
 
 
-def by_family(amounts: Mapping[tuple[str, str], Decimal]) -> dict[tuple[str, str], Decimal]:
-    """The same amounts summed under each model's family."""
+def summed(amounts: Iterable[tuple[tuple[str, str], Decimal]]) -> dict[tuple[str, str], Decimal]:
+    """Amounts added up under their (day, model) keys."""
     out: dict[tuple[str, str], Decimal] = {}
-    for (day, model), usd in amounts.items():
-        key = (day, model_family(model))
+    for key, usd in amounts:
         out[key] = out.get(key, ZERO) + usd
     return out
+
+
+def by_family(amounts: Mapping[tuple[str, str], Decimal]) -> dict[tuple[str, str], Decimal]:
+    """The same amounts summed under each model's family."""
+    return summed(((day, model_family(model)), usd) for (day, model), usd in amounts.items())

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import httpx
 
 from gateway.core.errors import GatewayError
+from policies.reconciliation import summed
 
 Provider = Literal["openai", "anthropic"]
 OTHER = "(other)"
@@ -127,12 +128,7 @@ async def _pages(
 async def _collect(
     buckets: AsyncIterator[dict[str, Any]], rows: Callable[[dict[str, Any]], list[tuple[str, Decimal]]]
 ) -> Costs:
-    out: Costs = {}
-    async for bucket in buckets:
-        day = _day(bucket)
-        for model, usd in rows(bucket):
-            out[(day, model)] = out.get((day, model), Decimal(0)) + usd
-    return out
+    return summed([((_day(bucket), model), usd) async for bucket in buckets for model, usd in rows(bucket)])
 
 
 def _day(bucket: dict[str, Any]) -> str:
