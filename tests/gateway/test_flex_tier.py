@@ -15,9 +15,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.app import create_app
-from gateway.config.settings import Settings
-from gateway.service import Gateway
+from tests.gateway.in_process import chat_answer, new_key, openai_client, running_app, settings_for
 
 ADMIN = "sk-cg-admin-flex-tier"
 LIST_IN, LIST_OUT = Decimal(2) / 10**6, Decimal(8) / 10**6
@@ -31,46 +29,23 @@ async def app(tmp_path: Path) -> AsyncIterator[tuple[Any, list[dict[str, Any]]]]
     def upstream(request: httpx.Request) -> httpx.Response:
         body = orjson.loads(request.content)
         sent.append(body)
-        answer = {"role": "assistant", "content": "ok"}
-        return httpx.Response(
-            200,
-            json={
-                "id": "x",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "o3",
-                "service_tier": "flex" if body.get("service_tier") == "flex" else "default",
-                "choices": [{"index": 0, "message": answer, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1000, "completion_tokens": 100, "total_tokens": 1100},
-            },
-        )
+        tier = "flex" if body.get("service_tier") == "flex" else "default"
+        return httpx.Response(200, json=chat_answer(model="o3", prompt=1000, completion=100) | {"service_tier": tier})
 
     price = {"input_per_mtok": 2, "output_per_mtok": 8, "flex": {"input_per_mtok": 1, "output_per_mtok": 4}}
-    settings = Settings.model_validate(
-        {
-            "admin_key": ADMIN,
-            "database_url": f"sqlite:///{tmp_path}/db.sqlite",
-            "data_dir": str(tmp_path / "data"),
-            "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
-            "models": [
-                {"name": "reasoner", "model": "o3", "api_base": "http://up.test/v1", "price": price, "flex": True},
-                {"name": "no-flex", "model": "o3", "api_base": "http://up.test/v1", "price": price},
-            ],
-        }
+    models = [
+        {"name": "reasoner", "model": "o3", "api_base": "http://up.test/v1", "price": price, "flex": True},
+        {"name": "no-flex", "model": "o3", "api_base": "http://up.test/v1", "price": price},
+    ]
+    settings = settings_for(
+        tmp_path, models, admin_key=ADMIN, cache={"exact": {"enabled": False}, "semantic": {"enabled": False}}
     )
-    application = create_app(settings, transport=httpx.MockTransport(upstream))
-    gateway: Gateway = application.state.gateway
-    await gateway.start()
-    yield application, sent
-    await gateway.stop()
+    async with running_app(settings, httpx.MockTransport(upstream)) as application:
+        yield application, sent
 
 
 async def client_for(app: Any, team: str, plan: str) -> openai.AsyncOpenAI:
-    gateway: Gateway = app.state.gateway
-    await gateway.keys.create_team(team)
-    _, key = await gateway.keys.create_key(team, plan=plan)
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
-    return openai.AsyncOpenAI(base_url="http://gw.test/v1", api_key=key, http_client=http, max_retries=0)
+    return openai_client(app, await new_key(app, team, plan=plan))
 
 
 @pytest.mark.parametrize(
