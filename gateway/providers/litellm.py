@@ -6,6 +6,7 @@ reach the network (the price map is pinned to the bundled copy before the import
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ from gateway.providers.openai_compatible import ProviderError
 from gateway.providers.retry import Retryable, parse_retry_after, with_retries
 
 
+@functools.cache  # imported and quieted once: every call reads it, and setLevel clears logging's caches
 def _litellm() -> Any:
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
     import litellm
