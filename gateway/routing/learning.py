@@ -50,13 +50,13 @@ from gateway.routing.kept_scorer import KeptScorer
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.verdict_store import FeedbackStore
 from policies.precall import router_at
-from policies.quality import Sample
+from policies.quality import Sample, TeamVerdicts
 from policies.quality_controller import Mode, QualityController
 from policies.scorers.first_fit import first_fit
 from policies.scorers.fit_schedule import FitSchedule
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
-from policies.scorers.refit import Incumbent, TrainingRow, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import Incumbent, TrainingRow, controller_for, refit, rescored, rows_of, upgrade
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
 
@@ -164,16 +164,18 @@ class Learning:
         self._maybe_start()  # the samples taken while it ran may be due another
 
     async def update(self) -> Attempt | None:
-        """The verdicts on the last tier read again; then, for a learned scorer, one refit, and
-        for a rules or logprob one, one try at upgrading it."""
-        await self._last_tier_quality(self.controller)
+        """The verdicts on the last tier read again (once: every fit below is given them); then,
+        for a learned scorer, one refit, and for a rules or logprob one, one try at upgrading it."""
+        counts = await self.verdicts.last_tier_counts()
+        if counts is not None:
+            self.controller.last_tier_feedback(counts)
         attempt: Attempt | None
         if self.upgrades and not self.upgraded and self.schedule.before_held_back:
-            attempt = await self.learn_early()
+            attempt = await self.learn_early(counts)
         elif self.model is not None:
-            attempt = await self.refit(self.model)
+            attempt = await self.refit(self.model, counts)
         else:
-            attempt = await self.upgrade() if self.upgrades else None
+            attempt = await self.upgrade(counts) if self.upgrades else None
         await self.train_router()
         return attempt
 
@@ -228,7 +230,7 @@ class Learning:
         self.refitted = True
         self.last_replaced = attempt
 
-    async def learn_early(self) -> Attempt:
+    async def learn_early(self, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
         """A rules or logprob cascade's early fit (policies/scorers/first_fit.py): a candidate from
         the samples so far, swapped in when the controller its out-of-fold confidences build
         certifies a threshold; the cascade kept learning (every request escalated, each a sample)
@@ -236,7 +238,6 @@ class Learning:
         c = self.config
         try:
             stored, rows = await self._rows()
-            feedback = await self.verdicts.last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
             result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c), feedback)
             candidate = result.controller
@@ -264,13 +265,12 @@ class Learning:
         finally:
             self._fresh = None
 
-    async def upgrade(self) -> Attempt:
+    async def upgrade(self, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
         """One try at a learned scorer in place of a rules or logprob one: fit, compare, certify,
         and swap when the candidate passes all three."""
         c = self.config
         try:
             stored, rows = await self._rows()
-            feedback = await self.verdicts.last_tier_counts()
             samples = [(s.sample, s.features or ()) for s in stored]
             result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c), feedback)
             attempt = self._tried(rows, result.verdict, result.model is not None)
@@ -298,19 +298,15 @@ class Learning:
         finally:
             self._fresh = None
 
-    async def refit(self, current: LearnedModel) -> Attempt:
+    async def refit(self, current: LearnedModel, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
         """One refit: fit, compare, and swap when the candidate wins."""
         c = self.config
         try:
             stored, rows = await self._rows()
             rejected = self.controller.rejected
             escalation = self.controller.estimate().escalation
-            incumbent = Incumbent(
-                policy_of(c),
-                [(s.sample, s.features or ()) for s in stored],
-                1.0 if escalation is None else escalation,
-                await self.verdicts.last_tier_counts(),
-            )
+            samples = [(s.sample, s.features or ()) for s in stored]
+            incumbent = Incumbent(policy_of(c), samples, 1.0 if escalation is None else escalation, feedback)
             new, verdict = await asyncio.to_thread(refit, rows, current, rejected, incumbent=incumbent)
             attempt = self._tried(rows, verdict, new is not None)
             if new is None:
@@ -318,8 +314,7 @@ class Learning:
                     "cascade %s: refit on %d samples kept the current scorer: %s", c.name, len(rows), verdict.reason
                 )
                 return attempt
-            controller = await asyncio.to_thread(self._controller_for, new, stored)
-            await self._last_tier_quality(controller)
+            controller = await asyncio.to_thread(controller_for, new, policy_of(c), samples, feedback)
             self._swap(new, controller, attempt, stored)
             threshold = controller.threshold
             log.info(
@@ -333,11 +328,6 @@ class Learning:
             return attempt
         finally:
             self._fresh = None
-
-    def _controller_for(self, model: LearnedModel, stored: Sequence[StoredSample]) -> QualityController:
-        controller = build_controller(self.config, PureConfidence(LearnedScorer(model)))
-        controller.add(*(rescored(s.sample, s.features or (), model) for s in stored))
-        return controller
 
     async def _last_tier_quality(self, controller: QualityController) -> None:
         counts = await self.verdicts.last_tier_counts()
