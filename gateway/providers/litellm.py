@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.core.context import Endpoint
-from gateway.core.errors import InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
 from gateway.core.request_fields import FieldPolicy
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.openai_compatible import ProviderError
@@ -94,7 +94,10 @@ def _retry_after(err: Exception) -> float | None:
 def _translate(err: Exception, secret: bytes, model: str = "") -> Exception:
     """litellm's exception classes, as the gateway errors an OpenAI-compatible upstream's
     answer would have given (gateway/providers/openai_compatible.py): the provider's message without
-    litellm's class names, `context_length_exceeded` on `messages`, a 429's `retry-after`."""
+    litellm's class names, `context_length_exceeded` on `messages`, a 429's `retry-after`. A
+    gateway error (a stream's malformed event, raised inside the same `try`) stays as it is."""
+    if isinstance(err, GatewayError):
+        return err
     litellm = _litellm()
     if isinstance(err, litellm.UnsupportedParamsError):
         return _unsupported(err, model)
