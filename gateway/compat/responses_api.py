@@ -23,7 +23,7 @@ from starlette.responses import Response
 
 from gateway.apis.chat import ChatUsage
 from gateway.apis.responses.output import ResponseMeta, new_id, response_usage, to_response
-from gateway.apis.responses.response_chain import StoredResponse, conversation, resolve_chain
+from gateway.apis.responses.response_chain import StoredResponse, continued
 from gateway.apis.responses.responses_request import ResponsesRequest, parse_request
 from gateway.apis.responses.responses_stream import ResponsesStream
 from gateway.apis.responses.responses_to_chat import to_chat_request
@@ -50,10 +50,7 @@ class ResponsesShape:
         assert ctx.principal is not None, "the route authenticates first"
         body = await read_json()
         req = self.req = parse_request(body)
-        history = None
-        if req.previous_response_id is not None:
-            chain = await resolve_chain(self.store.get, req.previous_response_id, ctx.principal.team_id)
-            history = tuple(conversation(chain))
+        history = await continued(self.store.get, req.previous_response_id, ctx.principal.team_id)
         self.meta = ResponseMeta(new_id("resp"), int(ctx.created_at), req.model)
         dropped: list[str] = []
         chat = to_chat_request(req, history or (), dropped)

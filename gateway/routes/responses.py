@@ -6,7 +6,6 @@ without an upstream call."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import anyio
 import orjson
@@ -16,10 +15,9 @@ from starlette.routing import Route
 
 from gateway.apis.responses.response_chain import (
     StoredResponse,
-    conversation,
+    continued,
     deleted,
     input_item_page,
-    resolve_chain,
     visible,
 )
 from gateway.apis.responses.responses_request import parse_request
@@ -94,11 +92,8 @@ async def count_input_tokens(request: Request) -> Response:
             raise limited
         req = parse_request(parse_json_body(await read_body(request, gateway.settings.max_body_bytes)))
         check_model(principal, req.model, gateway.targets)
-        history: tuple[dict[str, Any], ...] = ()
-        if req.previous_response_id is not None:
-            chain = await resolve_chain(gateway.responses.get, req.previous_response_id, principal.team_id)
-            history = tuple(conversation(chain))
-        chat = to_chat_request(req, history)
+        history = await continued(gateway.responses.get, req.previous_response_id, principal.team_id)
+        chat = to_chat_request(req, history or ())
     except GatewayError as err:
         return error_response(err)
     tokens = await anyio.to_thread.run_sync(count_conversation, chat, req.model)

@@ -86,6 +86,16 @@ async def resolve_chain(
     return chain
 
 
+async def continued(
+    get: Callable[[str], Awaitable[StoredResponse | None]], previous_response_id: str | None, team_id: str
+) -> tuple[dict[str, Any], ...] | None:
+    """The conversation a request continues (`previous_response_id`'s chain as items), or None
+    when it continues none."""
+    if previous_response_id is None:
+        return None
+    return tuple(conversation(await resolve_chain(get, previous_response_id, team_id)))
+
+
 def deleted(response_id: str) -> dict[str, Any]:
     """The body of DELETE /v1/responses/{id}."""
     return {"id": response_id, "object": "response", "deleted": True}
