@@ -187,25 +187,37 @@ class BatchJob:
             await self._answered_at_providers()
             return await self.finalize("cancelled")
         if self.batch.status == "in_progress":
-            lines = await self._lines()
-            if lines is None:
+            left = await self._left()
+            if left is None:
                 return
-            done = await self.store.done_lines(self.batch.id)
-            left = [line for line in lines if line.line not in done]
-            direct = [line for line in left if line.body.get("model") in self.runner.at_provider]
-            todo = deque(line for line in left if line.body.get("model") not in self.runner.at_provider)
-            keeper = asyncio.create_task(self._keep_lease())
-            try:
-                await asyncio.gather(
-                    *(self._work(todo) for _ in range(self.config.concurrency)), *(self._one(line) for line in direct)
-                )
-            finally:
-                keeper.cancel()
+            direct = [line for line in left if self._at_provider(line)]
+            todo = deque(line for line in left if not self._at_provider(line))
+            await self._leased(*(self._work(todo) for _ in range(self.config.concurrency)), *map(self._one, direct))
             if self.runner.stopping:
                 return  # shutting down: the next start (or another replica) goes on from here
             if self.stop_as is None:
                 await self.store.set_status(self.batch.id, "finalizing", only_from=("in_progress",))
         await self.finalize(self.stop_as or ("expired" if self.provider_expired else "completed"))
+
+    async def _left(self) -> list[BatchLine] | None:
+        """The input's lines that have no result yet; None when the input file is gone."""
+        lines = await self._lines()
+        if lines is None:
+            return None
+        done = await self.store.done_lines(self.batch.id)
+        return [line for line in lines if line.line not in done]
+
+    def _at_provider(self, line: BatchLine) -> bool:
+        """The line runs in its provider's own batch (gateway/providers/batch_api.py)."""
+        return line.body.get("model") in self.runner.at_provider
+
+    async def _leased(self, *work: Awaitable[None]) -> None:
+        """Run `work` while this replica keeps the batch's lease."""
+        keeper = asyncio.create_task(self._keep_lease())
+        try:
+            await asyncio.gather(*work)
+        finally:
+            keeper.cancel()
 
     async def _lines(self) -> list[BatchLine] | None:
         path = self.runner.files.path(self.batch.input_file_id)
@@ -250,18 +262,12 @@ class BatchJob:
         cancelled there, and what the provider answered by then is charged and kept."""
         if not self.runner.batchers:
             return
-        lines = await self._lines()
-        if lines is None:
+        left = await self._left()
+        if left is None:
             return
-        done = await self.store.done_lines(self.batch.id)
         self.stop_as = "cancelled"
         await self._stop_at_providers()
-        left = [x for x in lines if x.line not in done and x.body.get("model") in self.runner.at_provider]
-        keeper = asyncio.create_task(self._keep_lease())
-        try:
-            await asyncio.gather(*(self._one(line) for line in left))
-        finally:
-            keeper.cancel()
+        await self._leased(*(self._one(line) for line in left if self._at_provider(line)))
 
     async def _stop_at_providers(self) -> None:
         """The lines at a provider end with its batch: cancel it there (what it answered by then
