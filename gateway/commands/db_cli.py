@@ -10,10 +10,9 @@ import argparse
 import asyncio
 import sys
 
-import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.config.settings import load_settings
+from gateway.commands.command_config import read_config
 from gateway.storage.db import create_engine
 from gateway.storage.migrate import current_revision, head_revision, upgrade_schema
 
@@ -29,10 +28,8 @@ async def _run(url: str, upgrade: bool) -> str | None:
 
 
 def run_db(args: argparse.Namespace) -> int:
-    try:
-        settings = load_settings(args.config)
-    except (OSError, yaml.YAMLError, ValueError) as err:
-        print(f"costgate db: config {args.config}: {' '.join(str(err).split())}", file=sys.stderr)
+    settings = read_config("db", args.config)
+    if settings is None:
         return 2
     try:
         revision = asyncio.run(_run(settings.database_url, args.db_command == "upgrade"))

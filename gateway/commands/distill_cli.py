@@ -18,9 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
-
-from gateway.config.settings import Settings, load_settings
+from gateway.commands.command_config import read_config
+from gateway.config.settings import Settings
 from gateway.storage.db import create_engine
 from gateway.storage.distill_texts import KeptText, TextStore
 from gateway.storage.private import private_file
@@ -60,10 +59,8 @@ def run_export(args: argparse.Namespace) -> int:
     if not 0.0 <= args.holdout < 1.0:
         print(f"costgate distill: --holdout {args.holdout}: must be at least 0 and below 1", file=sys.stderr)
         return 2
-    try:
-        settings = load_settings(args.config)
-    except (OSError, yaml.YAMLError, ValueError) as err:
-        print(f"costgate distill: config {args.config}: {' '.join(str(err).split())}", file=sys.stderr)
+    settings = read_config("distill", args.config)
+    if settings is None:
         return 2
     configured = {c.name for c in settings.cascades}
     teams = settings.keep_text_teams()

@@ -10,10 +10,10 @@ import os
 import sys
 from decimal import Decimal
 
-import yaml
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.config.settings import Settings, load_settings
+from gateway.commands.command_config import read_config
+from gateway.config.settings import Settings
 from gateway.core.errors import GatewayError
 from gateway.providers.cost_reports import BASE_VARIABLES, KEY_VARIABLES
 from gateway.reconciler import reconcile_month
@@ -61,10 +61,8 @@ def run_reconcile(args: argparse.Namespace) -> int:
     if not key:
         print(f"costgate reconcile: set {variable} to the provider's admin key", file=sys.stderr)
         return 2
-    try:
-        settings = load_settings(args.config)
-    except (OSError, yaml.YAMLError, ValueError) as err:
-        print(f"costgate reconcile: config {args.config}: {' '.join(str(err).split())}", file=sys.stderr)
+    settings = read_config("reconcile", args.config)
+    if settings is None:
         return 2
     try:
         lines = asyncio.run(_run(settings, args, key))
