@@ -65,7 +65,7 @@ def typed_data(piece: bytes | str) -> dict[str, Any] | None:
 
 
 class Translator(Protocol):
-    """One API's stream translator (gateway/apis/*/stream.py)."""
+    """One API's stream translator (gateway/apis/*/*_stream.py)."""
 
     def start(self) -> list[dict[str, Any]]: ...
 

@@ -154,8 +154,7 @@ MESSAGES_FIELDS = frozenset(
         "service_tier",
     }
 )
-# Keyed by `gateway.context.Endpoint`'s values (this module sits below the request context: the
-# settings validate against it).
+# Keyed by `gateway.core.context.Endpoint`'s values (config validates model settings against them).
 OPENAI_FIELDS: Mapping[str, frozenset[str]] = {
     "chat.completions": CHAT_FIELDS,
     "completions": COMPLETION_FIELDS,

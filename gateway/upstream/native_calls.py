@@ -9,7 +9,7 @@ is read with that API's own helpers, and the request charged like any call. The 
 stands for is kept as `ctx.response_body`, so the response cache works as for any answer.
 
 A stream is relayed event by event (each with its `event:` line). Its closing events are held
-(gateway/sse.StreamEnd) until the request is settled, and carry the cost in their usage as
+(gateway/core/sse.StreamEnd) until the request is settled, and carry the cost in their usage as
 `cost_usd`; a budget's stream meter counts the generated text and, at the hold, ends the stream
 with the API's error event, as a chat stream ends at `finish_reason: length`.
 """
@@ -48,7 +48,7 @@ class StreamUsage(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class NativeApi:
-    """What costgate knows of one API served natively (gateway/apis/*/native.py)."""
+    """What costgate knows of one API served natively (gateway/apis/*/*_native.py)."""
 
     endpoint: Endpoint
     usage_of: Callable[[Any], Usage | None]  # a whole answer's usage

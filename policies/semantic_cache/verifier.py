@@ -2,12 +2,12 @@
 
 Questions with the same words (up to case and punctuation) are served. Otherwise a candidate
 below `min_cosine` is refused, and so is one the cheap checks refuse outright
-(`features.VETOES`: another number or unit, a negation on one side, a name where the other has
+(`pair_features.VETOES`: another number or unit, a negation on one side, a name where the other has
 another word, swapped roles, other CJK characters). Else a logistic model over
-`features.NAMES` gives the probability that the stored answer answers the query, and the hit
+`pair_features.NAMES` gives the probability that the stored answer answers the query, and the hit
 is served only when it clears the threshold calibrated for the team's false-hit bound — the
 share of served hits that are wrong, certified with 95% confidence on labelled candidates
-(`calibration`). Thresholds for several bounds are calibrated at once, so a team can ask for
+(`verifier_calibration`). Thresholds for several bounds are calibrated at once, so a team can ask for
 another bound without re-fitting; a bound between two calibrated ones takes the stricter.
 """
 
@@ -30,7 +30,7 @@ MAX_COSINE = 1.001  # of two unit float32 vectors, with room for rounding
 
 @dataclass(frozen=True)
 class Verifier:
-    weights: np.ndarray  # one per features.NAMES
+    weights: np.ndarray  # one per pair_features.NAMES
     rates: np.ndarray  # calibrated false-hit-rate bounds, ascending
     thresholds: np.ndarray  # the probability threshold that meets each bound
     min_cosine: float  # candidates below it are not even scored: none cleared calibration

@@ -48,7 +48,7 @@ class Labelled:
 class Examples:
     """Labelled candidates as the verifier sees them, with the query each belongs to."""
 
-    features: np.ndarray  # one row of features.NAMES per candidate
+    features: np.ndarray  # one row of pair_features.NAMES per candidate
     same: np.ndarray  # bool: the verdict
     identical: np.ndarray  # bool: the same words (served without asking the model)
     vetoed: np.ndarray  # bool: refused before the model is asked
@@ -168,7 +168,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iterations: int =
 
 
 def fit(ex: Examples) -> np.ndarray:
-    """Weights over features.NAMES, from the candidates the verifier would score."""
+    """Weights over pair_features.NAMES, from the candidates the verifier would score."""
     usable = ~ex.vetoed & ~ex.identical & (ex.cosine >= FLOOR)
     if usable.sum() < 20 or len(set(ex.same[usable])) < 2:
         raise ValueError(f"too few labelled candidates (cosine >= {FLOOR}, both verdicts) to fit the verifier")

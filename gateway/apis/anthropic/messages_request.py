@@ -1,13 +1,13 @@
 """The parameters of `POST /v1/messages` and `POST /v1/messages/count_tokens`, typed.
 
-A parameter either translates to Chat Completions (to_chat.py), or is dropped there and named
+A parameter either translates to Chat Completions (messages_to_chat.py), or is dropped there and named
 in `x-costgate-dropped-params` (`dropped`), or — only where dropping it would change what the
 client relies on, or it names hosts or credentials — is refused with a 400 that names it. The
 clients that send the newest fields (Claude Code: thinking, effort, context management, betas)
 move faster than any list, so a field costgate does not know is dropped, not refused; a native
 upstream (config `apis: [messages]`) is sent the body as it came and judges it itself. What the
 client's API version removed is refused (headers.py), as Anthropic does. Content blocks and
-tools are read one by one in blocks.py and to_chat.py, where their translation lives.
+tools are read one by one in blocks.py and messages_to_chat.py, where their translation lives.
 docs/compat.md lists how each field is handled.
 """
 
@@ -43,8 +43,8 @@ class Metadata(_Open):
 
 
 class OutputConfig(_Open):
-    format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}: to_chat.py
-    effort: str | None = None  # -> reasoning_effort (to_chat.py)
+    format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}: messages_to_chat.py
+    effort: str | None = None  # -> reasoning_effort (messages_to_chat.py)
 
 
 class Conversation(_Open):

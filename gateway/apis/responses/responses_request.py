@@ -6,7 +6,7 @@ upstream, or is dropped from the translation and named in `x-costgate-dropped-pa
 with a 400 that names it. Codex sends fields no allow-list keeps up with (`client_metadata`,
 `include: ["reasoning.encrypted_content"]`, reasoning summaries), so what costgate does not
 know is dropped, not refused; a native upstream (config `apis: [responses]`) is sent the body
-and judges it itself. Input items and tools are read one by one in items.py and to_chat.py,
+and judges it itself. Input items and tools are read one by one in items.py and responses_to_chat.py,
 where their translation lives. docs/compat.md lists how each field is handled.
 """
 
@@ -33,7 +33,7 @@ class _Open(BaseModel):
 
 
 class TextConfig(_Open):
-    format: dict[str, Any] | None = None  # text | json_schema | json_object: to_chat.py
+    format: dict[str, Any] | None = None  # text | json_schema | json_object: responses_to_chat.py
     verbosity: Literal["low", "medium", "high"] | None = None
 
 

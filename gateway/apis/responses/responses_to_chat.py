@@ -12,10 +12,10 @@
     temperature, top_p, user, metadata, parallel_tool_calls, prompt_cache_key,
     prompt_cache_retention, safety_identifier, service_tier -> the same names
 
-`store`, `previous_response_id` and `max_tool_calls` stay with costgate (store.py); in chat,
+`store`, `previous_response_id` and `max_tool_calls` stay with costgate (response_chain.py); in chat,
 `store` would ask OpenAI to keep the completion, which is not what the client asked for.
 
-Dropped and named (x-costgate-dropped-params, request.py's `dropped` and `tools[].<type>`):
+Dropped and named (x-costgate-dropped-params, responses_request.py's `dropped` and `tools[].<type>`):
 tools other than functions (Codex's freeform `custom` apply_patch, `web_search`, `tool_search`,
 `local_shell`: a chat model could not call them the way the client expects, and the client
 falls back on its function tools), tool settings chat lacks. `mcp` tools name servers and carry
@@ -75,7 +75,7 @@ def input_items(req: ResponsesRequest) -> list[dict[str, Any]]:
 def to_chat_request(
     req: ResponsesRequest, history: Sequence[dict[str, Any]] = (), dropped: list[str] | None = None
 ) -> dict[str, Any]:
-    """The chat body for `req`; `history` is the earlier conversation's items (store.py). What
+    """The chat body for `req`; `history` is the earlier conversation's items (response_chain.py). What
     is left out is named in `dropped`."""
     dropped = [] if dropped is None else dropped
     dropped += request_dropped(req)
