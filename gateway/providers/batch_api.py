@@ -5,17 +5,22 @@ Each line of a caller's batch arrives on its own (`answer`, awaited by the line'
 which holds the line's budget and charges it when the answer comes). Lines of one caller's batch
 are gathered for `gather_s`, then uploaded as one provider batch (split at the provider's limits:
 `MAX_LINES` lines, `MAX_BYTES` bytes), which is polled until it ends; its output and error files
-are mapped back by `custom_id`. A provider batch's id is stored (gateway/storage/provider_batches.py)
-before it is polled, so after a restart a line that is already at the provider waits for that
-batch instead of being submitted again. A line the provider never answered (the batch expired,
-was cancelled or failed) raises `ProviderBatchEnded`: nothing was billed, nothing is charged.
+are mapped back by `custom_id`. A provider batch is recorded (gateway/storage/provider_batches.py)
+before the provider is asked to create it, with a token of the gateway's own that the batch
+carries as metadata (`costgate_submission`), and its id once the provider accepted it, before it
+is polled. So after a restart a line that is already at the provider waits for that batch instead
+of being submitted again, even when the gateway stopped between the provider's accepting the
+batch and the write of its id: the token is looked up in the provider's list of batches. A line
+the provider never answered (the batch expired, was cancelled or failed) raises
+`ProviderBatchEnded`: nothing was billed, nothing is charged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+import secrets
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -30,6 +35,8 @@ log = logging.getLogger("costgate.batch_api")
 MAX_LINES = 50_000  # OpenAI's limits on one batch's input file
 MAX_BYTES = 200 * 1024 * 1024
 ENDED = ("completed", "failed", "expired", "cancelled")
+SUBMISSION = "costgate_submission"  # the metadata key of a provider batch's token
+LOOKBACK_S = 600.0  # how far before its row a batch is looked for in the provider's list (clock skew)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,18 +155,22 @@ class ProviderBatcher:
         task.add_done_callback(self._tasks.discard)
 
     async def _submit(self, batch_id: str, lines: list[tuple[str, bytes]]) -> None:
-        custom_ids = tuple(c for c, _ in lines)
+        token = secrets.token_hex(12)
+        record = await self.store.intend(token, batch_id, self.model, tuple(c for c, _ in lines))
         try:
-            provider_id = await self._create(b"\n".join(j for _, j in lines) + b"\n", lines[0][1])
+            provider_id: str | None = await self._create(b"\n".join(j for _, j in lines) + b"\n", lines[0][1], token)
         except (httpx.HTTPError, UpstreamError, ValueError) as err:
             log.warning("%s: could not submit a provider batch: %s", self.model, err)
-            for custom_id in custom_ids:
+            provider_id = await self._created_anyway(record)
+        if provider_id is None:
+            await self.store.forget(token)
+            for custom_id in record.custom_ids:
                 self._fail(batch_id, custom_id, UpstreamError("the provider refused the batch"))
             return
-        await self.store.add(ProviderBatchRecord(provider_id, batch_id, self.model, custom_ids))
-        await self._poll(ProviderBatchRecord(provider_id, batch_id, self.model, custom_ids))
+        await self.store.submitted(token, provider_id)
+        await self._poll(replace(record, id=provider_id))
 
-    async def _create(self, content: bytes, first: bytes) -> str:
+    async def _create(self, content: bytes, first: bytes, token: str) -> str:
         upload = await self._client.post(
             "/files", files={"file": ("batch.jsonl", content, "application/jsonl")}, data={"purpose": "batch"}
         )
@@ -167,10 +178,46 @@ class ProviderBatcher:
         endpoint = orjson.loads(first)["url"]
         created = await self._client.post(
             "/batches",
-            json={"input_file_id": upload.json()["id"], "endpoint": endpoint, "completion_window": "24h"},
+            json={
+                "input_file_id": upload.json()["id"],
+                "endpoint": endpoint,
+                "completion_window": "24h",
+                "metadata": {SUBMISSION: token},
+            },
         )
         _check(created)
         return str(created.json()["id"])
+
+    async def _created_anyway(self, record: ProviderBatchRecord) -> str | None:
+        """A create that failed without the provider's refusal (a timeout, a dropped connection)
+        may have been accepted: the batch is looked for before its lines are failed."""
+        try:
+            return await self._find(record)
+        except UpstreamError as err:
+            log.error("%s: could not look for provider batch %s; its lines fail: %s", self.model, record.id, err)
+            return None
+
+    async def _find(self, record: ProviderBatchRecord) -> str | None:
+        """The id of the provider batch that carries `record`'s token, or None when the provider
+        never created it. Pages through the provider's batches, newest first, back to shortly
+        before the record was written. UpstreamError when the provider cannot say."""
+        params: dict[str, str | int] = {"limit": 100}
+        try:
+            while True:
+                response = await self._client.get("/batches", params=params)
+                _check(response)
+                page = response.json()
+                batches = page.get("data") or []
+                for batch in batches:
+                    if (batch.get("metadata") or {}).get(SUBMISSION) == record.token:
+                        return str(batch["id"])
+                if not page.get("has_more") or not batches:
+                    return None
+                if float(batches[-1].get("created_at") or 0) < record.created_at - LOOKBACK_S:
+                    return None
+                params["after"] = str(batches[-1]["id"])
+        except (httpx.HTTPError, ValueError) as err:
+            raise UpstreamError(f"the provider's Batch API could not list batches: {err}") from err
 
     # polling
 
@@ -182,6 +229,13 @@ class ProviderBatcher:
             if batch_id in self._loaded:
                 return
             for record in await self.store.unfinished(batch_id, self.model):
+                if record.token is not None:  # stopped before the provider's answer was written
+                    found = await self._find(record)  # UpstreamError: not loaded, tried again
+                    if found is None:
+                        await self.store.forget(record.token)  # its lines are submitted again
+                        continue
+                    await self.store.submitted(record.token, found)
+                    record = replace(record, id=found)
                 if record.id in self._live:
                     continue
                 for custom_id in record.custom_ids:

@@ -1,5 +1,6 @@
 """OpenAI's Batch API for the fake upstream (tests/fakes/fake_openai.py): `/v1/files` (upload,
-content) and `/v1/batches` (create, retrieve, cancel), billing each answered line at the batch
+content) and `/v1/batches` (create with metadata, list newest first with `limit` and `after`,
+retrieve, cancel), billing each answered line at the batch
 price and keeping its own bill.
 
 A batch is `in_progress` until it ends: by itself `complete_after_s` after it was created (None:
@@ -32,6 +33,7 @@ class FakeBatch:
     input_file_id: str
     endpoint: str
     created_at: float
+    metadata: dict[str, str] | None = None
     status: str = "in_progress"
     output_file_id: str | None = None
     error_file_id: str | None = None
@@ -74,10 +76,21 @@ class FakeBatchApi:
         body = orjson.loads(await request.body())
         if body.get("input_file_id") not in self.files:
             return _json({"error": {"message": "no such file", "type": "invalid_request_error"}}, 400)
-        batch = FakeBatch("batch_fake_" + secrets.token_hex(8), body["input_file_id"], body["endpoint"], time.time())
+        batch_id = "batch_fake_" + secrets.token_hex(8)
+        batch = FakeBatch(batch_id, body["input_file_id"], body["endpoint"], time.time(), body.get("metadata"))
         batch.counts["total"] = len(self._lines(batch))
         self.batches[batch.id] = batch
         return _json(self._object(batch))
+
+    async def list_batches(self, request: Request) -> Response:
+        """Newest first, as OpenAI lists them: `limit` a page, `after` the last id of the page before."""
+        newest = list(reversed(self.batches.values()))
+        after = request.query_params.get("after")
+        if after is not None:
+            newest = newest[[b.id for b in newest].index(after) + 1 :]
+        limit = int(request.query_params.get("limit", 20))
+        page = [self._object(b) for b in newest[:limit]]
+        return _json({"object": "list", "data": page, "has_more": len(newest) > limit})
 
     async def retrieve(self, request: Request) -> Response:
         batch = self.batches.get(request.path_params["batch_id"])
@@ -166,4 +179,5 @@ class FakeBatchApi:
             "error_file_id": batch.error_file_id,
             "created_at": int(batch.created_at),
             "request_counts": batch.counts,
+            "metadata": batch.metadata,
         }

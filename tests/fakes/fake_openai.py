@@ -245,6 +245,7 @@ def create_fake_app(
             Route("/v1/files", batches.upload, methods=["POST"]),
             Route("/v1/files/{file_id}/content", batches.content),
             Route("/v1/batches", batches.create, methods=["POST"]),
+            Route("/v1/batches", batches.list_batches, methods=["GET"]),
             Route("/v1/batches/{batch_id}", batches.retrieve),
             Route("/v1/batches/{batch_id}/cancel", batches.cancel, methods=["POST"]),
             Route("/_batches/{batch_id}/{how:str}", batches.finish, methods=["POST"]),

@@ -239,20 +239,103 @@ async def provider_batch_ids(app: Any) -> list[str]:
         return [r.id for r in await conn.execute(select(provider_batches.c.id))]
 
 
+async def restarted_completes_once(tmp_path: Path, provider: FakeProvider, batch_id: str, team_id: str) -> None:
+    """A gateway started again on the same database finishes the caller's batch from one provider
+    batch, and charges what the provider billed."""
+    async with running_app(settings_for(tmp_path, provider)) as app:
+        for provider_id in (await provider.get("/_bill"))["batch_ids"]:
+            await provider.post(f"/_batches/{provider_id}/complete")
+        client = openai_client(app, await new_key(app, "batch-team"))
+        done = await wait_for(client, batch_id, {"completed", "expired", "cancelled"})
+        bill = await provider.get("/_bill")
+        assert done.status == "completed" and done.request_counts.completed == 4
+        assert bill["batches_created"] == 1 and bill["lines"] == 4  # nothing submitted twice
+        rows = await team_rows(app, team_id)
+        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
+        assert await reserved(app) == 0
+
+
 @pytest.mark.parametrize("provider", [None], indirect=True)
 async def test_a_restart_polls_the_same_provider_batch_again(tmp_path: Path, provider: FakeProvider) -> None:
     async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
         batch = await submit(client, [line(f"r-{i}", f"restart {i}") for i in range(4)])
         await wait_provider_batches(provider, 1)
+    await restarted_completes_once(tmp_path, provider, batch.id, team_id)
+
+
+async def hang(*_args: Any) -> None:
+    await asyncio.Event().wait()  # until the stopping gateway cancels it
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_stop_after_the_provider_accepted_before_its_id_was_written_loses_nothing(
+    tmp_path: Path, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.storage.provider_batches import ProviderBatchStore
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ProviderBatchStore, "submitted", hang)  # the gateway never writes the provider's id
+        async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+            batch = await submit(client, [line(f"w-{i}", f"window {i}") for i in range(4)])
+            await wait_provider_batches(provider, 1)
+            assert [i.startswith("submitting:") for i in await provider_batch_ids(app)] == [True]
+    await restarted_completes_once(tmp_path, provider, batch.id, team_id)
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_stop_before_the_provider_was_asked_submits_the_lines_once(
+    tmp_path: Path, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.providers.batch_api import ProviderBatcher
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ProviderBatcher, "_create", hang)  # recorded as submitting, never sent
+        async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+            batch = await submit(client, [line(f"b-{i}", f"before {i}") for i in range(4)])
+            for _ in range(200):
+                if await provider_batch_ids(app):
+                    break
+                await asyncio.sleep(0.05)
+            assert [i.startswith("submitting:") for i in await provider_batch_ids(app)] == [True]
+    assert (await provider.get("/_bill"))["batches_created"] == 0
+
+    async def complete_when_created() -> None:
+        await wait_provider_batches(provider, 1)
+        await provider.post(f"/_batches/{(await provider.get('/_bill'))['batch_ids'][0]}/complete")
+
+    completing = asyncio.create_task(complete_when_created())
+    await restarted_completes_once(tmp_path, provider, batch.id, team_id)
+    await completing
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_create_that_timed_out_after_the_provider_accepted_it_is_polled_not_failed(
+    tmp_path: Path, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.providers.batch_api import ProviderBatcher
+
+    create = ProviderBatcher._create
+
+    async def accepted_then_timed_out(self: ProviderBatcher, *args: Any) -> str:
+        await create(self, *args)
+        raise httpx.ReadTimeout("the answer never came")
+
+    monkeypatch.setattr(ProviderBatcher, "_create", accepted_then_timed_out)
+    async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+        batch = await submit(client, [line(f"t-{i}", f"timeout {i}") for i in range(4)])
+        await wait_provider_batches(provider, 1)
+        for _ in range(200):
+            if not any(i.startswith("submitting:") for i in await provider_batch_ids(app)):
+                break
+            await asyncio.sleep(0.05)
         (provider_id,) = await provider_batch_ids(app)
-    async with running_app(settings_for(tmp_path, provider)) as app:  # the same database: a restart
+        assert provider_id == (await provider.get("/_bill"))["batch_ids"][0]
         await provider.post(f"/_batches/{provider_id}/complete")
-        key = await new_key(app, "batch-team")
-        client = openai_client(app, key)
-        done = await wait_for(client, batch.id, {"completed", "expired", "cancelled"})
+        done = await wait_for(client, batch.id, {"completed", "failed", "expired"})
         assert done.status == "completed" and done.request_counts.completed == 4
         bill = await provider.get("/_bill")
-        assert bill["batches_created"] == 1  # nothing submitted twice
+        assert bill["batches_created"] == 1
         rows = await team_rows(app, team_id)
         ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0

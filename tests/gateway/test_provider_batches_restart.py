@@ -61,11 +61,11 @@ def test_a_killed_gateway_polls_the_same_provider_batch_again(tmp_path: Path, pr
         data = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
         f = client.files.create(file=("in.jsonl", io.BytesIO(data)), purpose="batch")
         batch = client.batches.create(input_file_id=f.id, endpoint="/v1/chat/completions", completion_window="24h")
-        wait_until(lambda: bill(provider)["batches_created"] == 1, timeout=30, interval=0.1)
-        # killed once the gateway has recorded the provider's batch (a kill between the provider's
-        # accepting it and that write is a window of its own: docs/batch.md)
         wait_until(lambda: recorded_provider_batches(tmp_path / "gw" / "costgate.db") == 1, timeout=30, interval=0.1)
-        gw.kill()  # SIGKILL while the provider works on the lines
+        wait_until(lambda: bill(provider)["batches_created"] == 1, timeout=30, interval=0.1)
+        # SIGKILL as soon as the provider accepted the batch: whether or not the gateway wrote the
+        # provider's id yet, the next start finds the batch (by its token, docs/batch.md)
+        gw.kill()
         gw.start()
         (provider_batch,) = bill(provider)["batch_ids"]
         httpx.post(f"http://127.0.0.1:{provider.port}/_batches/{provider_batch}/complete")
