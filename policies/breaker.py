@@ -9,8 +9,10 @@ States (the same for each breaker):
     OPEN       calls are refused (the caller falls back to the next tier or fallback model)
                until `open_s` has passed; then the next call is let through as a probe.
     HALF_OPEN  one probe at a time. Its success closes the breaker with an empty window; its
-               failure opens it again for another `open_s`. A probe that never reports (its
-               request was cancelled) stops blocking after `probe_timeout_s`.
+               failure opens it again for another `open_s`. A probe that ends without saying
+               anything of the deployment (the upstream refused the client's bad request, or the
+               request was cancelled) is `release`d: the next call probes. One that never
+               reports at all stops blocking after `probe_timeout_s`.
 
 Tenants: a provider can fail one team's requests only (their content makes it answer 500, or
 their volume 429), so every deployment has two kinds of breaker (`Breakers`):
@@ -130,6 +132,14 @@ class Breaker:
             self._probe_started = self.clock()
         return True
 
+    def release(self) -> None:
+        """A call `allow`ed ended with no outcome to record: a probe it was frees the slot at
+        once, so a team whose requests the upstream rejects cannot hold the probe (and the
+        deployment shut) for `probe_timeout_s` each. (A call whose probe had gone stale may free
+        a newer probe's slot: at most two probes then run at once.)"""
+        if self.state is State.HALF_OPEN:
+            self._probe_started = None
+
     def record(self, ok: bool, team: str) -> None:
         now = self.clock()
         if self.state is State.HALF_OPEN:
@@ -233,6 +243,11 @@ class Breakers:
     def record(self, name: str, ok: bool, team: str) -> None:
         self.own(name, team).record(ok, team)
         self[name].record(ok, team)
+
+    def release(self, name: str, team: str) -> None:
+        """A call `allow`ed for `team` ended with no outcome for the deployment: see `Breaker.release`."""
+        self.own(name, team).release()
+        self[name].release()
 
     def blocking(self, name: str, team: str) -> Breaker:
         """The breaker that refuses `team`'s calls to `name` (its own first): the one whose

@@ -11,7 +11,9 @@ summary, a shadow sample's tiers. Each call, in order:
    as its config says (gateway/providers/retry.py);
 3. it is metered and charged to the request (gateway/upstream/calls.py, gateway/upstream/native_calls.py);
 4. its outcome is recorded on the breaker: a success, or a failure that is the deployment's
-   fault (a client's bad request is not), which is also counted in `costgate_upstream_errors`.
+   fault, which is also counted in `costgate_upstream_errors`. A call that says nothing of the
+   deployment (the upstream refused the client's bad request, the request was cancelled) records
+   nothing and releases the half-open probe it may have claimed, so the next call probes.
 
 A stream's outcome is recorded once it has opened: what fails after the first byte is the
 client's answer to end, not a reason to fall back.
@@ -67,6 +69,11 @@ class Upstream:
             self.metrics.upstream_errors.labels(dep.name, err.code or "").inc()
             if err.deployment_fault:
                 self.breakers.record(dep.name, False, team)
+            else:
+                self.breakers.release(dep.name, team)
+            raise
+        except BaseException:
+            self.breakers.release(dep.name, team)
             raise
         self.breakers.record(dep.name, True, team)
         return result

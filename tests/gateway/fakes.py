@@ -19,6 +19,7 @@ from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Price, Usage
 
 TEAM_A = Principal(team_id="team_a1", team_name="team-a", key_id="key_a1")
+TEAM_B = Principal(team_id="team_b1", team_name="team-b", key_id="key_b1")
 
 
 def request(
@@ -52,7 +53,7 @@ class ScriptedProvider:
     """An upstream faked at the provider interface: `complete` answers from a script, in order,
     and every call is kept. A script entry that is an exception is raised instead."""
 
-    def __init__(self, name: str, script: list[Completion | Exception] | None = None) -> None:
+    def __init__(self, name: str, script: list[Completion | BaseException] | None = None) -> None:
         self.name = name
         self.script = list(script or [])
         self.calls: list[UpstreamCall] = []
@@ -60,7 +61,7 @@ class ScriptedProvider:
     async def complete(self, call: UpstreamCall) -> Completion:
         self.calls.append(call)
         answer = self.script.pop(0)
-        if isinstance(answer, Exception):
+        if isinstance(answer, BaseException):
             raise answer
         return answer
 

@@ -157,3 +157,29 @@ def test_a_refusal_by_one_breaker_leaves_the_others_probe_free() -> None:
     breakers.record("m", True, "a")
     assert breakers.views()["m"].state is State.CLOSED
     assert breakers.own("m", "a").state is State.CLOSED
+
+
+def test_a_released_probe_lets_the_next_call_probe_at_once() -> None:
+    clock = Clock()
+    breakers = Breakers(TEAMS, clock)
+    for team in ("a", "b") * 4:
+        breakers.record("m", False, team)
+    clock.now = 6  # half-open
+    assert breakers.allow("m", "hostile")  # the probe: the upstream will refuse its bad request
+    assert not breakers.allow("m", "c")  # while it runs, one probe at a time
+    breakers.release("m", "hostile")  # it ended saying nothing of the deployment
+    assert breakers.views()["m"].state is State.HALF_OPEN
+    assert breakers.allow("m", "c")  # not probe_timeout_s later: now
+    breakers.record("m", True, "c")
+    assert breakers.views()["m"].state is State.CLOSED
+
+
+def test_a_release_outside_a_half_open_spell_changes_nothing() -> None:
+    clock = Clock()
+    breaker = Breaker(TEAMS, clock)
+    breaker.release()
+    assert breaker.state is State.CLOSED and breaker.allow()
+    for _ in range(4):
+        breaker.record(False, "a")
+    breaker.release()
+    assert breaker.state is State.OPEN and not breaker.allow()

@@ -6,6 +6,7 @@ for issue 16 item 2 and are tested through the gateway meanwhile.)"""
 
 from __future__ import annotations
 
+import asyncio
 from decimal import Decimal
 
 import pytest
@@ -19,7 +20,7 @@ from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import prompt_bound
 from policies.breaker import BreakerConfig, Breakers
 from policies.pricing import Usage
-from tests.gateway.fakes import TEAM_A, ScriptedProvider, chat_answer, deployment, request
+from tests.gateway.fakes import TEAM_A, TEAM_B, ScriptedProvider, chat_answer, deployment, request
 
 
 def chain(primary: list, fallback: list) -> tuple[dict[str, Deployment], ScriptedProvider, ScriptedProvider]:
@@ -127,3 +128,32 @@ async def test_an_answer_without_usage_is_charged_the_held_prompt_and_every_choi
     expected = Usage(prompt_bound(ctx, deployments["primary"]), count_text("first second", "primary-v1"))
     assert ctx.usage == expected and expected.completion_tokens >= 2
     assert expected.prompt_tokens >= count_prompt(ctx.body, "primary-v1")
+
+
+def half_open() -> Breakers:
+    """Breakers on a fake clock whose `primary` is half-open: the next call is its probe."""
+    now = [0.0]
+    breakers = Breakers(BreakerConfig(min_requests=2, max_error_rate=0.5, open_s=5), clock=lambda: now[0])
+    for team in ("x", "y") * 2:
+        breakers.record("primary", False, team)
+    now[0] = 6
+    return breakers
+
+
+@pytest.mark.parametrize("ending", [InvalidRequest("the upstream refused it"), asyncio.CancelledError()])
+async def test_a_probe_that_says_nothing_of_the_deployment_frees_the_slot_for_the_next_team(
+    ending: BaseException,
+) -> None:
+    ok = chat_answer("fine", Usage(3, 1))
+    deployments, primary, backup = chain([ending, ok], [])
+    breakers = half_open()
+    with pytest.raises(type(ending)):  # a team's bad request (or a cancelled one) is the probe
+        await target(deployments, breakers).answer(ask())
+    other = request(
+        {"model": "primary", "messages": [{"role": "user", "content": "hi"}]},
+        principal=TEAM_B,
+        requested_model="primary",
+    )
+    response = await target(deployments, breakers).answer(other)  # probes at once, not 30 s later
+    assert b"fine" in response.body and len(primary.calls) == 2 and backup.calls == []
+    assert breakers.views()["primary"].state.value == "closed"
