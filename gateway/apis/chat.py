@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gateway.core.errors import UpstreamError
+from gateway.core.errors import UnreadableAnswer
 from policies.pricing import Usage
 
 
@@ -133,6 +133,4 @@ def read_chat(data: Any) -> ChatCompletion:
     try:
         return ChatCompletion.model_validate(data)
     except ValidationError as err:
-        raise UpstreamError(
-            f"upstream sent a malformed chat answer: {err.errors()[0]['msg']}", code="bad_upstream_body"
-        ) from None
+        raise UnreadableAnswer(f"upstream sent a malformed chat answer: {err.errors()[0]['msg']}") from None

@@ -114,6 +114,14 @@ class UpstreamError(GatewayError):
     deployment_fault = True  # counts against the deployment's circuit breaker
 
 
+class UnreadableAnswer(UpstreamError):
+    """The upstream answered 2xx with a body the gateway cannot read (not JSON, not an object, not
+    the stream asked for, no choices). The provider billed the call: it is charged at its worst
+    case (gateway/upstream/calls.py `billed_if_unread`), never at $0."""
+
+    code = "bad_upstream_body"
+
+
 class UpstreamNotFound(UpstreamError):
     """The provider answered 404: the upstream lacks the model or the path the deployment names
     (a configuration matter, not the request's fault; a fallback may still answer)."""

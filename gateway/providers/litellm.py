@@ -16,7 +16,14 @@ from typing import Any
 import orjson
 
 from gateway.core.context import Endpoint
-from gateway.core.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.errors import (
+    GatewayError,
+    InvalidRequest,
+    UnreadableAnswer,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamTimeout,
+)
 from gateway.core.request_fields import FieldPolicy
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.openai_compatible import ProviderError
@@ -277,9 +284,7 @@ class LiteLLMProvider:
         stream = LiteLLMStream(chunks, self._secret)
         if _media_type(chunks) in WHOLE_ANSWER_TYPES:
             await stream.aclose()
-            raise UpstreamError(
-                "upstream answered a stream request without server-sent events", code="bad_upstream_body"
-            )
+            raise UnreadableAnswer("upstream answered a stream request without server-sent events")
         return stream
 
     async def aclose(self) -> None:

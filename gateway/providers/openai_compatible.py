@@ -13,7 +13,14 @@ import httpx
 import orjson
 
 from gateway.core.context import Endpoint
-from gateway.core.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamNotFound, UpstreamTimeout
+from gateway.core.errors import (
+    GatewayError,
+    InvalidRequest,
+    UnreadableAnswer,
+    UpstreamError,
+    UpstreamNotFound,
+    UpstreamTimeout,
+)
 from gateway.providers import fast_post
 from gateway.providers.base import Completion, StreamEvent, UpstreamCall, redact, usage_from
 from gateway.providers.fast_post import FastPost, environment_proxies
@@ -43,7 +50,7 @@ def last_event(endpoint: Endpoint) -> Callable[[dict[str, Any]], bool] | None:
 
 
 def not_a_stream() -> UpstreamError:
-    return UpstreamError("upstream answered a stream request without server-sent events", code="bad_upstream_body")
+    return UnreadableAnswer("upstream answered a stream request without server-sent events")
 
 
 # How long the rest of a stream's body may take once its last event is read (see OpenAIStream._drain).
@@ -126,9 +133,9 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise UpstreamError("upstream answered with a body that is not JSON", code="bad_upstream_body") from None
+        raise UnreadableAnswer("upstream answered with a body that is not JSON") from None
     if not isinstance(body, dict):
-        raise UpstreamError("upstream answered with JSON that is not an object", code="bad_upstream_body")
+        raise UnreadableAnswer("upstream answered with JSON that is not an object")
     return body
 
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 from starlette.responses import Response, StreamingResponse
 
 from gateway.core.context import RequestContext
-from gateway.core.errors import CircuitOpen, UpstreamError
+from gateway.core.errors import CircuitOpen, UnreadableAnswer, UpstreamError
 from gateway.core.sse import SSE_HEADERS
 from gateway.metrics import Metrics
 from gateway.routing.guarded_call import Upstream
@@ -31,6 +31,8 @@ class DirectTarget:
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         # Failed calls are not charged, so only the one deployment that answers costs money.
+        # The one failure that is charged (a 2xx answer the gateway cannot read, billed at its
+        # worst case) ends the chain: the hold covers that call, not a fallback's as well.
         return max(worst_case(ctx, dep) for dep in self.chain)
 
     async def answer(self, ctx: RequestContext) -> Response:
@@ -40,6 +42,8 @@ class DirectTarget:
                 return await self._call(ctx, dep)
             except CircuitOpen as skipped:  # a real failure before it says more
                 error = error or skipped
+            except UnreadableAnswer:
+                raise
             except UpstreamError as err:
                 error = err
         assert error is not None

@@ -12,7 +12,8 @@ the guarded call (gateway/routing/guarded_call.py), which adds the breaker and t
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -21,16 +22,16 @@ import orjson
 from engine.admission import Priority
 from gateway.core.bodies import answer_text
 from gateway.core.context import BatchLineRef, Endpoint, RequestContext
-from gateway.core.errors import GatewayError, UpstreamError, error_body
+from gateway.core.errors import GatewayError, UnreadableAnswer, UpstreamError, error_body
 from gateway.core.sse import chunk_text, stream_tail
 from gateway.core.sse import event as sse_event
-from gateway.core.tokens import count_prompt, count_text
+from gateway.core.tokens import billed_prompt_tokens, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream, usage_from
 from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.openai_compatible import PATHS, provider_refusal
 from gateway.upstream import tracing
 from gateway.upstream.deployments import Deployment
-from gateway.upstream.worst_case import StreamMeter, cut_reason, unreported_prompt
+from gateway.upstream.worst_case import StreamMeter, cut_reason, output_cap, prompt_bound, unreported_prompt
 from policies.pricing import Tier, Usage, bill, format_usd
 
 
@@ -75,12 +76,31 @@ def charge(
     return usage
 
 
+def worst_usage(ctx: RequestContext, dep: Deployment) -> Usage:
+    """A call's usage at its hold's bound: the prompt as the hold counted it, every completion
+    at its cap."""
+    return Usage(prompt_bound(ctx, dep), ctx.view.completions * output_cap(ctx, dep))
+
+
+@contextmanager
+def billed_if_unread(ctx: RequestContext, dep: Deployment, usage: Callable[[], Usage]) -> Iterator[None]:
+    """An answer the upstream sent as 2xx but the gateway cannot read (`UnreadableAnswer`) was
+    billed by the provider all the same: the call is charged `usage()`, its worst case, before
+    the error goes on (to a fallback, or to the client). The meter fails closed."""
+    try:
+        yield
+    except UnreadableAnswer:
+        charge(ctx, dep, usage())
+        raise
+
+
 async def call(ctx: RequestContext, dep: Deployment) -> Completion:
     if ctx.batch_line is not None and dep.batcher is not None:
         return await call_in_batch(ctx, dep, ctx.batch_line, dep.batcher)
-    completion = await tracing.complete(
-        ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
-    )
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+        completion = await tracing.complete(
+            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
+        )
     ctx.call_answered()
     text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
     charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
@@ -110,9 +130,10 @@ async def call_in_batch(
 
 async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[bytes]:
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
-    stream = await tracing.open_stream(
-        ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
-    )
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+        stream = await tracing.open_stream(
+            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
+        )
     ctx.call_answered()
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     ctx.wants_usage_chunk = ctx.view.include_usage
@@ -200,11 +221,22 @@ async def complete(
 ) -> Completion:
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
-    completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
+    model = dep.config.upstream_model
+    # this call's own body, not the client's: its prompt at the bound a hold counts (the UTF-8
+    # bytes where the provider's tokenizer is not tiktoken)
+    exact = dep.config.tokenizer == "tiktoken" if dep.config.tokenizer else None
+    prompt = billed_prompt_tokens(body, model, exact)
+    with billed_if_unread(ctx, dep, lambda: Usage(prompt, own_cap(body, dep))):
+        completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
     ctx.call_answered()
     usage = completion.usage
-    if usage is None:  # count this call's own body, not the client's
-        model = dep.config.upstream_model
-        usage = Usage(count_prompt(body, model), count_text(answer_text(completion.body), model))
+    if usage is None:
+        usage = Usage(prompt, count_text(answer_text(completion.body), model))
     charge(ctx, dep, usage)
     return completion
+
+
+def own_cap(body: dict[str, Any], dep: Deployment) -> int:
+    """The most output a policy's own call can bill: its body's limit, else the model's."""
+    asked = body.get("max_completion_tokens") or body.get("max_tokens") or body.get("max_output_tokens")
+    return min(int(asked), dep.max_output_tokens) if isinstance(asked, int) and asked > 0 else dep.max_output_tokens

@@ -33,7 +33,7 @@ from gateway.core.sse import StreamEnd
 from gateway.core.tokens import count_delta
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
-from gateway.upstream.calls import charge
+from gateway.upstream.calls import billed_if_unread, charge, worst_usage
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import StreamMeter, cut_reason
 from policies.pricing import Usage, format_usd
@@ -112,11 +112,14 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
     call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority, headers=ctx.native.headers)
-    completion = await tracing.complete(ctx, dep, call)
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+        completion = await tracing.complete(ctx, dep, call)
     ctx.call_answered()
-    ctx.response_body = api.chat_answer(completion.body)
+    usage = api.usage_of(completion.body)
+    with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
+        ctx.response_body = api.chat_answer(completion.body)
     text = ctx.response_body["choices"][0]["message"]["content"] or ""
-    charge(ctx, dep, api.usage_of(completion.body), text)
+    charge(ctx, dep, usage, text)
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     if api.as_asked(completion.body, ctx.native.body):
         return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
@@ -128,7 +131,8 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
     call = UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority, headers=ctx.native.headers)
-    stream = await tracing.open_stream(ctx, dep, call)
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+        stream = await tracing.open_stream(ctx, dep, call)
     ctx.call_answered()
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     return _relay(ctx, dep, api, stream)

@@ -56,8 +56,8 @@ async def both_paths(api_base: str, model: str, **options: Any) -> tuple[tuple, 
         ("fail-429", "UpstreamRateLimited"),
         ("fail-401", "UpstreamError"),
         ("reject", "InvalidRequest"),
-        ("html", "UpstreamError"),
-        ("garbage", "UpstreamError"),
+        ("html", "UnreadableAnswer"),
+        ("garbage", "UnreadableAnswer"),
     ],
 )
 async def test_aiohttp_and_httpx_paths_agree(fake_upstream: FakeUpstream, model: str, expected: str) -> None:
@@ -140,8 +140,8 @@ async def stream_outcome(provider: OpenAIProvider, model: str) -> tuple:
         ("truncate", "UpstreamError"),  # cut before [DONE]
         ("fail-503", "UpstreamError"),
         ("reject", "InvalidRequest"),
-        ("html", "UpstreamError"),  # not server-sent events
-        ("json-stream", "UpstreamError"),
+        ("html", "UnreadableAnswer"),  # not server-sent events
+        ("json-stream", "UnreadableAnswer"),
     ],
 )
 async def test_streams_agree_on_both_paths(fake_upstream: FakeUpstream, model: str, expected: str) -> None:

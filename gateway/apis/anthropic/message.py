@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from gateway.apis.chat import ChatUsage, Choice, read_chat
-from gateway.core.errors import UpstreamError
+from gateway.core.errors import UnreadableAnswer
 
 STOP_REASONS = {
     "stop": "end_turn",
@@ -75,7 +75,7 @@ def tool_input(arguments: str | None) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         value = None
     if not isinstance(value, dict):
-        raise UpstreamError("the model's tool call arguments are not a JSON object", code="bad_upstream_body")
+        raise UnreadableAnswer("the model's tool call arguments are not a JSON object")
     return value
 
 
@@ -83,7 +83,7 @@ def to_message(chat: Any, meta: MessageMeta) -> dict[str, Any]:
     answer = read_chat(chat)
     choice = answer.choice
     if choice is None:
-        raise UpstreamError("upstream answered with no choices", code="bad_upstream_body")
+        raise UnreadableAnswer("upstream answered with no choices")
     message = choice.message
     text = (message.content or "") + (message.refusal or "")
     content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []

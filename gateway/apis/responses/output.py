@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.apis.chat import ChatUsage, read_chat
 from gateway.apis.responses.responses_request import ResponsesRequest
-from gateway.core.errors import UpstreamError
+from gateway.core.errors import UnreadableAnswer
 
 INCOMPLETE = {"length": "max_output_tokens", "content_filter": "content_filter"}
 
@@ -132,7 +132,7 @@ def to_response(chat: Any, req: ResponsesRequest, meta: ResponseMeta) -> dict[st
     answer = read_chat(chat)
     choice = answer.choice
     if choice is None:
-        raise UpstreamError("upstream answered with no choices", code="bad_upstream_body")
+        raise UnreadableAnswer("upstream answered with no choices")
     incomplete = incomplete_reason(choice.finish_reason)
     status = "incomplete" if incomplete else "completed"
     message = choice.message

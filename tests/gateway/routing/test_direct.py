@@ -12,7 +12,7 @@ from decimal import Decimal
 import pytest
 
 from gateway.core.context import RequestContext
-from gateway.core.errors import CircuitOpen, InvalidRequest, UpstreamError, UpstreamTimeout
+from gateway.core.errors import CircuitOpen, InvalidRequest, UnreadableAnswer, UpstreamError, UpstreamTimeout
 from gateway.core.tokens import count_prompt, count_text
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget
@@ -157,3 +157,16 @@ async def test_a_probe_that_says_nothing_of_the_deployment_frees_the_slot_for_th
     response = await target(deployments, breakers).answer(other)  # probes at once, not 30 s later
     assert b"fine" in response.body and len(primary.calls) == 2 and backup.calls == []
     assert breakers.views()["primary"].state.value == "closed"
+
+
+async def test_a_2xx_answer_the_gateway_cannot_read_is_charged_at_its_worst_case_and_ends_the_chain() -> None:
+    deployments, primary, backup = chain([UnreadableAnswer("not JSON")], [chat_answer("from backup", Usage(10, 5))])
+    ctx = ask()
+    ctx.body["max_tokens"] = 50
+    hold = target(deployments).worst_case_cost(ctx)
+    with pytest.raises(UnreadableAnswer):
+        await target(deployments).answer(ctx)
+    # the provider billed the call it answered 200: its prompt at the hold's bound, 50 tokens out
+    # (the hold covers one call, so no fallback is asked to answer on top of it)
+    assert ctx.cost == prompt_bound(ctx, deployments["primary"]) * Decimal(1) / 10**6 + 50 * Decimal(2) / 10**6
+    assert ctx.usage.completion_tokens == 50 and backup.calls == [] and 0 < ctx.cost <= hold
