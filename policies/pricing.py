@@ -44,6 +44,9 @@ class Tier(StrEnum):
     FLEX = "flex"
 
 
+WRITE_1H_OVER_5M = Decimal("1.6")  # a 1-hour cache write's rate over a 5-minute one's (2 / 1.25)
+
+
 @dataclass(frozen=True, slots=True)
 class Price:
     """Dollars per token. `cached_input` applies to prompt tokens the upstream read from its
@@ -60,6 +63,13 @@ class Price:
     cache_write_1h: Decimal | None = None
     batch: Price | None = None
     flex: Price | None = None
+
+    def __post_init__(self) -> None:
+        # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
+        # 5-minute ones are 1.25x (Anthropic's rule, also on Bedrock and Vertex): a price that
+        # names only the former bills the latter at 1.6 times it, never at the lower rate.
+        if self.cache_write_1h is None and self.cache_write is not None:
+            object.__setattr__(self, "cache_write_1h", self.cache_write * WRITE_1H_OVER_5M)
 
     @classmethod
     def per_million(
@@ -144,7 +154,7 @@ def cost_of(usage: Usage, price: Price) -> Decimal:
     cost = ZERO
     for tokens, rate in (
         (usage.cached_tokens, price.cached_input),
-        (usage.cache_write_1h_tokens, price.cache_write if price.cache_write_1h is None else price.cache_write_1h),
+        (usage.cache_write_1h_tokens, price.cache_write_1h),
         (usage.cache_write_tokens, price.cache_write),
     ):
         part = min(max(tokens, 0), left)

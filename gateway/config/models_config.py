@@ -37,7 +37,8 @@ class TierPriceConfig(_Strict):
     cached_input_per_mtok: Decimal | None = Field(default=None, ge=0)  # prompt-cache reads
     reasoning_output_per_mtok: Decimal | None = Field(default=None, ge=0)  # unset: output_per_mtok
     cache_write_per_mtok: Decimal | None = Field(default=None, ge=0)  # prompt-cache writes, 5-minute TTL
-    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)  # unset: cache_write_per_mtok
+    # unset: 1.6 x cache_write_per_mtok (a 1-hour write is 2x input where a 5-minute one is 1.25x)
+    cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
 
 
 class PriceConfig(TierPriceConfig):

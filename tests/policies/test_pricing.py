@@ -155,3 +155,13 @@ def test_format_usd(amount: Decimal, text: str) -> None:
 )
 def test_in_picos(amount: Decimal, picos: Decimal) -> None:
     assert in_picos(amount) == picos
+
+
+def test_a_price_without_a_1h_write_rate_bills_1h_writes_at_2x_input_not_the_5m_rate() -> None:
+    # litellm's map or a config that names only the 5-minute write rate (1.25x input)
+    price = Price.per_million(D(3), D(15), D("0.3"), None, D("3.75"))
+    assert price.cache_write_1h == D(6) / 10**6  # Anthropic's 2x input
+    assert cost_of(Usage(1000, 0, cache_write_1h_tokens=1000), price) == D("0.006")
+    assert worst_case_cost(1000, 0, price) == D("0.006")  # the hold covers a whole prompt written for an hour
+    assert Price.per_million(D(3), D(15)).cache_write_1h is None  # a provider that bills no writes
+    assert price.scaled(D("0.5")).cache_write_1h == D(3) / 10**6
