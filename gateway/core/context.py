@@ -196,6 +196,7 @@ class RequestContext:
     provider: str | None = None
     usage: Usage = field(default_factory=Usage)
     cost: Decimal = ZERO
+    cost_by_model: dict[str, Decimal] = field(default_factory=dict)  # `cost` by the deployment each call went to
     saved: Decimal = ZERO  # what the gateway itself avoided: its caches, cheaper cascade tiers, the local lane
     provider_cache_saved: Decimal = ZERO  # what the providers' prompt caches saved (negative while writes cost more)
     provider_tier_saved: Decimal = ZERO  # what the providers' batch and flex tiers saved against list price
@@ -260,13 +261,15 @@ class RequestContext:
         """The share of a call's price charged: the batch lane's discount is the local engine's."""
         return self.price_factor if provider == "local" else Decimal(1)
 
-    def add_call(self, usage: Usage, billed: Bill, lane_factor: Decimal = Decimal(1)) -> None:
-        """Record one upstream call's usage and bill (a request may make several)."""
+    def add_call(self, model: str, usage: Usage, billed: Bill, lane_factor: Decimal = Decimal(1)) -> None:
+        """Record one upstream call to deployment `model`: its usage and bill (a request may make
+        several, to several deployments: a cascade's tiers, a judge)."""
         self.usage = self.usage + usage
         if self.unmetered_calls:
             self.unmetered_calls -= 1
         charged = in_picos(billed.cost * lane_factor)
         self.cost += charged
+        self.cost_by_model[model] = self.cost_by_model.get(model, ZERO) + charged
         self.saved += in_picos(billed.cost) - charged  # the lane's discount
         self.provider_cache_saved += in_picos(billed.cache_saved)
         self.provider_tier_saved += in_picos(billed.tier_saved)

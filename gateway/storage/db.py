@@ -69,6 +69,9 @@ ledger = Table(
     Column("tier", String(16), nullable=False, server_default="standard"),
     Column("provider_cache_saved_pusd", BigInteger, nullable=False, server_default="0"),
     Column("provider_tier_saved_pusd", BigInteger, nullable=False, server_default="0"),
+    # JSON {deployment: cost_pusd} when the cost is not all the served model's (a cascade's
+    # tiers, a judge, a failed call that was billed): what reconciliation splits by provider
+    Column("cost_split", Text),
     Column("latency_ms", Float, nullable=False),
     Column("ttft_ms", Float),
     Column("cache_status", String(16), nullable=False),

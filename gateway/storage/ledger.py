@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import orjson
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -61,6 +63,7 @@ class LedgerRow:
     tier: str = "standard"
     provider_cache_saved_pusd: int = 0
     provider_tier_saved_pusd: int = 0
+    cost_split: str | None = None  # JSON {deployment: cost_pusd}, when not all of it is served_model's
 
     @classmethod
     def from_context(cls, ctx: RequestContext) -> LedgerRow:
@@ -89,6 +92,7 @@ class LedgerRow:
             tier=ctx.tier.value,
             provider_cache_saved_pusd=to_pico(ctx.provider_cache_saved),
             provider_tier_saved_pusd=to_pico(ctx.provider_tier_saved),
+            cost_split=cost_split(ctx.cost_by_model, ctx.served_model),
             latency_ms=ctx.latency_s * 1000,
             ttft_ms=None if ttft is None else ttft * 1000,
             cache_status=ctx.cache_status.value,
@@ -100,6 +104,15 @@ class LedgerRow:
         """What dataclasses.asdict gives (every field is a scalar), without its recursive deep
         copy: this runs on every request."""
         return {name: getattr(self, name) for name in self.__slots__}
+
+
+def cost_split(by_model: Mapping[str, Decimal], served: str | None) -> str | None:
+    """The ledger's `cost_split` of a request's calls: None when every charged call went to the
+    served model (the row's own columns say it all)."""
+    charged = {model: to_pico(cost) for model, cost in by_model.items() if cost}
+    if not charged or charged.keys() == {served}:
+        return None
+    return orjson.dumps(charged).decode()
 
 
 class LedgerWriter:
@@ -303,13 +316,27 @@ def _spend_row(group: str | None, requests: int, pt: int, ct: int, *pusd: int) -
 
 
 async def cost_by_day_and_model(engine: AsyncEngine, start: str, end: str) -> dict[tuple[str, str], Decimal]:
-    """Dollars charged by (day, served model) from `start` to `end` (days, inclusive): what a
-    provider's cost report is reconciled against."""
-    query = (
-        select(ledger.c.day, ledger.c.served_model, func.sum(ledger.c.cost_pusd).label("cost"))
-        .where(ledger.c.day >= start, ledger.c.day <= end, ledger.c.served_model.is_not(None))
-        .group_by(ledger.c.day, ledger.c.served_model)
+    """Dollars charged by (day, deployment called) from `start` to `end` (days, inclusive): what a
+    provider's cost report is reconciled against. A request whose calls went to several
+    deployments counts each call under its own (`cost_split`); what its split does not name (a
+    hold charged at settle for a call that was never metered) counts under the served model."""
+    t = ledger.c
+    span = (t.day >= start, t.day <= end)
+    whole = (
+        select(t.day, t.served_model, func.sum(t.cost_pusd).label("cost"))
+        .where(*span, t.served_model.is_not(None), t.cost_split.is_(None))
+        .group_by(t.day, t.served_model)
     )
+    split = select(t.day, t.served_model, t.cost_pusd, t.cost_split).where(*span, t.cost_split.is_not(None))
+    pusd: dict[tuple[str, str], int] = {}
     async with engine.connect() as conn:
-        rows = await conn.execute(query)
-    return {(r.day, r.served_model): from_pico(int(r.cost or 0)) for r in rows}
+        for day, model, cost in await conn.execute(whole):
+            pusd[(day, model)] = int(cost or 0)
+        for day, served, cost, parts_json in await conn.execute(split):
+            parts: dict[str, int] = orjson.loads(parts_json)
+            for model, part in parts.items():
+                pusd[(day, model)] = pusd.get((day, model), 0) + int(part)
+            left = int(cost) - sum(parts.values())
+            if left and served is not None:
+                pusd[(day, served)] = pusd.get((day, served), 0) + left
+    return {key: from_pico(cost) for key, cost in pusd.items()}

@@ -71,7 +71,7 @@ def charge(
         model = dep.config.upstream_model
         text = completion_text if isinstance(completion_text, str) else "".join(completion_text)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
-    ctx.add_call(usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
+    ctx.add_call(dep.name, usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
     ctx.tier = tier if dep.price.at(tier) is not None else Tier.STANDARD
     return usage
 

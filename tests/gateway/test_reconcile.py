@@ -169,3 +169,33 @@ async def _ledger_rows(url: str, rows: list[tuple[str, str, Decimal]]) -> None:
         )
     finally:
         await engine.dispose()
+
+
+async def test_a_request_whose_calls_went_to_several_models_counts_each_under_its_own(tmp_path: Path) -> None:
+    from gateway.core.context import Endpoint, RequestContext
+    from gateway.storage.ledger import cost_by_day_and_model
+    from policies.pricing import Bill, Usage
+
+    def escalated(request_id: str, served: str | None) -> LedgerRow:
+        ctx = RequestContext(request_id=request_id, endpoint=Endpoint.CHAT, body={}, api_key=None, headers={})
+        ctx.add_call("cheap", Usage(100, 10), Bill(Decimal("0.001")))
+        ctx.add_call("strong", Usage(100, 10), Bill(Decimal("0.02")))
+        ctx.served_model = served
+        return LedgerRow.from_context(ctx)
+
+    alone = RequestContext(request_id="r-alone", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={})
+    alone.add_call("strong", Usage(10, 1), Bill(Decimal("0.5")))
+    alone.served_model = "strong"
+    engine = create_engine(f"sqlite:///{tmp_path / 'l.db'}")
+    try:
+        await upgrade_schema(engine)
+        rows = [escalated("r-1", "strong"), escalated("r-2", None), LedgerRow.from_context(alone)]
+        assert rows[2].cost_split is None  # one model: the row's columns say it all
+        await LedgerWriter(engine).insert([r.as_dict() for r in rows])
+        day = rows[0].day
+        assert await cost_by_day_and_model(engine, day, day) == {
+            (day, "cheap"): Decimal("0.002"),
+            (day, "strong"): Decimal("0.54"),  # a failed request's billed calls too (served None)
+        }
+    finally:
+        await engine.dispose()

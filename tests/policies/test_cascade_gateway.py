@@ -4,7 +4,9 @@ compression, on the same recorded answers: tests/policies/test_router_compressio
 
 from __future__ import annotations
 
+import json
 import math
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -152,6 +154,25 @@ def test_escalates_and_charges_every_call(client: openai.OpenAI, question: str, 
     weak_answer = next(r["answers"][WEAK]["content"] for r in RECORDS if r["prompt"] == question)
     weak_cost = cost_of(completion.usage.prompt_tokens, count_text(weak_answer), "0.6", "0.6")
     assert Decimal(raw.headers["x-costgate-cost-usd"]) == strong_cost + weak_cost  # both calls, summed
+
+
+def test_the_ledger_splits_an_escalated_cost_by_the_tier_each_call_went_to(
+    client: openai.OpenAI, gw: GatewayProcess
+) -> None:
+    raw = ask(client, "auto", "unsure question")
+    usage = raw.parse().usage
+    weak_answer = next(r["answers"][WEAK]["content"] for r in RECORDS if r["prompt"] == "unsure question")
+    weak = cost_of(usage.prompt_tokens, count_text(weak_answer), "0.6", "0.6")
+    strong = cost_of(usage.prompt_tokens, usage.completion_tokens, "10", "30")
+    gw.spend()  # flushes the ledger writer
+    with sqlite3.connect(gw.workdir / "costgate.db") as db:
+        (row,) = db.execute(
+            "SELECT served_model, cost_pusd, cost_split FROM ledger WHERE request_id = ?",
+            (raw.headers["x-costgate-request-id"],),
+        ).fetchall()
+    # reconciliation counts each call under its own model (and provider), not all under "strong"
+    assert row[0] == "strong" and json.loads(row[2]) == {"weak": int(weak * 10**12), "strong": int(strong * 10**12)}
+    assert row[1] == int((weak + strong) * 10**12)
 
 
 def test_ledger_row_carries_the_summed_cost(client: openai.OpenAI, gw: GatewayProcess) -> None:

@@ -26,7 +26,7 @@ async def test_a_policy_call_is_charged_to_the_request_but_does_not_answer_it() 
     provider = ScriptedProvider("judge", [chat_answer("9", Usage(40, 1))])
     judge = deployment("judge", upstream="judge-v1", input_per_mtok="10", output_per_mtok="30", provider=provider)
     ctx = request(principal=TEAM_A, requested_model="auto", served_model="small")
-    ctx.add_call(Usage(100, 20), Bill(Decimal("0.0001")))  # the tier call made before
+    ctx.add_call("small", Usage(100, 20), Bill(Decimal("0.0001")))  # the tier call made before
     completion = await complete(ctx, judge, JUDGE_BODY, Endpoint.CHAT)
     assert completion.body["choices"][0]["message"]["content"] == "9"
     [call] = provider.calls

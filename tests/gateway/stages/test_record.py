@@ -44,7 +44,7 @@ def answered() -> RequestContext:
         trace_id="order-7",
         user="alice",
     )
-    ctx.add_call(Usage(1000, 500, 200), Bill(Decimal("0.0015")))
+    ctx.add_call("small", Usage(1000, 500, 200), Bill(Decimal("0.0015")))
     ctx.saved = Decimal("0.0002")
     return ctx
 

@@ -47,7 +47,7 @@ def row(
         created_at=at,
     )
     ctx.request_id = f"req_{n}"
-    ctx.add_call(Usage(100, 10), Bill(Decimal(cost)))
+    ctx.add_call("small", Usage(100, 10), Bill(Decimal(cost)))
     ctx.saved = Decimal(saved)
     if not served:
         ctx.status_code, ctx.error = 402, "over budget"
