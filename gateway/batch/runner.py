@@ -317,7 +317,7 @@ class BatchJob:
             headers=headers,
             principal=principal,
             price_factor=self.runner.price_factor,
-            batch_line=BatchLineRef(self.batch.id, line.custom_id),
+            batch_line=BatchLineRef(self.batch.id, line.custom_id, self._at_provider(line)),
         )
         try:
             response = await self.runner.handle(ctx)

@@ -75,6 +75,7 @@ class BatchLineRef:
 
     batch_id: str
     custom_id: str
+    at_provider: bool = False  # its model's provider runs it in a batch of its own (gateway/batch/runner.py)
 
 
 @dataclass(frozen=True, slots=True)

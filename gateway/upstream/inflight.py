@@ -59,6 +59,7 @@ log = logging.getLogger("costgate.inflight")
 
 STOPPED = "the gateway replica stopped mid-stream: charged for what its journal saw relayed"
 STOPPED_BEFORE = "the gateway replica stopped before the request was settled: charged its whole hold"
+STOPPED_AT_PROVIDER = "the gateway replica stopped while the line was at its provider's batch: charged when resumed"
 
 
 class StreamJournal:
@@ -206,7 +207,12 @@ class StreamWatch:
 def held_record(ctx: RequestContext, hold: Hold) -> dict[str, Any]:
     """What a request is charged if its replica dies before anything better is known (its first
     checkpoint, written with the hold): the whole hold, fail-closed — the upstream may have
-    answered, and billed, already."""
+    answered, and billed, already. But a Batch API line that its provider's own batch runs is
+    charged nothing here: the caller's batch is resumed by whichever replica takes its lease, the
+    line waits for the same provider batch (gateway/providers/batch_api.py), and its answer is
+    charged then, once, as the provider bills it once."""
+    if ctx.batch_line is not None and ctx.batch_line.at_provider:
+        return stopped_record(ctx, hold, ctx.usage, 0, STOPPED_AT_PROVIDER)
     return stopped_record(ctx, hold, ctx.usage, hold.want_pusd, STOPPED_BEFORE)
 
 

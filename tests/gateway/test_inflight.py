@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy import select
@@ -17,14 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.config.models_config import ModelConfig
 from gateway.config.settings import Settings
-from gateway.core.context import Endpoint, Principal, RequestContext
+from gateway.core.context import BatchLineRef, Endpoint, Principal, RequestContext
 from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import Admission, BudgetCheck, Lease, Settlement
 from gateway.storage.db import create_engine, create_tables, ledger
 from gateway.storage.journal import Journal
 from gateway.storage.ledger import LedgerRow, LedgerWriter
 from gateway.upstream.deployments import build_deployments
-from gateway.upstream.inflight import StreamJournal, charge_stopped, recover_streams
+from gateway.upstream.inflight import StreamJournal, charge_stopped, held_record, recover_streams
 from gateway.upstream.worst_case import unreported_prompt
 from policies.budgets import Budget, Hold, Period, Scope
 
@@ -196,3 +197,31 @@ async def test_a_checkpoint_without_a_holds_count_takes_the_bound_the_charge_wou
     ctx.body["messages"][0]["content"] = "数え方 " * 50  # CJK: many more bytes than tiktoken tokens
     watch = relay(streams, ctx, ["one"])
     assert watch.record()["row"]["prompt_tokens"] == unreported_prompt(ctx, streams.deployments["m"])
+
+
+async def test_a_dead_replicas_batch_line_at_its_provider_is_not_charged_its_hold(tmp_path: Path, parts) -> None:
+    """A Batch API line whose provider's own batch runs it is resumed by the replica that takes
+    the caller's batch over, which waits for the same provider batch and charges the answer then:
+    charging the dead replica's hold as well would charge the provider's one bill twice. A line
+    the gateway called itself is charged its whole hold (the provider may have billed it)."""
+    control, writer, engine = parts
+    lines = {}
+    for name, at_provider in (("at-provider", True), ("called", False)):
+        ctx = stream_ctx(name)
+        ctx.stream = False
+        ctx.batch_line = BatchLineRef("batch_1", name, at_provider)
+        assert ctx.reservation is not None
+        check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)
+        record = orjson.dumps(held_record(ctx, ctx.reservation)).decode()
+        lease = Lease("dead-replica", time.time() + 60)
+        admission = Admission(ctx.reservation.id, 1000.0, time.time() + 900, 10**14, (), (check,), lease, record)
+        await control.store.admit(admission)
+        lines[name] = ctx
+    live = StreamJournal(tmp_path / "live", deployments(), checkpoints=control.store)
+    assert await control.store.reclaim(time.time() + 61) == 2
+    assert await charge_stopped(live, writer, control) == 2
+    async with engine.connect() as conn:
+        rows = {r.request_id: r for r in await conn.execute(select(ledger))}
+    assert (rows["called"].cost_pusd, rows["at-provider"].cost_pusd) == (10**14, 0)
+    [state] = await control.store.read([BUDGET.counter(1000.0)])
+    assert (state.spent_pusd, state.reserved_pusd) == (10**14, 0)  # both holds released
