@@ -82,6 +82,7 @@ def test_made_up_names_do_not_grow_metrics(gw: GatewayProcess) -> None:
         (f"Bearer {ADMIN_KEY}", 200),
         ("team key", 401),
     ],
+    ids=["none", "wrong", "metrics-key", "admin-key", "team-key"],  # the keys are random: not in the ids
 )
 def test_metrics_need_the_metrics_key_when_one_is_set(gw: GatewayProcess, auth: str | None, status: int) -> None:
     if auth == "team key":
