@@ -39,7 +39,7 @@ from policies.exact_cache import CachedAnswer, RequestKeys  # noqa: E402
 from policies.semantic_cache.search import TwoStageSearch  # noqa: E402
 from policies.semantic_cache.static_embedder import StaticEmbedder  # noqa: E402
 
-QQP = ROOT.parent.parent / "shared" / "data" / "qqp_dev.jsonl"
+QQP = ROOT.parent / "shared" / "data" / "qqp_dev.jsonl"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 ANSWER = CachedAnswer("An answer of a typical length. " * 8, "stop", "gpt-4o-mini", "gpt-4o-mini", 20, 60)
 
