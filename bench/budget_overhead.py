@@ -54,7 +54,7 @@ from gateway.storage.ledger import LedgerWriter
 from gateway.upstream.deployments import build_deployments
 from policies.breaker import Breakers
 from policies.budgets import Budget, Period, Scope
-from policies.pricing import Usage, to_pico
+from policies.pricing import Bill, Usage, to_pico
 
 BODY = {
     "model": "small",
@@ -111,7 +111,7 @@ async def measure(
         await limit(ctx)
         await reserve(ctx)
         t1 = time.perf_counter()
-        ctx.add_call(Usage(20, 60), Decimal("0.0000393"))
+        ctx.meter.add_call("small", Usage(20, 60), Bill(Decimal("0.0000393")))
         t2 = time.perf_counter()
         await reserve.settle(ctx)
         t3, c3 = time.perf_counter(), time.thread_time()

@@ -90,14 +90,14 @@ class Metrics:
         model = self.model_label(ctx.served_model or ctx.requested_model)
         child = self._child
         child(self.requests, team, model, str(ctx.status_code), ctx.cache_status.value).inc()
-        if ctx.usage.prompt_tokens:
-            child(self.tokens, team, model, "prompt").inc(ctx.usage.prompt_tokens)
-        if ctx.usage.completion_tokens:
-            child(self.tokens, team, model, "completion").inc(ctx.usage.completion_tokens)
-        if ctx.cost:
-            child(self.cost, team, model).inc(float(ctx.cost))
-        if ctx.saved:
-            child(self.saved, team, model, saving_reason(ctx)).inc(float(ctx.saved))
+        if ctx.meter.usage.prompt_tokens:
+            child(self.tokens, team, model, "prompt").inc(ctx.meter.usage.prompt_tokens)
+        if ctx.meter.usage.completion_tokens:
+            child(self.tokens, team, model, "completion").inc(ctx.meter.usage.completion_tokens)
+        if ctx.meter.cost:
+            child(self.cost, team, model).inc(float(ctx.meter.cost))
+        if ctx.meter.saved:
+            child(self.saved, team, model, saving_reason(ctx)).inc(float(ctx.meter.saved))
         self._provider_savings(ctx, team, model)
         child(self.latency, model).observe(ctx.latency_s)
         ttft = ctx.ttft_s
@@ -105,19 +105,19 @@ class Metrics:
             child(self.ttft, model).observe(ttft)
 
     def _provider_savings(self, ctx: RequestContext, team: str, model: str) -> None:
-        usage, child = ctx.usage, self._child
+        usage, child = ctx.meter.usage, self._child
         for kind, tokens in (
             ("cache_read", usage.cached_tokens),
             ("cache_write", usage.cache_write_tokens + usage.cache_write_1h_tokens),
         ):
             if tokens:
                 child(self.tokens, team, model, kind).inc(tokens)
-        if ctx.provider_cache_saved > 0:
-            child(self.saved, team, model, "provider_cache").inc(float(ctx.provider_cache_saved))
-        elif ctx.provider_cache_saved < 0:
-            child(self.cache_write_premium, team, model).inc(float(-ctx.provider_cache_saved))
-        if ctx.provider_tier_saved:
-            child(self.saved, team, model, "provider_" + ctx.tier.value).inc(float(ctx.provider_tier_saved))
+        if ctx.meter.provider_cache_saved > 0:
+            child(self.saved, team, model, "provider_cache").inc(float(ctx.meter.provider_cache_saved))
+        elif ctx.meter.provider_cache_saved < 0:
+            child(self.cache_write_premium, team, model).inc(float(-ctx.meter.provider_cache_saved))
+        if ctx.meter.provider_tier_saved:
+            child(self.saved, team, model, "provider_" + ctx.meter.tier.value).inc(float(ctx.meter.provider_tier_saved))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

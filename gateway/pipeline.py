@@ -247,7 +247,7 @@ def stamped(response: Response, ctx: RequestContext) -> Response:
     if "model" in body:
         body["model"] = ctx.requested_model
     if isinstance(body.get("usage"), dict):
-        body["usage"]["cost_usd"] = format_usd(ctx.cost)
+        body["usage"]["cost_usd"] = format_usd(ctx.meter.cost)
     out = Response(orjson.dumps(body), media_type="application/json")
     for name, value in response.headers.items():
         if name not in ("content-length", "content-type"):
@@ -270,5 +270,5 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
     if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:
-        h["x-costgate-cost-usd"] = format_usd(ctx.cost)
+        h["x-costgate-cost-usd"] = format_usd(ctx.meter.cost)
     return response

@@ -326,7 +326,7 @@ class BatchJob:
             bug = GatewayError("internal error in the gateway")
             return ResultRow(line.line, line.custom_id, request_id, bug.status, error_body(bug).decode())
         raw = await _body_of(response)
-        u = ctx.usage
+        u = ctx.meter.usage
         return ResultRow(
             line.line,
             line.custom_id,
@@ -336,7 +336,7 @@ class BatchJob:
             u.prompt_tokens,
             u.completion_tokens,
             u.cached_tokens,
-            to_pico(ctx.cost),
+            to_pico(ctx.meter.cost),
         )
 
     async def finalize(self, final: str) -> None:

@@ -66,7 +66,7 @@ class MessagesShape:
         chat = orjson.loads(response.body)
         message = to_message(chat, self._meta())
         if not chat.get("usage"):  # the upstream reported none: what costgate counted and charged
-            message["usage"] = message_usage(ChatUsage.of(ctx.usage))
+            message["usage"] = message_usage(ChatUsage.of(ctx.meter.usage))
         return Response(orjson.dumps(message), media_type="application/json")
 
     async def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]:
@@ -79,8 +79,8 @@ class MessagesShape:
         )
 
         async def finish() -> list[dict[str, Any]]:
-            ending = translator.finish(ChatUsage.of(ctx.usage))
-            ending[-2]["usage"]["cost_usd"] = format_usd(ctx.cost)  # message_delta; the request is settled
+            ending = translator.finish(ChatUsage.of(ctx.meter.usage))
+            ending[-2]["usage"]["cost_usd"] = format_usd(ctx.meter.cost)  # message_delta; the request is settled
             return ending
 
         async for piece in translate(ctx, chat, translator, finish):

@@ -68,7 +68,7 @@ class ResponsesShape:
             return response
         out = to_response(orjson.loads(response.body), req, meta)
         if out["usage"] is None:  # the upstream reported none: what costgate counted and charged
-            out["usage"] = response_usage(ChatUsage.of(ctx.usage))
+            out["usage"] = response_usage(ChatUsage.of(ctx.meter.usage))
         await self._keep(ctx, out)
         return Response(orjson.dumps(out), media_type="application/json")
 
@@ -84,9 +84,9 @@ class ResponsesShape:
         translator = ResponsesStream(req, meta)
 
         async def finish() -> list[dict[str, Any]]:
-            ending = translator.finish(ChatUsage.of(ctx.usage))
+            ending = translator.finish(ChatUsage.of(ctx.meter.usage))
             assert translator.response is not None
-            translator.response["usage"]["cost_usd"] = format_usd(ctx.cost)  # the request is settled by now
+            translator.response["usage"]["cost_usd"] = format_usd(ctx.meter.cost)  # the request is settled by now
             await self._keep(ctx, translator.response)
             return ending
 

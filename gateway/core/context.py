@@ -10,10 +10,10 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.admission import Priority
+from gateway.core.meter import Meter
 from gateway.core.request_view import RequestView
 from policies.budgets import Hold
 from policies.exact_cache import CachePolicy, RequestKeys
-from policies.pricing import ZERO, Bill, Tier, Usage, in_picos
 from policies.rate_limits import RateCheck, RateHeadroom
 
 UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
@@ -163,15 +163,10 @@ class SideCall(Protocol):
 class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
 
-    Invariant: `cost` is only ever the sum of real upstream calls made for this request
-    (every cascade tier asked, a judge's grading calls); a cache hit leaves it at zero and
-    records the avoided cost in `saved`. A cascade's shadow sample is not one of them: it is a
-    side request with a context, a budget hold and a ledger row of its own (`SideCall`).
-    In the batch lane each call the bundled engine (provider `local`) answers is charged at
-    `price_factor` of its price, and the rest is recorded in `saved` too: idle capacity is the
-    operator's to give away. An external API's call is charged what its provider bills (its
-    batch or flex tier's price when it ran at one, `tier`); what the provider's own discounts
-    saved is kept apart (`provider_cache_saved`, `provider_tier_saved`), never in `saved`.
+    What its upstream calls cost is its `meter` (gateway/core/meter.py), written only by the
+    meter's methods. A cascade's shadow sample is not one of its calls: it is a side request with
+    a context, a budget hold and a ledger row of its own (`SideCall`). In the batch lane each call
+    the bundled engine (provider `local`) answers is charged at `price_factor` of its price.
     """
 
     request_id: str
@@ -190,17 +185,11 @@ class RequestContext:
     max_cost: Decimal | None = None
     priority: Priority = Priority.INTERACTIVE  # the class it runs in (x-costgate-priority or the key's plan)
     price_factor: Decimal = Decimal(1)  # share of the local engine's price charged: 1 - the batch lane's discount
-    tier: Tier = Tier.STANDARD  # the service tier the provider billed the answering call at
     batch_line: BatchLineRef | None = None  # set for a Batch API line (gateway/batch/runner.py)
     requested_model: str = ""
     served_model: str | None = None
     provider: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    cost: Decimal = ZERO
-    cost_by_model: dict[str, Decimal] = field(default_factory=dict)  # `cost` by the deployment each call went to
-    saved: Decimal = ZERO  # what the gateway itself avoided: its caches, cheaper cascade tiers, the local lane
-    provider_cache_saved: Decimal = ZERO  # what the providers' prompt caches saved (negative while writes cost more)
-    provider_tier_saved: Decimal = ZERO  # what the providers' batch and flex tiers saved against list price
+    meter: Meter = field(default_factory=Meter)  # what its upstream calls cost (gateway/core/meter.py)
     cache_status: CacheStatus = CacheStatus.MISS
     status_code: int = 200
     error: str | None = None
@@ -215,10 +204,6 @@ class RequestContext:
     rate_headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
-    # Upstream calls that answered (the provider bills them) and are not charged yet: settling
-    # charges them the request's hold (stages/budget.py), so a failure to count, price or relay
-    # an answer never charges $0.
-    unmetered_calls: int = 0
     settled: bool = False  # the pipeline settled this request (it does so once)
     cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
@@ -246,34 +231,15 @@ class RequestContext:
             self._view = RequestView.of(self.body)
         return self._view
 
-    def call_answered(self) -> None:
-        """An upstream call answered (or opened its stream): it is billed, whatever happens next,
-        and counts as unmetered until `add_call` records its cost."""
-        self.unmetered_calls += 1
-
     def charge_unmetered(self, worst: Decimal) -> None:
-        """Fail closed: charge calls that answered but were never metered `worst` (the request's
-        hold), the most the provider can have billed them."""
-        self.cost = max(self.cost, in_picos(worst))
-        self.unmetered_calls = 0
-        self.error = self.error or UNMETERED
+        """Fail closed: calls that answered but were never metered are charged `worst` (the
+        request's hold), the most the provider can have billed them, and the row says so."""
+        if self.meter.charge_unmetered(worst):
+            self.error = self.error or UNMETERED
 
     def lane_factor(self, provider: str) -> Decimal:
         """The share of a call's price charged: the batch lane's discount is the local engine's."""
         return self.price_factor if provider == "local" else Decimal(1)
-
-    def add_call(self, model: str, usage: Usage, billed: Bill, lane_factor: Decimal = Decimal(1)) -> None:
-        """Record one upstream call to deployment `model`: its usage and bill (a request may make
-        several, to several deployments: a cascade's tiers, a judge)."""
-        self.usage = self.usage + usage
-        if self.unmetered_calls:
-            self.unmetered_calls -= 1
-        charged = in_picos(billed.cost * lane_factor)
-        self.cost += charged
-        self.cost_by_model[model] = self.cost_by_model.get(model, ZERO) + charged
-        self.saved += in_picos(billed.cost) - charged  # the lane's discount
-        self.provider_cache_saved += in_picos(billed.cache_saved)
-        self.provider_tier_saved += in_picos(billed.tier_saved)
 
     def client_left(self) -> None:
         """The client disconnected before the answer ended: 499, nginx's "client closed request"

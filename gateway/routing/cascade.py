@@ -186,19 +186,19 @@ class CascadeTarget:
         ctx.first_token_at = time.perf_counter()
         ctx.completion_text = [answer_text(body)]
         named = {**body, "model": ctx.requested_model}  # as every answer names it (gateway/pipeline.py stamped)
-        return replay(ctx.endpoint, named, ctx.usage, format_usd(ctx.cost), ctx.wants_usage_chunk)
+        return replay(ctx.endpoint, named, ctx.meter.usage, format_usd(ctx.meter.cost), ctx.wants_usage_chunk)
 
     async def _answer_last(
         self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0
     ) -> Response:
-        before = ctx.cost  # what the last tier's own call costs is what it adds (known once settled)
+        before = ctx.meter.cost  # what the last tier's own call costs is what it adds (known once settled)
         if ctx.stream:
             relay = await self.services.upstream.relay(ctx, dep)
         else:
             completion = await self.services.upstream.answer(ctx, dep)
         ctx.cascade_tier = len(self.tiers) - 1
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
-        ctx.after_settle.append(lambda: self._count(ctx, True, ctx.cost - before))
+        ctx.after_settle.append(lambda: self._count(ctx, True, ctx.meter.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
         if ctx.stream:
             if complete_sample and sample_from:

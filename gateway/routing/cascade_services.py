@@ -142,7 +142,7 @@ class Tally:
             return
         self.answered += 1
         self.escalated += escalated
-        self.charged += ctx.cost
+        self.charged += ctx.meter.cost
         self.always_last += always_last
 
     def count_shadow(self, cost: Decimal) -> None:

@@ -133,7 +133,7 @@ class Sampling:
             side_call=ShadowSample(self, ctx.request_id, tried, weight),
         )
         await self.services.side_lane.handle(shadow)
-        self.tally.count_shadow(shadow.cost)
+        self.tally.count_shadow(shadow.meter.cost)
         status = "ok" if shadow.error is None else "error"
         self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
 

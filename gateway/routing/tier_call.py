@@ -39,9 +39,9 @@ class TierCaller:
         added_logprobs = scorer.needs_logprobs and not body.get("logprobs")
         if added_logprobs:
             body["logprobs"] = True if ctx.endpoint is Endpoint.CHAT else 1
-        before = ctx.usage
+        before = ctx.meter.usage
         completion = await self.services.upstream.complete(ctx, dep, body)  # guarded: breaker, priority, charge
-        after = ctx.usage
+        after = ctx.meter.usage
         usage = Usage(
             after.prompt_tokens - before.prompt_tokens,
             after.completion_tokens - before.completion_tokens,

@@ -107,7 +107,7 @@ class ReserveBudget:
         hold = ctx.reservation
         worst = from_pico(hold.want_pusd) if hold is not None and hold.budgets else self.worst_case(ctx)
         log.error(
-            "request %s: %d upstream call(s) not metered, charged $%s", ctx.request_id, ctx.unmetered_calls, worst
+            "request %s: %d upstream call(s) not metered, charged $%s", ctx.request_id, ctx.meter.unmetered_calls, worst
         )
         ctx.charge_unmetered(worst)
 
@@ -119,15 +119,15 @@ class ReserveBudget:
         return self.targets[ctx.requested_model].worst_case_cost(ctx)
 
     async def settle(self, ctx: RequestContext) -> None:
-        if ctx.unmetered_calls:
+        if ctx.meter.unmetered_calls:
             self.charge_unmetered(ctx)
         hold = ctx.reservation
         if hold is None or ctx.principal is None:
             return
-        actual = ctx.usage.total_tokens  # counted as the prompt estimate at admission
+        actual = ctx.meter.usage.total_tokens  # counted as the prompt estimate at admission
         adjustments = [
             RateAdjustment(c.counter(hold.now), actual - c.amount, 2 * c.limit.window_s + 60)
             for c in ctx.rate_checks
             if c.limit is not Limit.REQUESTS_PER_MINUTE
         ]
-        await self.control.settle(hold, to_pico(ctx.cost), adjustments, ctx.principal)
+        await self.control.settle(hold, to_pico(ctx.meter.cost), adjustments, ctx.principal)

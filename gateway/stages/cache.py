@@ -54,7 +54,7 @@ def saved_by(answer: CachedAnswer, deployments: Mapping[str, Deployment]) -> Dec
 def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: Mapping[str, Deployment]) -> Response:
     ctx.cache_status = status
     ctx.served_model = entry.answer.served_model
-    ctx.saved = saved_by(entry.answer, deployments)
+    ctx.meter.saved_by_cache(saved_by(entry.answer, deployments))
     ctx.first_token_at = time.perf_counter()
     body = completion_body(ctx.endpoint, entry.answer) | {"model": ctx.requested_model}  # as every answer names it
     if ctx.stream:
@@ -83,7 +83,7 @@ class ExactCache:
             return None
         await self.cache.record_hit(entry, self.cache.served_record(ctx.request_id, entry, decision.policy))
         response = serve(ctx, entry, CacheStatus.EXACT, self.deployments)
-        self.cache.metrics.saved.labels(decision.team_name, "exact").inc(float(ctx.saved))
+        self.cache.metrics.saved.labels(decision.team_name, "exact").inc(float(ctx.meter.saved))
         return response
 
     async def settle(self, ctx: RequestContext) -> None:
@@ -104,7 +104,7 @@ class ExactCache:
         """The answer to keep: only a complete, successful, text answer of a miss."""
         if ctx.cache_status is not CacheStatus.MISS or ctx.status_code != 200 or ctx.error or not ctx.served_model:
             return None
-        if ctx.unmetered_calls:  # its charge failed: an answer nobody could meter is not one to replay
+        if ctx.meter.unmetered_calls:  # its charge failed: an answer nobody could meter is not one to replay
             return None
         if not ctx.stream:
             return answer_of(ctx.response_body, ctx.served_model)
@@ -113,7 +113,9 @@ class ExactCache:
             return None  # a streamed tool call leaves no text to check: never replay it
         dep = self.deployments.get(ctx.served_model)
         model = dep.config.upstream_model if dep is not None else ctx.served_model
-        return CachedAnswer(text, "stop", model, ctx.served_model, ctx.usage.prompt_tokens, ctx.usage.completion_tokens)
+        return CachedAnswer(
+            text, "stop", model, ctx.served_model, ctx.meter.usage.prompt_tokens, ctx.meter.usage.completion_tokens
+        )
 
 
 class SemanticCache:
@@ -139,7 +141,7 @@ class SemanticCache:
             hit.entry, self.cache.served_record(ctx.request_id, hit.entry, decision.policy, query, hit.cosine)
         )
         response = serve(ctx, hit.entry, CacheStatus.SEMANTIC, self.exact.deployments)
-        self.cache.metrics.saved.labels(decision.team_name, "semantic").inc(float(ctx.saved))
+        self.cache.metrics.saved.labels(decision.team_name, "semantic").inc(float(ctx.meter.saved))
         return response
 
 

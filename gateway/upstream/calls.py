@@ -71,8 +71,8 @@ def charge(
         model = dep.config.upstream_model
         text = completion_text if isinstance(completion_text, str) else "".join(completion_text)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
-    ctx.add_call(dep.name, usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider))
-    ctx.tier = tier if dep.price.at(tier) is not None else Tier.STANDARD
+    billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
+    ctx.meter.add_call(dep.name, usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider), billed_at)
     return usage
 
 
@@ -101,7 +101,7 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
         completion = await tracing.complete(
             ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
         )
-    ctx.call_answered()
+    ctx.meter.call_answered()
     text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
     charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
@@ -120,7 +120,7 @@ async def call_in_batch(
         if answer.status_code < 500 and answer.status_code != 429:
             raise provider_refusal(answer.status_code, raw)
         raise UpstreamError(f"the provider's batch answered this line {answer.status_code}")
-    ctx.call_answered()
+    ctx.meter.call_answered()
     usage = usage_from(answer.body.get("usage"))
     text = answer_text(answer.body, all_choices=True) if usage is None else ""
     charge(ctx, dep, usage, text, Tier.BATCH)
@@ -134,7 +134,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
         stream = await tracing.open_stream(
             ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
         )
-    ctx.call_answered()
+    ctx.meter.call_answered()
     ctx.served_model, ctx.provider = dep.name, dep.config.provider
     ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
@@ -202,7 +202,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             final = charge(ctx, dep, usage, ctx.completion_text, tier)
     if failed:
         return
-    for tail in stream_tail(last, final, format_usd(ctx.cost), ctx.wants_usage_chunk, reported_raw):
+    for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.wants_usage_chunk, reported_raw):
         yield tail
 
 
@@ -228,7 +228,7 @@ async def complete(
     prompt = billed_prompt_tokens(body, model, exact)
     with billed_if_unread(ctx, dep, lambda: Usage(prompt, own_cap(body, dep))):
         completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
-    ctx.call_answered()
+    ctx.meter.call_answered()
     usage = completion.usage
     if usage is None:
         usage = Usage(prompt, count_text(answer_text(completion.body), model))

@@ -153,7 +153,7 @@ class StreamWatch:
         self.last_at = 0.0
         self.journaled = False
         # What earlier calls of this request were charged (a cascade's tiers): the stream adds to it.
-        self.base_usage, self.base_cost = ctx.usage, ctx.cost
+        self.base_usage, self.base_cost = ctx.meter.usage, ctx.meter.cost
         self.prompt_tokens: int | None = None
         self.completion_tokens = 0
         self.counted_parts = 0  # how many of ctx.completion_text are counted
@@ -184,11 +184,11 @@ class StreamWatch:
 
     def _so_far(self) -> tuple[Usage, Decimal]:
         ctx = self.ctx
-        if ctx.usage != self.base_usage or ctx.cost != self.base_cost:
-            return ctx.usage, ctx.cost  # the stream is charged already (its last chunks): exact
+        if ctx.meter.usage != self.base_usage or ctx.meter.cost != self.base_cost:
+            return ctx.meter.usage, ctx.meter.cost  # the stream is charged already (its last chunks): exact
         dep = self.journal.deployments.get(ctx.served_model or "")
         if dep is None:
-            return ctx.usage, ctx.cost
+            return ctx.meter.usage, ctx.meter.cost
         model = dep.config.upstream_model
         if self.prompt_tokens is None:  # what the charge takes when unreported: the hold's count, not again
             self.prompt_tokens = unreported_prompt(ctx, dep)
@@ -201,7 +201,7 @@ class StreamWatch:
             self.completion_tokens += count_text(counted, model)
         stream = Usage(self.prompt_tokens, self.completion_tokens)
         factor = ctx.lane_factor(dep.config.provider)
-        return ctx.usage + stream, ctx.cost + in_picos(cost_of(stream, dep.price) * factor)
+        return ctx.meter.usage + stream, ctx.meter.cost + in_picos(cost_of(stream, dep.price) * factor)
 
 
 def held_record(ctx: RequestContext, hold: Hold) -> dict[str, Any]:
@@ -212,8 +212,8 @@ def held_record(ctx: RequestContext, hold: Hold) -> dict[str, Any]:
     line waits for the same provider batch (gateway/providers/batch_api.py), and its answer is
     charged then, once, as the provider bills it once."""
     if ctx.batch_line is not None and ctx.batch_line.at_provider:
-        return stopped_record(ctx, hold, ctx.usage, 0, STOPPED_AT_PROVIDER)
-    return stopped_record(ctx, hold, ctx.usage, hold.want_pusd, STOPPED_BEFORE)
+        return stopped_record(ctx, hold, ctx.meter.usage, 0, STOPPED_AT_PROVIDER)
+    return stopped_record(ctx, hold, ctx.meter.usage, hold.want_pusd, STOPPED_BEFORE)
 
 
 def stopped_record(ctx: RequestContext, hold: Hold | None, usage: Usage, cost_pusd: int, error: str) -> dict[str, Any]:

@@ -114,7 +114,7 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority, headers=ctx.native.headers)
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         completion = await tracing.complete(ctx, dep, call)
-    ctx.call_answered()
+    ctx.meter.call_answered()
     usage = api.usage_of(completion.body)
     with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
         ctx.response_body = api.chat_answer(completion.body)
@@ -133,7 +133,7 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     call = UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority, headers=ctx.native.headers)
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         stream = await tracing.open_stream(ctx, dep, call)
-    ctx.call_answered()
+    ctx.meter.call_answered()
     ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
     return _relay(ctx, dep, api, stream)
 
@@ -185,6 +185,6 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
         ctx.error = cut_reason(ctx)
         yield _framed(api.error_event(BudgetExceeded(ctx.error)))
         return
-    cost = format_usd(ctx.cost)
+    cost = format_usd(ctx.meter.cost)
     yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"
     yield StreamEnd(b"".join(_framed(api.priced(data, cost)) for data in held))

@@ -115,10 +115,10 @@ class RequestTrace:
         span.update_name(f"{operation} {ctx.requested_model}" if ctx.requested_model else operation)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": operation,
-            "gen_ai.usage.input_tokens": ctx.usage.prompt_tokens,
-            "gen_ai.usage.output_tokens": ctx.usage.completion_tokens,
-            "costgate.cost_usd": float(ctx.cost),
-            "costgate.saved_usd": float(ctx.saved),
+            "gen_ai.usage.input_tokens": ctx.meter.usage.prompt_tokens,
+            "gen_ai.usage.output_tokens": ctx.meter.usage.completion_tokens,
+            "costgate.cost_usd": float(ctx.meter.cost),
+            "costgate.saved_usd": float(ctx.meter.saved),
             "costgate.cache": ctx.cache_status.value,
             "costgate.stream": ctx.stream,
             "http.response.status_code": ctx.status_code,

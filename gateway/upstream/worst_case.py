@@ -106,7 +106,7 @@ class StreamMeter:
         if hold is None or not hold.budgets or not dep.price.output:
             return None
         prompt = unreported_prompt(ctx, dep)
-        left = hold.want_pusd * PICO_USD - ctx.cost - prompt * dep.price.input
+        left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * dep.price.input
         return cls(int(left / dep.price.output), prompt)
 
     def feed(self, endpoint: Endpoint, data: dict[str, Any], model: str) -> None:

@@ -106,4 +106,4 @@ def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charg
     dep = Deployment(config, ScriptedProvider("m"), Price.per_million(Decimal(1), Decimal(0)), 4096)
     ctx = request(price_factor=Decimal("0.5"))
     charge(ctx, dep, Usage(1000, 0))
-    assert (ctx.cost, ctx.saved) == (charged, saved)
+    assert (ctx.meter.cost, ctx.meter.saved) == (charged, saved)

@@ -99,7 +99,7 @@ async def test_a_dead_processs_unfinished_streams_are_charged_once(tmp_path: Pat
     relay(dead, cut, [" one", " two", " three"])  # journaled at chunks 1 and 3
     relay(dead, finished, [" one"]).finished()  # settled whole before the crash
     relay(dead, recorded, [" one"])  # its final row reached the ledger; the `done` line did not
-    recorded.cost = Decimal("0.000000000005")
+    recorded.meter.cost = Decimal("0.000000000005")
     await writer.insert([LedgerRow.from_context(recorded).as_dict()])
     dead.journal.close(delete=False)  # the process dies: its segment is left, unlocked
 

@@ -159,8 +159,8 @@ async def test_a_whole_responses_answer_is_charged_its_usage_and_mended_as_asked
     [call] = upstream.calls
     assert call.endpoint is Endpoint.RESPONSES and not call.stream
     assert call.body["model"] == "upstream-name" and call.body["store"] is False and call.body["input"] == "hi"
-    assert ctx.cost == 1000 * INPUT + 500 * OUTPUT  # the Responses usage, not a token count
-    assert (ctx.usage.prompt_tokens, ctx.usage.completion_tokens) == (1000, 500)
+    assert ctx.meter.cost == 1000 * INPUT + 500 * OUTPUT  # the Responses usage, not a token count
+    assert (ctx.meter.usage.prompt_tokens, ctx.meter.usage.completion_tokens) == (1000, 500)
     assert ctx.response_body is not None and ctx.response_body["choices"][0]["message"]["content"] == "Hello there"
     assert (ctx.served_model, ctx.provider, ctx.native_answer) == ("native-model", "openai", True)
     # what costgate rewrote is put back as the client sent it, in the bytes relayed too
@@ -178,7 +178,7 @@ async def test_a_whole_messages_answer_is_charged_its_usage_and_relayed_untouche
     completion = await call_native(ctx, deployment(upstream))
     [call] = upstream.calls
     assert call.endpoint is Endpoint.MESSAGES and call.body["model"] == "upstream-name"
-    assert ctx.cost == 300 * INPUT + 40 * OUTPUT
+    assert ctx.meter.cost == 300 * INPUT + 40 * OUTPUT
     assert ctx.response_body is not None and ctx.response_body["choices"][0]["message"]["content"] == "Bonjour"
     assert completion.raw == orjson.dumps(answer) and ctx.native_answer
 
@@ -197,7 +197,7 @@ async def test_a_responses_stream_holds_its_terminal_event_until_settled_and_pri
     chunks = await relayed(ctx, deployment(upstream))
     assert upstream.calls[0].endpoint is Endpoint.RESPONSES and upstream.calls[0].stream
     cost = 1000 * INPUT + 500 * OUTPUT
-    assert ctx.cost == cost and ctx.completion_text == ["Hel", "lo"] and ctx.first_token_at is not None
+    assert ctx.meter.cost == cost and ctx.completion_text == ["Hel", "lo"] and ctx.first_token_at is not None
     # the terminal event leaves last, alone, after settlement (StreamEnd), priced
     *before, end = chunks
     assert isinstance(end, StreamEnd) and not any(isinstance(c, StreamEnd) for c in before)
@@ -227,7 +227,7 @@ async def test_a_messages_stream_holds_message_delta_and_stop_and_prices_the_del
     ctx = native_request(Api.MESSAGES, {"model": "native-model", "messages": [], "stream": True}, stream=True)
     chunks = await relayed(ctx, deployment(FakeUpstream(stream=stream)))
     cost = 300 * INPUT + 40 * OUTPUT  # input from message_start, output from the later message_delta
-    assert ctx.cost == cost and "".join(ctx.completion_text) == "Bonjour"
+    assert ctx.meter.cost == cost and "".join(ctx.completion_text) == "Bonjour"
     *before, end = chunks
     assert isinstance(end, StreamEnd)
     assert [n for n, _ in events(before)] == ["message_start", "content_block_start"] + ["content_block_delta"] * 2 + [
@@ -265,8 +265,8 @@ async def test_a_metered_stream_is_cut_at_its_budget_hold_with_the_apis_error_ev
     # the upstream reported no usage: charged the prompt as the hold counted it and the tokens metered
     counted = len(ctx.completion_text)
     assert counted == len(relayed_events) and counted >= 5
-    assert ctx.usage.completion_tokens >= 5 and ctx.usage.prompt_tokens == prompt_bound(ctx, dep)
-    assert ctx.cost == ctx.usage.prompt_tokens * INPUT + ctx.usage.completion_tokens * OUTPUT
+    assert ctx.meter.usage.completion_tokens >= 5 and ctx.meter.usage.prompt_tokens == prompt_bound(ctx, dep)
+    assert ctx.meter.cost == ctx.meter.usage.prompt_tokens * INPUT + ctx.meter.usage.completion_tokens * OUTPUT
 
 
 async def test_an_unmetered_stream_is_not_cut() -> None:
@@ -286,7 +286,9 @@ async def test_a_failed_responses_stream_ends_with_its_error_event_and_is_charge
     assert error["code"] == "bad_gateway" and error["message"] == "upstream died"
     assert (ctx.status_code, ctx.error) == (502, "upstream died")
     assert not any(isinstance(c, StreamEnd) for c in chunks) and b"x-costgate-cost-usd" not in b"".join(chunks)
-    assert ctx.cost > 0 and ctx.usage.completion_tokens > 0 and stream.closed  # counted, since no usage came
+    assert (
+        ctx.meter.cost > 0 and ctx.meter.usage.completion_tokens > 0 and stream.closed
+    )  # counted, since no usage came
 
 
 async def test_a_failed_messages_stream_ends_with_its_error_event() -> None:
@@ -309,5 +311,5 @@ async def test_a_cut_stream_of_tool_arguments_is_charged_the_tokens_metered() ->
     chunks = await relayed(ctx, dep)
     assert events(chunks)[-1][1]["code"] == "budget_exceeded" and stream.pulled < 40
     # no answer text to count: the output charged is what the meter counted of the arguments
-    assert ctx.completion_text == [] and ctx.usage.completion_tokens >= 5
-    assert ctx.cost == ctx.usage.prompt_tokens * INPUT + ctx.usage.completion_tokens * OUTPUT
+    assert ctx.completion_text == [] and ctx.meter.usage.completion_tokens >= 5
+    assert ctx.meter.cost == ctx.meter.usage.prompt_tokens * INPUT + ctx.meter.usage.completion_tokens * OUTPUT

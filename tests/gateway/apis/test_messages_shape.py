@@ -61,7 +61,7 @@ async def test_an_unknown_anthropic_version_is_refused() -> None:
 )
 async def test_a_chat_answer_becomes_a_message(upstream_usage: dict | None, expected: tuple[int, int]) -> None:
     shape, ctx = await read(BODY)
-    ctx.usage = Usage(prompt_tokens=7, completion_tokens=3)
+    ctx.meter.usage = Usage(prompt_tokens=7, completion_tokens=3)
     chat = {**CHAT, **({"usage": upstream_usage} if upstream_usage else {})}
     message = orjson.loads((await shape.whole(ctx, Response(orjson.dumps(chat)))).body)
     assert message["type"] == "message" and message["role"] == "assistant" and message["id"].startswith("msg_")

@@ -26,13 +26,13 @@ async def test_a_policy_call_is_charged_to_the_request_but_does_not_answer_it() 
     provider = ScriptedProvider("judge", [chat_answer("9", Usage(40, 1))])
     judge = deployment("judge", upstream="judge-v1", input_per_mtok="10", output_per_mtok="30", provider=provider)
     ctx = request(principal=TEAM_A, requested_model="auto", served_model="small")
-    ctx.add_call("small", Usage(100, 20), Bill(Decimal("0.0001")))  # the tier call made before
+    ctx.meter.add_call("small", Usage(100, 20), Bill(Decimal("0.0001")))  # the tier call made before
     completion = await complete(ctx, judge, JUDGE_BODY, Endpoint.CHAT)
     assert completion.body["choices"][0]["message"]["content"] == "9"
     [call] = provider.calls
     assert call.body == JUDGE_BODY and call.endpoint is Endpoint.CHAT and not call.stream
-    assert ctx.usage == Usage(140, 21)
-    assert ctx.cost == Decimal("0.0001") + Decimal("0.00043")  # 40 x $10/M + 1 x $30/M
+    assert ctx.meter.usage == Usage(140, 21)
+    assert ctx.meter.cost == Decimal("0.0001") + Decimal("0.00043")  # 40 x $10/M + 1 x $30/M
     assert ctx.served_model == "small"  # still the tier whose answer the client gets
 
 
@@ -46,8 +46,10 @@ async def test_without_usage_the_call_is_counted_from_its_own_body_not_the_clien
     # body's UTF-8 bytes (a tiktoken estimate would be below what such a provider can bill)
     expected = Usage(billed_prompt_tokens(JUDGE_BODY, "judge-v1"), count_text("a grade of nine", "judge-v1"))
     assert expected.prompt_tokens > count_prompt(JUDGE_BODY, "gpt-4o")
-    assert ctx.usage == expected and expected.prompt_tokens < 200  # the judge's body, not the client's
-    assert ctx.cost == expected.prompt_tokens * judge.price.input + expected.completion_tokens * judge.price.output
+    assert ctx.meter.usage == expected and expected.prompt_tokens < 200  # the judge's body, not the client's
+    assert (
+        ctx.meter.cost == expected.prompt_tokens * judge.price.input + expected.completion_tokens * judge.price.output
+    )
 
 
 async def test_the_call_runs_on_the_requests_endpoint_unless_told_otherwise() -> None:

@@ -57,7 +57,7 @@ async def test_the_deployment_answers_and_its_bytes_are_relayed() -> None:
     assert response.body == answer.raw  # untouched
     assert primary.calls[0].body["model"] == "primary-v1" and backup.calls == []
     assert (ctx.served_model, ctx.provider, ctx.response_body) == ("primary", "openai", answer.body)
-    assert ctx.usage == Usage(10, 5) and ctx.cost == Decimal("0.00002")  # 10 x $1/M + 5 x $2/M
+    assert ctx.meter.usage == Usage(10, 5) and ctx.meter.cost == Decimal("0.00002")  # 10 x $1/M + 5 x $2/M
 
 
 @pytest.mark.parametrize("failure", [UpstreamError("bad gateway"), UpstreamTimeout("slow")])
@@ -69,7 +69,7 @@ async def test_a_failed_call_falls_back_and_only_the_answer_is_charged(failure: 
     assert b"from backup" in response.body
     assert len(primary.calls) == 1 and backup.calls[0].body["model"] == "backup-v1"
     assert ctx.served_model == "backup"
-    assert ctx.usage == Usage(10, 5) and ctx.cost == Decimal("0.00005")  # the backup's price, once
+    assert ctx.meter.usage == Usage(10, 5) and ctx.meter.cost == Decimal("0.00005")  # the backup's price, once
     assert breakers.views()["primary"].errors == 1 and breakers.views()["backup"].errors == 0
     assert (
         metrics.registry.get_sample_value("costgate_upstream_errors_total", {"model": "primary", "code": failure.code})
@@ -82,7 +82,7 @@ async def test_when_every_deployment_fails_the_last_error_is_the_answer_and_noth
     ctx = ask()
     with pytest.raises(UpstreamTimeout):
         await target(deployments).answer(ctx)
-    assert ctx.cost == 0 and ctx.usage == Usage() and ctx.served_model is None
+    assert ctx.meter.cost == 0 and ctx.meter.usage == Usage() and ctx.served_model is None
 
 
 async def test_an_open_breaker_is_skipped_without_a_call() -> None:
@@ -126,7 +126,7 @@ async def test_an_answer_without_usage_is_charged_the_held_prompt_and_every_choi
     ctx = ask()
     await target(deployments).answer(ctx)
     expected = Usage(prompt_bound(ctx, deployments["primary"]), count_text("first second", "primary-v1"))
-    assert ctx.usage == expected and expected.completion_tokens >= 2
+    assert ctx.meter.usage == expected and expected.completion_tokens >= 2
     assert expected.prompt_tokens >= count_prompt(ctx.body, "primary-v1")
 
 
@@ -168,5 +168,5 @@ async def test_a_2xx_answer_the_gateway_cannot_read_is_charged_at_its_worst_case
         await target(deployments).answer(ctx)
     # the provider billed the call it answered 200: its prompt at the hold's bound, 50 tokens out
     # (the hold covers one call, so no fallback is asked to answer on top of it)
-    assert ctx.cost == prompt_bound(ctx, deployments["primary"]) * Decimal(1) / 10**6 + 50 * Decimal(2) / 10**6
-    assert ctx.usage.completion_tokens == 50 and backup.calls == [] and 0 < ctx.cost <= hold
+    assert ctx.meter.cost == prompt_bound(ctx, deployments["primary"]) * Decimal(1) / 10**6 + 50 * Decimal(2) / 10**6
+    assert ctx.meter.usage.completion_tokens == 50 and backup.calls == [] and 0 < ctx.meter.cost <= hold

@@ -66,7 +66,7 @@ async def admitted(control: SpendControl, principal: Principal = TEAM_A, **field
 
 
 def answered(ctx: RequestContext, cost: str, usage: Usage = SOME_USAGE) -> RequestContext:
-    ctx.add_call("small", usage, Bill(Decimal(cost)))
+    ctx.meter.add_call("small", usage, Bill(Decimal(cost)))
     return ctx
 
 

@@ -88,14 +88,14 @@ def ask(
 
 def answered(ctx: RequestContext, text: str = "Paris.") -> RequestContext:
     """What route leaves on the context after a successful, non-streamed upstream answer."""
-    ctx.served_model, ctx.usage = "small", USAGE
+    ctx.served_model, ctx.meter.usage = "small", USAGE
     ctx.response_body = chat_answer(text, USAGE, model="small-v1").body
     return ctx
 
 
 def streamed(ctx: RequestContext, pieces: list[str]) -> RequestContext:
     """What a streamed answer's relay leaves on the context."""
-    ctx.served_model, ctx.usage, ctx.completion_text = "small", USAGE, pieces
+    ctx.served_model, ctx.meter.usage, ctx.completion_text = "small", USAGE, pieces
     return ctx
 
 
@@ -127,7 +127,7 @@ async def test_a_miss_is_stored_and_the_same_request_is_then_served_at_zero_cost
     assert body["model"] == "small" and body["usage"]["cost_usd"] == "0"  # the name asked for, not the upstream's
     assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]) == (1000, 500)
     assert again.cache_status is CacheStatus.EXACT and again.served_model == "small"
-    assert again.cost == 0 and again.saved == SAVED
+    assert again.meter.cost == 0 and again.meter.saved == SAVED
     assert (lookups(c, "exact", "miss"), lookups(c, "exact", "hit")) == (1, 1)
     assert metric(c, "costgate_cache_saved_usd_total", kind="exact") == float(SAVED)
     [entry] = c.store.entries.values()
@@ -282,7 +282,7 @@ async def test_a_hit_on_a_model_no_longer_configured_saves_nothing_it_can_price(
     await exact.settle(ctx)
     hit = ask()
     assert await exact(hit) is not None
-    assert hit.served_model == "retired" and hit.saved == 0 and hit.cost == 0
+    assert hit.served_model == "retired" and hit.meter.saved == 0 and hit.meter.cost == 0
 
 
 # --- the semantic stage ---
@@ -300,7 +300,7 @@ async def test_a_paraphrase_in_the_same_words_is_served_from_the_semantic_cache(
     assert await exact(again) is None  # not the exact request
     response = await semantic(again)
     assert response is not None and b"Paris." in response.body
-    assert again.cache_status is CacheStatus.SEMANTIC and again.saved == SAVED and again.cost == 0
+    assert again.cache_status is CacheStatus.SEMANTIC and again.meter.saved == SAVED and again.meter.cost == 0
     assert lookups(c, "semantic", "hit") == 1
 
 

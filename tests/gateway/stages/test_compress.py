@@ -69,7 +69,7 @@ async def test_a_long_chat_keeps_its_head_and_recent_turns_around_an_extractive_
     saved = count_messages(LONG) - count_messages(messages)
     assert saved > 0 and ctx.compressed_tokens == saved
     assert original["messages"] == LONG  # the client's body is replaced, never edited in place
-    assert ctx.cost == 0 and ctx.usage == Usage()  # no summarizer: no upstream call
+    assert ctx.meter.cost == 0 and ctx.meter.usage == Usage()  # no summarizer: no upstream call
     assert counted(registry, "costgate_compressions_total") == 1
     assert counted(registry, "costgate_compression_tokens_saved_total") == saved
 
@@ -85,8 +85,8 @@ async def test_a_summarizer_writes_the_summary_and_its_call_is_charged_to_the_re
     assert call.body["model"] == "cheap-v1" and call.body["max_tokens"] == 64 and call.body["temperature"] == 0
     transcript = call.body["messages"][-1]["content"]
     assert "Turn 0 talks" in transcript and "Turn 9 talks" not in transcript  # only what is dropped
-    assert ctx.usage == Usage(500, 10)
-    assert ctx.cost == Decimal("0.00054")  # 500 x $1/M + 10 x $4/M
+    assert ctx.meter.usage == Usage(500, 10)
+    assert ctx.meter.cost == Decimal("0.00054")  # 500 x $1/M + 10 x $4/M
     assert ctx.served_model is None  # the summary is not the answer the client gets
 
 
@@ -109,7 +109,7 @@ async def test_the_summary_call_is_guarded_by_the_summarizers_breaker_and_runs_i
     ctx = chat(LONG)
     await stage(ctx)
     assert len(summarizer.calls) == 1  # refused while open: pruned extractively, nothing charged
-    assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"] and ctx.cost == 0
+    assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"] and ctx.meter.cost == 0
 
 
 async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_but_charged() -> None:
@@ -119,7 +119,7 @@ async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_b
     ctx = chat(LONG)
     await stage(ctx)
     assert ctx.body["messages"] == LONG and ctx.compressed_tokens == 0
-    assert ctx.usage == Usage(500, 2000) and ctx.cost > 0  # the call was made: it is paid for
+    assert ctx.meter.usage == Usage(500, 2000) and ctx.meter.cost > 0  # the call was made: it is paid for
     assert counted(registry, "costgate_compressions_total") is None
 
 
@@ -149,7 +149,7 @@ async def test_requests_it_does_not_touch(case: str, config: dict[str, Any], ctx
     before = dict(ctx.body)
     assert await stage(ctx) is None
     assert ctx.body == before and ctx.compressed_tokens == 0
-    assert summarizer.calls == [] and ctx.cost == 0
+    assert summarizer.calls == [] and ctx.meter.cost == 0
     assert counted(registry, "costgate_compressions_total") is None
 
 

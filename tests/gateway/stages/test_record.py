@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 
 from gateway.core.context import CacheStatus, RequestContext
+from gateway.core.meter import Meter
 from gateway.metrics import Metrics
 from gateway.stages.record import Record
 from gateway.storage.ledger import LedgerRow
@@ -44,8 +45,8 @@ def answered() -> RequestContext:
         trace_id="order-7",
         user="alice",
     )
-    ctx.add_call("small", Usage(1000, 500, 200), Bill(Decimal("0.0015")))
-    ctx.saved = Decimal("0.0002")
+    ctx.meter.add_call("small", Usage(1000, 500, 200), Bill(Decimal("0.0015")))
+    ctx.meter.saved = Decimal("0.0002")
     return ctx
 
 
@@ -98,7 +99,7 @@ async def test_a_cache_hit_is_recorded_as_such() -> None:
         requested_model="small",
         served_model="small",
         cache_status=CacheStatus.EXACT,
-        saved=Decimal("0.002"),
+        meter=Meter(saved=Decimal("0.002")),
     )
     await record.settle(ctx)
     assert ledger.rows[0].cache_status == "exact" and ledger.rows[0].cost_pusd == 0

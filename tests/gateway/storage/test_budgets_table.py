@@ -94,7 +94,7 @@ def spent(
         principal=principal, requested_model="small", served_model="small", created_at=at, user=user, tags=tags
     )
     ctx.request_id = f"req_{n}"
-    ctx.add_call("small", Usage(10, 10), Bill(Decimal(cost)))
+    ctx.meter.add_call("small", Usage(10, 10), Bill(Decimal(cost)))
     return LedgerRow.from_context(ctx).as_dict()
 
 

@@ -47,8 +47,8 @@ def row(
         created_at=at,
     )
     ctx.request_id = f"req_{n}"
-    ctx.add_call("small", Usage(100, 10), Bill(Decimal(cost)))
-    ctx.saved = Decimal(saved)
+    ctx.meter.add_call("small", Usage(100, 10), Bill(Decimal(cost)))
+    ctx.meter.saved = Decimal(saved)
     if not served:
         ctx.status_code, ctx.error = 402, "over budget"
     return LedgerRow.from_context(ctx)
