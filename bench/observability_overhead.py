@@ -29,9 +29,9 @@ def ctx():
         headers=Headers({}),
         principal=Principal("team_1", "team-a", "key_1"),
     )
-    c.requested_model = c.served_model = "small"
-    c.provider = "openai"
-    c.finish()
+    c.requested_model = "small"
+    c.outcome.served_by("small", "openai")
+    c.outcome.finish()
     return c
 
 

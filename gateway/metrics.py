@@ -22,9 +22,9 @@ UNKNOWN_MODEL = "unknown"
 
 def saving_reason(ctx: RequestContext) -> str:
     """Why a request cost less than list price: a cache hit (`exact`/`semantic`) or the batch lane."""
-    if ctx.cache_status is not CacheStatus.MISS:
-        return ctx.cache_status.value
-    return "batch" if ctx.price_factor < 1 and ctx.provider == "local" else "other"
+    if ctx.outcome.cache_status is not CacheStatus.MISS:
+        return ctx.outcome.cache_status.value
+    return "batch" if ctx.price_factor < 1 and ctx.outcome.provider == "local" else "other"
 
 
 class Metrics:
@@ -87,9 +87,9 @@ class Metrics:
 
     def observe(self, ctx: RequestContext) -> None:
         team = ctx.principal.team_name if ctx.principal else ""
-        model = self.model_label(ctx.served_model or ctx.requested_model)
+        model = self.model_label(ctx.outcome.served_model or ctx.requested_model)
         child = self._child
-        child(self.requests, team, model, str(ctx.status_code), ctx.cache_status.value).inc()
+        child(self.requests, team, model, str(ctx.outcome.status_code), ctx.outcome.cache_status.value).inc()
         if ctx.meter.usage.prompt_tokens:
             child(self.tokens, team, model, "prompt").inc(ctx.meter.usage.prompt_tokens)
         if ctx.meter.usage.completion_tokens:

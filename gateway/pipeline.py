@@ -142,7 +142,7 @@ class Pipeline:
     async def _refuse(self, err: GatewayError, entered: list[Stage], ctx: RequestContext) -> Response:
         if self.on_refusal is not None:
             err = await self.on_refusal(ctx, err)
-        ctx.status_code, ctx.error = err.status, err.message
+        ctx.outcome.failed(err.status, err.message)
         await self._settle(entered, ctx)
         response = error_response(err) if ctx.shape is None else ctx.shape.refusal(err, ctx.request_id)
         return with_headers(response, ctx)
@@ -163,7 +163,7 @@ class Pipeline:
         except (GeneratorExit, anyio.get_cancelled_exc_class()):
             # The client went away mid-stream (the server cancels or closes the stream): its row
             # and log line must not read like a short, whole answer.
-            ctx.client_left()
+            ctx.outcome.client_left()
             raise
         finally:
             # Shielded: when the client disconnects, the stream is cancelled, and settling
@@ -180,7 +180,7 @@ class Pipeline:
         if ctx.settled:
             return
         ctx.settled = True
-        ctx.finish()
+        ctx.outcome.finish()
         for stage in reversed(entered):
             # Whether the stage is a Settles, without a runtime Protocol check per stage per
             # request (typing's __instancecheck__ cost ~10% of the request's CPU).
@@ -260,8 +260,8 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     reports the cost in its final usage chunk (and an SSE comment) instead."""
     h = response.headers
     h["x-costgate-request-id"] = ctx.request_id
-    h["x-costgate-cache"] = ctx.cache_status.value
-    h["x-costgate-model"] = ctx.served_model or ctx.requested_model
+    h["x-costgate-cache"] = ctx.outcome.cache_status.value
+    h["x-costgate-model"] = ctx.outcome.served_model or ctx.requested_model
     if ctx.dropped_params:
         h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
     if ctx.rate_headroom is not None:  # a key on a plan with per-minute limits
@@ -269,6 +269,6 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
         h.update(ratelimit.limit_headers(ctx.rate_headroom, anthropic))
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
-    if not isinstance(response, StreamingResponse) or ctx.cache_status is not CacheStatus.MISS:
+    if not isinstance(response, StreamingResponse) or ctx.outcome.cache_status is not CacheStatus.MISS:
         h["x-costgate-cost-usd"] = format_usd(ctx.meter.cost)
     return response

@@ -47,9 +47,9 @@ def read_event(piece: bytes | str) -> ChatEvent:
 
 def stream_error(ctx: RequestContext) -> GatewayError:
     """The error a failed stream ended with (the relay put its status and message on `ctx`)."""
-    err = UpstreamError(ctx.error or "the upstream stream failed")
-    if ctx.status_code >= 400:
-        err.status = ctx.status_code
+    err = UpstreamError(ctx.outcome.error or "the upstream stream failed")
+    if ctx.outcome.status_code >= 400:
+        err.status = ctx.outcome.status_code
     return err
 
 
@@ -95,7 +95,7 @@ async def translate(
             elif read.kind is Kind.DONE:
                 done = True
     except GatewayError as err:  # a chunk that cannot be translated: the stream fails here
-        ctx.status_code, ctx.error = err.status, err.message
+        ctx.outcome.failed(err.status, err.message)
         close = getattr(chat, "aclose", None)
         if close is not None:
             await close()  # settles the request (its ledger row carries this error)

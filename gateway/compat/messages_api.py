@@ -61,7 +61,7 @@ class MessagesShape:
         return self.meta
 
     async def whole(self, ctx: RequestContext, response: Response) -> Response:
-        if ctx.native_answer:
+        if ctx.outcome.native_answer:
             return response
         chat = orjson.loads(response.body)
         message = to_message(chat, self._meta())
@@ -70,7 +70,7 @@ class MessagesShape:
         return Response(orjson.dumps(message), media_type="application/json")
 
     async def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-        if ctx.native_answer:
+        if ctx.outcome.native_answer:
             async for piece in chat:
                 yield piece
             return

@@ -63,7 +63,7 @@ class ResponsesShape:
 
     async def whole(self, ctx: RequestContext, response: Response) -> Response:
         req, meta = self._request()
-        if ctx.native_answer:
+        if ctx.outcome.native_answer:
             await self._keep(ctx, orjson.loads(response.body))
             return response
         out = to_response(orjson.loads(response.body), req, meta)
@@ -73,7 +73,7 @@ class ResponsesShape:
         return Response(orjson.dumps(out), media_type="application/json")
 
     async def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]:
-        if ctx.native_answer:
+        if ctx.outcome.native_answer:
             async for piece in chat:
                 event = typed_data(piece) if isinstance(piece, StreamEnd) else None  # the terminal event
                 if event is not None and event.get("type") in ("response.completed", "response.incomplete"):

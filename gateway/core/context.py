@@ -49,6 +49,73 @@ class CacheStatus(enum.Enum):
     SEMANTIC = "semantic"
 
 
+@dataclass(slots=True)
+class Outcome:
+    """What happened to a request: who answered it (a deployment, or a cache), how it ended, the
+    answer kept for the caches, when its first token left. Its part of the request's state
+    (`RequestContext.outcome`), written only by these methods; settle, the ledger row, the
+    headers, the access log and the trace read it."""
+
+    served_model: str | None = None
+    provider: str | None = None
+    native_answer: bool = False  # the answer came from an upstream that speaks the client's API
+    cascade_tier: int | None = None  # the cascade tier whose answer the client got (0: the cheapest)
+    cache_status: CacheStatus = CacheStatus.MISS
+    status_code: int = 200
+    error: str | None = None
+    response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
+    first_token_at: float | None = None
+    finished_at: float | None = None
+
+    def served_by(self, model: str, provider: str, *, native: bool = False, tier: int | None = None) -> None:
+        """Deployment `model` answers the client (`native`: in the client's own API; `tier`: as a
+        cascade's tier)."""
+        self.served_model, self.provider, self.native_answer = model, provider, native
+        if tier is not None:
+            self.cascade_tier = tier
+
+    def by_tier(self, tier: int) -> None:
+        """The answer the client gets is a cascade's tier `tier`'s (0: the cheapest)."""
+        self.cascade_tier = tier
+
+    def from_cache(self, status: CacheStatus, model: str) -> None:
+        """A cache answers, with what `model` once answered."""
+        self.cache_status, self.served_model = status, model
+        self.first_token()
+
+    def answered(self, body: dict[str, Any] | None) -> None:
+        """The whole answer, parsed: what the caches keep."""
+        self.response_body = body
+
+    def first_token(self, only_first: bool = False) -> None:
+        """The first token leaves now (`only_first`: unless one already did)."""
+        if not (only_first and self.first_token_at is not None):
+            self.first_token_at = time.perf_counter()
+
+    def failed(self, status: int, message: str) -> None:
+        self.status_code, self.error = status, message
+
+    def cut_short(self, reason: str) -> str:
+        """A stream ended by the gateway (at its hold) before the upstream ended it: `reason`."""
+        self.error = reason
+        return reason
+
+    def noted(self, error: str) -> None:
+        """What went wrong on an answer whose status stands (a stream cut at its hold, an answer
+        charged its hold); the first such note stays."""
+        self.error = self.error or error
+
+    def client_left(self) -> None:
+        """The client disconnected before the answer ended: 499, nginx's "client closed request"
+        (charged what the upstream produced until then; no cache keeps a cut answer)."""
+        if self.status_code < 400:
+            self.failed(499, "the client disconnected before the answer ended")
+
+    def finish(self) -> None:
+        if self.finished_at is None:
+            self.finished_at = time.perf_counter()
+
+
 class CacheControl(enum.Flag):
     """The client's `x-costgate-cache` header: what the caches may do for this request."""
 
@@ -187,19 +254,11 @@ class RequestContext:
     price_factor: Decimal = Decimal(1)  # share of the local engine's price charged: 1 - the batch lane's discount
     batch_line: BatchLineRef | None = None  # set for a Batch API line (gateway/batch/runner.py)
     requested_model: str = ""
-    served_model: str | None = None
-    provider: str | None = None
     meter: Meter = field(default_factory=Meter)  # what its upstream calls cost (gateway/core/meter.py)
-    cache_status: CacheStatus = CacheStatus.MISS
-    status_code: int = 200
-    error: str | None = None
-    first_token_at: float | None = None
+    outcome: Outcome = field(default_factory=Outcome)  # what happened to it
     trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/upstream/tracing.py)
-    cascade_tier: int | None = None  # the cascade tier whose answer the client got (0: the cheapest)
-    finished_at: float | None = None
     wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
-    response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     rate_headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
@@ -216,7 +275,6 @@ class RequestContext:
     after_settle: list[Callable[[], None]] = field(default_factory=list)
     shape: AnswerShape | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
     native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
-    native_answer: bool = False  # the answer came from such an upstream, already in the client's API
     _view: RequestView | None = field(default=None, repr=False)
 
     def set_body(self, body: dict[str, Any]) -> None:
@@ -235,27 +293,18 @@ class RequestContext:
         """Fail closed: calls that answered but were never metered are charged `worst` (the
         request's hold), the most the provider can have billed them, and the row says so."""
         if self.meter.charge_unmetered(worst):
-            self.error = self.error or UNMETERED
+            self.outcome.noted(UNMETERED)
 
     def lane_factor(self, provider: str) -> Decimal:
         """The share of a call's price charged: the batch lane's discount is the local engine's."""
         return self.price_factor if provider == "local" else Decimal(1)
 
-    def client_left(self) -> None:
-        """The client disconnected before the answer ended: 499, nginx's "client closed request"
-        (charged what the upstream produced until then; no cache keeps a cut answer)."""
-        if self.status_code < 400:
-            self.status_code, self.error = 499, "the client disconnected before the answer ended"
-
-    def finish(self) -> None:
-        if self.finished_at is None:
-            self.finished_at = time.perf_counter()
-
     @property
     def latency_s(self) -> float:
-        end = self.finished_at if self.finished_at is not None else time.perf_counter()
-        return end - self.started
+        end = self.outcome.finished_at
+        return (end if end is not None else time.perf_counter()) - self.started
 
     @property
     def ttft_s(self) -> float | None:
-        return None if self.first_token_at is None else self.first_token_at - self.started
+        first = self.outcome.first_token_at
+        return None if first is None else first - self.started

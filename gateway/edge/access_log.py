@@ -38,25 +38,25 @@ def request_fields(ctx: RequestContext) -> dict[str, Any]:
         "key_id": p.key_id if p else None,
         "api": ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value,
         "model": ctx.requested_model or None,
-        "served_model": ctx.served_model,
-        "provider": ctx.provider,
-        "status": ctx.status_code,
+        "served_model": ctx.outcome.served_model,
+        "provider": ctx.outcome.provider,
+        "status": ctx.outcome.status_code,
         "stream": ctx.stream,
         "prompt_tokens": ctx.meter.usage.prompt_tokens,
         "completion_tokens": ctx.meter.usage.completion_tokens,
         "cost_usd": format_usd(ctx.meter.cost),
         "latency_ms": round(ctx.latency_s * 1000, 2),
         "ttft_ms": None if ttft is None else round(ttft * 1000, 2),
-        "cache": ctx.cache_status.value,
-        "cascade_tier": ctx.cascade_tier,
+        "cache": ctx.outcome.cache_status.value,
+        "cascade_tier": ctx.outcome.cascade_tier,
         "trace_id": ctx.trace_id,
         "otel_trace_id": ctx.trace.trace_id if ctx.trace is not None else None,
-        "error": ctx.error,
+        "error": ctx.outcome.error,
     }
 
 
 def log_request(ctx: RequestContext) -> None:
-    level = level_for(ctx.status_code)
+    level = level_for(ctx.outcome.status_code)
     if log.isEnabledFor(level):
         fields = request_fields(ctx)
         log.log(level, text_line(fields), extra={"access": fields})

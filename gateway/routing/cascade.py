@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -156,9 +155,8 @@ class CascadeTarget:
         controller: QualityController,
         weight: float = 1.0,
     ) -> Response:
-        ctx.served_model, ctx.provider = answer.dep.name, answer.dep.config.provider
-        ctx.cascade_tier = answer.tier
-        ctx.response_body = answer.body
+        ctx.outcome.served_by(answer.dep.name, answer.dep.config.provider, tier=answer.tier)
+        ctx.outcome.answered(answer.body)
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
         last = self.tiers[-1]  # what the last tier had cost for the same tokens
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
@@ -183,7 +181,7 @@ class CascadeTarget:
     def _replay(ctx: RequestContext, body: dict[str, Any]) -> AsyncIterator[bytes]:
         """An accepted tier's whole answer, streamed; the request's text as the relay would collect it."""
         ctx.wants_usage_chunk = ctx.view.include_usage
-        ctx.first_token_at = time.perf_counter()
+        ctx.outcome.first_token()
         ctx.completion_text = [answer_text(body)]
         named = {**body, "model": ctx.requested_model}  # as every answer names it (gateway/pipeline.py stamped)
         return replay(ctx.endpoint, named, ctx.meter.usage, format_usd(ctx.meter.cost), ctx.wants_usage_chunk)
@@ -196,7 +194,7 @@ class CascadeTarget:
             relay = await self.services.upstream.relay(ctx, dep)
         else:
             completion = await self.services.upstream.answer(ctx, dep)
-        ctx.cascade_tier = len(self.tiers) - 1
+        ctx.outcome.by_tier(len(self.tiers) - 1)
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         ctx.after_settle.append(lambda: self._count(ctx, True, ctx.meter.cost - before))
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
@@ -204,7 +202,7 @@ class CascadeTarget:
             if complete_sample and sample_from:
                 relay = self.sampling.record_after_stream(relay, ctx, sample_from, weight)
             return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)
-        ctx.response_body = completion.body
+        ctx.outcome.answered(completion.body)
         if complete_sample and sample_from:
             self.sampling.record_after(ctx, sample_from, answer_text(completion.body), weight)
         return Response(completion.raw, media_type="application/json")

@@ -138,7 +138,7 @@ class Tally:
         return self.escalated / self.answered if self.answered else None
 
     def count(self, ctx: RequestContext, escalated: bool, always_last: Decimal) -> None:
-        if ctx.error is not None or ctx.status_code >= 400:
+        if ctx.outcome.error is not None or ctx.outcome.status_code >= 400:
             return
         self.answered += 1
         self.escalated += escalated

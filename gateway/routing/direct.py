@@ -58,5 +58,5 @@ class DirectTarget:
             return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)
         completion = await self.upstream.answer(ctx, dep, native)
         if not native:  # a native call keeps the chat answer it stands for itself
-            ctx.response_body = completion.body
+            ctx.outcome.answered(completion.body)
         return Response(completion.raw, media_type="application/json")

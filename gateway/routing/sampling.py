@@ -84,7 +84,7 @@ class Sampling:
         """The last tier's stream, passed on; a sample once it has ended well."""
         async for chunk in relay:
             yield chunk
-        if ctx.error is None:
+        if ctx.outcome.error is None:
             self.record_after(ctx, tried, "".join(ctx.completion_text), weight)
 
     async def record(self, request_id: str, tried: list[TierAnswer], last_text: str, weight: float) -> None:
@@ -134,7 +134,7 @@ class Sampling:
         )
         await self.services.side_lane.handle(shadow)
         self.tally.count_shadow(shadow.meter.cost)
-        status = "ok" if shadow.error is None else "error"
+        status = "ok" if shadow.outcome.error is None else "error"
         self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -167,5 +167,5 @@ class ShadowSample:
         for tier in range(len(tried), len(s.tiers) - 1):
             tried.append(await s.caller.ask(ctx, scorer, tier, s.tiers[tier], vector))
         completion = await s.services.upstream.answer(ctx, s.tiers[-1])
-        ctx.response_body = completion.body  # the last tier's answer, for the side pipeline's settles
+        ctx.outcome.answered(completion.body)  # the last tier's answer, for the side pipeline's settles
         await self.sampling.record(self.request_id, tried, answer_text(completion.body), self.weight)

@@ -52,10 +52,8 @@ def saved_by(answer: CachedAnswer, deployments: Mapping[str, Deployment]) -> Dec
 
 
 def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: Mapping[str, Deployment]) -> Response:
-    ctx.cache_status = status
-    ctx.served_model = entry.answer.served_model
+    ctx.outcome.from_cache(status, entry.answer.served_model)
     ctx.meter.saved_by_cache(saved_by(entry.answer, deployments))
-    ctx.first_token_at = time.perf_counter()
     body = completion_body(ctx.endpoint, entry.answer) | {"model": ctx.requested_model}  # as every answer names it
     if ctx.stream:
         ctx.wants_usage_chunk = ctx.view.include_usage
@@ -102,20 +100,24 @@ class ExactCache:
 
     def _answer(self, ctx: RequestContext) -> CachedAnswer | None:
         """The answer to keep: only a complete, successful, text answer of a miss."""
-        if ctx.cache_status is not CacheStatus.MISS or ctx.status_code != 200 or ctx.error or not ctx.served_model:
+        if (
+            ctx.outcome.cache_status is not CacheStatus.MISS
+            or ctx.outcome.status_code != 200
+            or ctx.outcome.error
+            or not ctx.outcome.served_model
+        ):
             return None
         if ctx.meter.unmetered_calls:  # its charge failed: an answer nobody could meter is not one to replay
             return None
         if not ctx.stream:
-            return answer_of(ctx.response_body, ctx.served_model)
+            return answer_of(ctx.outcome.response_body, ctx.outcome.served_model)
         text = "".join(ctx.completion_text)
         if not text or ctx.body.get("tools") or ctx.body.get("functions"):
             return None  # a streamed tool call leaves no text to check: never replay it
-        dep = self.deployments.get(ctx.served_model)
-        model = dep.config.upstream_model if dep is not None else ctx.served_model
-        return CachedAnswer(
-            text, "stop", model, ctx.served_model, ctx.meter.usage.prompt_tokens, ctx.meter.usage.completion_tokens
-        )
+        dep = self.deployments.get(ctx.outcome.served_model)
+        model = dep.config.upstream_model if dep is not None else ctx.outcome.served_model
+        usage = ctx.meter.usage
+        return CachedAnswer(text, "stop", model, ctx.outcome.served_model, usage.prompt_tokens, usage.completion_tokens)
 
 
 class SemanticCache:

@@ -33,9 +33,9 @@ class KeepText:
         last = self.last_tiers.get(ctx.requested_model)
         if p is None or last is None or (p.team_name not in self.teams and p.team_id not in self.teams):
             return
-        if ctx.served_model != last or ctx.error is not None or ctx.status_code >= 400:
+        if ctx.outcome.served_model != last or ctx.outcome.error is not None or ctx.outcome.status_code >= 400:
             return
-        if ctx.endpoint is not Endpoint.CHAT or ctx.cache_status is not CacheStatus.MISS:
+        if ctx.endpoint is not Endpoint.CHAT or ctx.outcome.cache_status is not CacheStatus.MISS:
             return
         if ctx.body.get("n") not in (None, 1):
             return
@@ -58,8 +58,8 @@ class KeepText:
 
 def kept_answer(ctx: RequestContext) -> str | None:
     """The answer's whole text, or None when it is not one to learn from."""
-    if ctx.response_body is not None:
-        choice = first_choice(ctx.response_body)
+    if ctx.outcome.response_body is not None:
+        choice = first_choice(ctx.outcome.response_body)
         message = choice.get("message")
         if not isinstance(message, dict) or message.get("tool_calls") or choice.get("finish_reason") == "length":
             return None

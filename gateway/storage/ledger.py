@@ -80,8 +80,8 @@ class LedgerRow:
             trace_id=ctx.trace_id,
             endpoint=ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value,
             requested_model=ctx.requested_model or None,
-            served_model=ctx.served_model,
-            provider=ctx.provider,
+            served_model=ctx.outcome.served_model,
+            provider=ctx.outcome.provider,
             prompt_tokens=ctx.meter.usage.prompt_tokens,
             completion_tokens=ctx.meter.usage.completion_tokens,
             cached_tokens=ctx.meter.usage.cached_tokens,
@@ -92,12 +92,12 @@ class LedgerRow:
             tier=ctx.meter.tier.value,
             provider_cache_saved_pusd=to_pico(ctx.meter.provider_cache_saved),
             provider_tier_saved_pusd=to_pico(ctx.meter.provider_tier_saved),
-            cost_split=cost_split(ctx.meter.by_model, ctx.served_model),
+            cost_split=cost_split(ctx.meter.by_model, ctx.outcome.served_model),
             latency_ms=ctx.latency_s * 1000,
             ttft_ms=None if ttft is None else ttft * 1000,
-            cache_status=ctx.cache_status.value,
-            status=ctx.status_code,
-            error=ctx.error,
+            cache_status=ctx.outcome.cache_status.value,
+            status=ctx.outcome.status_code,
+            error=ctx.outcome.error,
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -11,7 +11,6 @@ the guarded call (gateway/routing/guarded_call.py), which adds the breaker and t
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -104,7 +103,7 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
     ctx.meter.call_answered()
     text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
     charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
-    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    ctx.outcome.served_by(dep.name, dep.config.provider)
     return completion
 
 
@@ -124,7 +123,7 @@ async def call_in_batch(
     usage = usage_from(answer.body.get("usage"))
     text = answer_text(answer.body, all_choices=True) if usage is None else ""
     charge(ctx, dep, usage, text, Tier.BATCH)
-    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    ctx.outcome.served_by(dep.name, dep.config.provider)
     return Completion(answer.body, raw, usage)
 
 
@@ -135,7 +134,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
             ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
         )
     ctx.meter.call_answered()
-    ctx.served_model, ctx.provider = dep.name, dep.config.provider
+    ctx.outcome.served_by(dep.name, dep.config.provider)
     ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
 
@@ -167,8 +166,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             raw = as_asked(event.raw, data, ctx.requested_model)
             reported = usage_from(data.get("usage"))
             choices = data.get("choices")
-            if choices and ctx.first_token_at is None:
-                ctx.first_token_at = time.perf_counter()
+            if choices:
+                ctx.outcome.first_token(only_first=True)
             text = chunk_text(ctx.endpoint, data)
             if text:
                 ctx.completion_text.append(text)
@@ -192,7 +191,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
                 yield tail
         failed = False
     except GatewayError as err:
-        ctx.status_code, ctx.error = err.status, err.message
+        ctx.outcome.failed(err.status, err.message)
         yield b"data: " + error_body(err) + b"\n\n"
     finally:
         with anyio.CancelScope(shield=True):
@@ -209,10 +208,10 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
 def _cut_tail(ctx: RequestContext, meter: StreamMeter, last: dict[str, Any]) -> list[bytes]:
     """A stream ended at its hold ends as one that reached max_tokens: `finish_reason: length`
     for each open choice, then a comment that says why (the usage chunk and [DONE] follow)."""
-    ctx.error = cut_reason(ctx)
+    reason = ctx.outcome.cut_short(cut_reason(ctx))
     return [
         *(sse_event(chunk) for chunk in meter.closing_chunks(ctx.endpoint, last)),
-        b": costgate: " + ctx.error.encode() + b"\n\n",
+        b": costgate: " + reason.encode() + b"\n\n",
     ]
 
 

@@ -186,7 +186,7 @@ class StreamWatch:
         ctx = self.ctx
         if ctx.meter.usage != self.base_usage or ctx.meter.cost != self.base_cost:
             return ctx.meter.usage, ctx.meter.cost  # the stream is charged already (its last chunks): exact
-        dep = self.journal.deployments.get(ctx.served_model or "")
+        dep = self.journal.deployments.get(ctx.outcome.served_model or "")
         if dep is None:
             return ctx.meter.usage, ctx.meter.cost
         model = dep.config.upstream_model

@@ -16,7 +16,6 @@ with the API's error event, as a chat stream ends at `finish_reason: length`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -117,10 +116,11 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     ctx.meter.call_answered()
     usage = api.usage_of(completion.body)
     with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
-        ctx.response_body = api.chat_answer(completion.body)
-    text = ctx.response_body["choices"][0]["message"]["content"] or ""
+        answer = api.chat_answer(completion.body)
+    ctx.outcome.answered(answer)
+    text = answer["choices"][0]["message"]["content"] or ""
     charge(ctx, dep, usage, text)
-    ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
+    ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     if api.as_asked(completion.body, ctx.native.body):
         return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
     return completion
@@ -134,7 +134,7 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         stream = await tracing.open_stream(ctx, dep, call)
     ctx.meter.call_answered()
-    ctx.served_model, ctx.provider, ctx.native_answer = dep.name, dep.config.provider, True
+    ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     return _relay(ctx, dep, api, stream)
 
 
@@ -154,8 +154,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             data = event.data
             usage.feed(data)
             text, other = api.event_text(data)
-            if (text or other) and ctx.first_token_at is None:
-                ctx.first_token_at = time.perf_counter()
+            if text or other:
+                ctx.outcome.first_token(only_first=True)
             if text:
                 ctx.completion_text.append(text)
             mended = api.as_asked(data, native.body)
@@ -170,7 +170,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
                     break
         failed = False
     except GatewayError as err:
-        ctx.status_code, ctx.error = err.status, err.message
+        ctx.outcome.failed(err.status, err.message)
         yield _framed(api.error_event(err))
     finally:
         with anyio.CancelScope(shield=True):
@@ -182,8 +182,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
     if failed:
         return
     if cut:
-        ctx.error = cut_reason(ctx)
-        yield _framed(api.error_event(BudgetExceeded(ctx.error)))
+        yield _framed(api.error_event(BudgetExceeded(ctx.outcome.cut_short(cut_reason(ctx)))))
         return
     cost = format_usd(ctx.meter.cost)
     yield b": x-costgate-cost-usd=" + cost.encode() + b"\n\n"

@@ -119,24 +119,24 @@ class RequestTrace:
             "gen_ai.usage.output_tokens": ctx.meter.usage.completion_tokens,
             "costgate.cost_usd": float(ctx.meter.cost),
             "costgate.saved_usd": float(ctx.meter.saved),
-            "costgate.cache": ctx.cache_status.value,
+            "costgate.cache": ctx.outcome.cache_status.value,
             "costgate.stream": ctx.stream,
-            "http.response.status_code": ctx.status_code,
+            "http.response.status_code": ctx.outcome.status_code,
         }
         optional = {
             "gen_ai.request.model": ctx.requested_model or None,
-            "gen_ai.response.model": ctx.served_model,
+            "gen_ai.response.model": ctx.outcome.served_model,
             "costgate.team": ctx.principal.team_name if ctx.principal else None,
             "costgate.key_id": ctx.principal.key_id if ctx.principal else None,
-            "costgate.cascade_tier": ctx.cascade_tier,
+            "costgate.cascade_tier": ctx.outcome.cascade_tier,
             "costgate.api": ctx.shape.api.value if ctx.shape is not None else None,
         }
         attributes.update({k: v for k, v in optional.items() if v is not None})
         span.set_attributes(attributes)
-        if ctx.status_code >= 400:
-            span.set_attribute("error.type", str(ctx.status_code))
-            if ctx.status_code >= 500:
-                span.set_status(Status(StatusCode.ERROR, ctx.error))
+        if ctx.outcome.status_code >= 400:
+            span.set_attribute("error.type", str(ctx.outcome.status_code))
+            if ctx.outcome.status_code >= 500:
+                span.set_status(Status(StatusCode.ERROR, ctx.outcome.error))
         span.end()
 
     def upstream(self, dep: Deployment, call: UpstreamCall) -> UpstreamSpan:

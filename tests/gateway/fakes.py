@@ -3,6 +3,7 @@ and deployments whose upstream is faked at the provider interface."""
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any
 
@@ -10,7 +11,8 @@ import orjson
 from starlette.datastructures import Headers
 
 from gateway.config.models_config import ModelConfig
-from gateway.core.context import Endpoint, Principal, RequestContext
+from gateway.core.context import Endpoint, Outcome, Principal, RequestContext
+from gateway.core.meter import Meter
 from gateway.metrics import Metrics
 from gateway.providers.base import Completion, Provider, UpstreamCall, UpstreamStream
 from gateway.routing.guarded_call import Upstream
@@ -44,9 +46,14 @@ def request(
         stream=stream,
         principal=principal,
     )
-    for name, value in fields.items():
-        setattr(ctx, name, value)
+    for name, value in fields.items():  # the outcome's and the meter's fields by their own names
+        part = ctx.outcome if name in OUTCOME else ctx.meter if name in METER else ctx
+        setattr(part, name, value)
     return ctx
+
+
+OUTCOME = frozenset(f.name for f in dataclasses.fields(Outcome))
+METER = frozenset(f.name for f in dataclasses.fields(Meter))
 
 
 class ScriptedProvider:

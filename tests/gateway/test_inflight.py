@@ -47,7 +47,7 @@ def stream_ctx(rid: str) -> RequestContext:
         body={"model": "m", "messages": [{"role": "user", "content": "count to ten"}]},
         principal=Principal("team_1", "team", "key_1"),
     )
-    ctx.requested_model = ctx.served_model = "m"
+    ctx.requested_model = ctx.outcome.served_model = "m"
     ctx.reservation = Hold("h-" + rid, 1000.0, (BUDGET,), 10**14)
     return ctx
 

@@ -161,8 +161,15 @@ async def test_a_whole_responses_answer_is_charged_its_usage_and_mended_as_asked
     assert call.body["model"] == "upstream-name" and call.body["store"] is False and call.body["input"] == "hi"
     assert ctx.meter.cost == 1000 * INPUT + 500 * OUTPUT  # the Responses usage, not a token count
     assert (ctx.meter.usage.prompt_tokens, ctx.meter.usage.completion_tokens) == (1000, 500)
-    assert ctx.response_body is not None and ctx.response_body["choices"][0]["message"]["content"] == "Hello there"
-    assert (ctx.served_model, ctx.provider, ctx.native_answer) == ("native-model", "openai", True)
+    assert (
+        ctx.outcome.response_body is not None
+        and ctx.outcome.response_body["choices"][0]["message"]["content"] == "Hello there"
+    )
+    assert (ctx.outcome.served_model, ctx.outcome.provider, ctx.outcome.native_answer) == (
+        "native-model",
+        "openai",
+        True,
+    )
     # what costgate rewrote is put back as the client sent it, in the bytes relayed too
     assert completion.body["store"] is False and orjson.loads(completion.raw)["store"] is False
     ctx2 = native_request(Api.RESPONSES, {"model": "native-model", "input": "hi"})  # store left to its default
@@ -179,8 +186,11 @@ async def test_a_whole_messages_answer_is_charged_its_usage_and_relayed_untouche
     [call] = upstream.calls
     assert call.endpoint is Endpoint.MESSAGES and call.body["model"] == "upstream-name"
     assert ctx.meter.cost == 300 * INPUT + 40 * OUTPUT
-    assert ctx.response_body is not None and ctx.response_body["choices"][0]["message"]["content"] == "Bonjour"
-    assert completion.raw == orjson.dumps(answer) and ctx.native_answer
+    assert (
+        ctx.outcome.response_body is not None
+        and ctx.outcome.response_body["choices"][0]["message"]["content"] == "Bonjour"
+    )
+    assert completion.raw == orjson.dumps(answer) and ctx.outcome.native_answer
 
 
 async def test_a_responses_stream_holds_its_terminal_event_until_settled_and_prices_it() -> None:
@@ -197,7 +207,7 @@ async def test_a_responses_stream_holds_its_terminal_event_until_settled_and_pri
     chunks = await relayed(ctx, deployment(upstream))
     assert upstream.calls[0].endpoint is Endpoint.RESPONSES and upstream.calls[0].stream
     cost = 1000 * INPUT + 500 * OUTPUT
-    assert ctx.meter.cost == cost and ctx.completion_text == ["Hel", "lo"] and ctx.first_token_at is not None
+    assert ctx.meter.cost == cost and ctx.completion_text == ["Hel", "lo"] and ctx.outcome.first_token_at is not None
     # the terminal event leaves last, alone, after settlement (StreamEnd), priced
     *before, end = chunks
     assert isinstance(end, StreamEnd) and not any(isinstance(c, StreamEnd) for c in before)
@@ -261,7 +271,7 @@ async def test_a_metered_stream_is_cut_at_its_budget_hold_with_the_apis_error_ev
     *relayed_events, (name, error) = events(chunks)
     assert name == "error" and error["code"] == "budget_exceeded" and "budget hold" in error["message"]
     assert all(n == "response.output_text.delta" for n, _ in relayed_events)
-    assert ctx.error is not None and ctx.error.startswith("stream cut at the budget hold")
+    assert ctx.outcome.error is not None and ctx.outcome.error.startswith("stream cut at the budget hold")
     # the upstream reported no usage: charged the prompt as the hold counted it and the tokens metered
     counted = len(ctx.completion_text)
     assert counted == len(relayed_events) and counted >= 5
@@ -274,7 +284,7 @@ async def test_an_unmetered_stream_is_not_cut() -> None:
     stream = FakeStream([*deltas, {"type": "response.completed", "response": response("x", 10, 40)}])
     ctx = native_request(Api.RESPONSES, {"model": "native-model", "input": "hi"}, stream=True)
     chunks = await relayed(ctx, deployment(FakeUpstream(stream=stream)))
-    assert stream.pulled == 41 and isinstance(chunks[-1], StreamEnd) and ctx.error is None
+    assert stream.pulled == 41 and isinstance(chunks[-1], StreamEnd) and ctx.outcome.error is None
 
 
 async def test_a_failed_responses_stream_ends_with_its_error_event_and_is_charged_what_came() -> None:
@@ -284,7 +294,7 @@ async def test_a_failed_responses_stream_ends_with_its_error_event_and_is_charge
     assert [n for n, _ in events(chunks)] == ["response.output_text.delta", "error"]
     error = events(chunks)[-1][1]
     assert error["code"] == "bad_gateway" and error["message"] == "upstream died"
-    assert (ctx.status_code, ctx.error) == (502, "upstream died")
+    assert (ctx.outcome.status_code, ctx.outcome.error) == (502, "upstream died")
     assert not any(isinstance(c, StreamEnd) for c in chunks) and b"x-costgate-cost-usd" not in b"".join(chunks)
     assert (
         ctx.meter.cost > 0 and ctx.meter.usage.completion_tokens > 0 and stream.closed
@@ -299,7 +309,7 @@ async def test_a_failed_messages_stream_ends_with_its_error_event() -> None:
     [(name, error)] = events(chunks)
     assert name == "error"
     assert error == {"type": "error", "error": {"type": "overloaded_error", "message": "overloaded upstream"}}
-    assert ctx.status_code == 503
+    assert ctx.outcome.status_code == 503
 
 
 async def test_a_cut_stream_of_tool_arguments_is_charged_the_tokens_metered() -> None:

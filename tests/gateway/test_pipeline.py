@@ -31,7 +31,7 @@ class Probe:
         return self.answer
 
     async def settle(self, ctx: RequestContext) -> None:
-        self.log.append(f"settle {self.name} {ctx.status_code}")
+        self.log.append(f"settle {self.name} {ctx.outcome.status_code}")
         if self.settle_fails:
             raise RuntimeError("settle broke")
 

@@ -180,12 +180,12 @@ async def test_a_request_whose_calls_went_to_several_models_counts_each_under_it
         ctx = RequestContext(request_id=request_id, endpoint=Endpoint.CHAT, body={}, api_key=None, headers={})
         ctx.meter.add_call("cheap", Usage(100, 10), Bill(Decimal("0.001")))
         ctx.meter.add_call("strong", Usage(100, 10), Bill(Decimal("0.02")))
-        ctx.served_model = served
+        ctx.outcome.served_model = served
         return LedgerRow.from_context(ctx)
 
     alone = RequestContext(request_id="r-alone", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={})
     alone.meter.add_call("strong", Usage(10, 1), Bill(Decimal("0.5")))
-    alone.served_model = "strong"
+    alone.outcome.served_model = "strong"
     engine = create_engine(f"sqlite:///{tmp_path / 'l.db'}")
     try:
         await upgrade_schema(engine)

@@ -73,7 +73,7 @@ async def test_a_chat_answer_becomes_a_message(upstream_usage: dict | None, expe
 
 async def test_a_native_answer_is_relayed_untouched() -> None:
     shape, ctx = await read(BODY)
-    ctx.native_answer = True
+    ctx.outcome.native_answer = True
     native = Response(b'{"type": "message", "id": "msg_upstream"}', media_type="application/json")
     assert await shape.whole(ctx, native) is native
 

@@ -33,7 +33,7 @@ async def test_a_policy_call_is_charged_to_the_request_but_does_not_answer_it() 
     assert call.body == JUDGE_BODY and call.endpoint is Endpoint.CHAT and not call.stream
     assert ctx.meter.usage == Usage(140, 21)
     assert ctx.meter.cost == Decimal("0.0001") + Decimal("0.00043")  # 40 x $10/M + 1 x $30/M
-    assert ctx.served_model == "small"  # still the tier whose answer the client gets
+    assert ctx.outcome.served_model == "small"  # still the tier whose answer the client gets
 
 
 async def test_without_usage_the_call_is_counted_from_its_own_body_not_the_clients() -> None:

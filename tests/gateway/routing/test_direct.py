@@ -56,7 +56,11 @@ async def test_the_deployment_answers_and_its_bytes_are_relayed() -> None:
     response = await target(deployments).answer(ctx)
     assert response.body == answer.raw  # untouched
     assert primary.calls[0].body["model"] == "primary-v1" and backup.calls == []
-    assert (ctx.served_model, ctx.provider, ctx.response_body) == ("primary", "openai", answer.body)
+    assert (ctx.outcome.served_model, ctx.outcome.provider, ctx.outcome.response_body) == (
+        "primary",
+        "openai",
+        answer.body,
+    )
     assert ctx.meter.usage == Usage(10, 5) and ctx.meter.cost == Decimal("0.00002")  # 10 x $1/M + 5 x $2/M
 
 
@@ -68,7 +72,7 @@ async def test_a_failed_call_falls_back_and_only_the_answer_is_charged(failure: 
     response = await target(deployments, breakers, metrics).answer(ctx)
     assert b"from backup" in response.body
     assert len(primary.calls) == 1 and backup.calls[0].body["model"] == "backup-v1"
-    assert ctx.served_model == "backup"
+    assert ctx.outcome.served_model == "backup"
     assert ctx.meter.usage == Usage(10, 5) and ctx.meter.cost == Decimal("0.00005")  # the backup's price, once
     assert breakers.views()["primary"].errors == 1 and breakers.views()["backup"].errors == 0
     assert (
@@ -82,7 +86,7 @@ async def test_when_every_deployment_fails_the_last_error_is_the_answer_and_noth
     ctx = ask()
     with pytest.raises(UpstreamTimeout):
         await target(deployments).answer(ctx)
-    assert ctx.meter.cost == 0 and ctx.meter.usage == Usage() and ctx.served_model is None
+    assert ctx.meter.cost == 0 and ctx.meter.usage == Usage() and ctx.outcome.served_model is None
 
 
 async def test_an_open_breaker_is_skipped_without_a_call() -> None:
@@ -91,7 +95,7 @@ async def test_an_open_breaker_is_skipped_without_a_call() -> None:
     breakers.record("primary", False, TEAM_A.team_id)  # open for team A
     ctx = ask()
     await target(deployments, breakers).answer(ctx)
-    assert primary.calls == [] and len(backup.calls) == 1 and ctx.served_model == "backup"
+    assert primary.calls == [] and len(backup.calls) == 1 and ctx.outcome.served_model == "backup"
 
 
 async def test_with_every_breaker_open_the_answer_is_503_circuit_open() -> None:

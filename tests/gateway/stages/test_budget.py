@@ -142,7 +142,7 @@ async def test_a_failed_request_releases_its_whole_hold(tmp_path: Path) -> None:
     async with spend_control(tmp_path) as control:
         team = await budget(control, Scope.TEAM, "team_a1", "1")
         ctx = await admitted(control)
-        ctx.status_code, ctx.error = 502, "upstream failed"  # charged nothing
+        ctx.outcome.status_code, ctx.outcome.error = 502, "upstream failed"  # charged nothing
         await ReserveBudget(control, TARGETS).settle(ctx)
         assert await state(control, team) == (0, 0)
 

@@ -88,14 +88,14 @@ def ask(
 
 def answered(ctx: RequestContext, text: str = "Paris.") -> RequestContext:
     """What route leaves on the context after a successful, non-streamed upstream answer."""
-    ctx.served_model, ctx.meter.usage = "small", USAGE
-    ctx.response_body = chat_answer(text, USAGE, model="small-v1").body
+    ctx.outcome.served_model, ctx.meter.usage = "small", USAGE
+    ctx.outcome.response_body = chat_answer(text, USAGE, model="small-v1").body
     return ctx
 
 
 def streamed(ctx: RequestContext, pieces: list[str]) -> RequestContext:
     """What a streamed answer's relay leaves on the context."""
-    ctx.served_model, ctx.meter.usage, ctx.completion_text = "small", USAGE, pieces
+    ctx.outcome.served_model, ctx.meter.usage, ctx.completion_text = "small", USAGE, pieces
     return ctx
 
 
@@ -117,7 +117,7 @@ async def test_a_miss_is_stored_and_the_same_request_is_then_served_at_zero_cost
     exact, _ = stages(c)
     first = ask()
     await miss_then_store(exact, first)
-    assert first.cache_status is CacheStatus.MISS and await c.store.count() == 1
+    assert first.outcome.cache_status is CacheStatus.MISS and await c.store.count() == 1
     assert c.registry.get_sample_value("costgate_cache_entries") == 1  # the count the put returned
     again = ask()
     response = await exact(again)
@@ -126,7 +126,7 @@ async def test_a_miss_is_stored_and_the_same_request_is_then_served_at_zero_cost
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "Paris."}
     assert body["model"] == "small" and body["usage"]["cost_usd"] == "0"  # the name asked for, not the upstream's
     assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"]) == (1000, 500)
-    assert again.cache_status is CacheStatus.EXACT and again.served_model == "small"
+    assert again.outcome.cache_status is CacheStatus.EXACT and again.outcome.served_model == "small"
     assert again.meter.cost == 0 and again.meter.saved == SAVED
     assert (lookups(c, "exact", "miss"), lookups(c, "exact", "hit")) == (1, 1)
     assert metric(c, "costgate_cache_saved_usd_total", kind="exact") == float(SAVED)
@@ -164,7 +164,7 @@ async def test_teams_never_share_an_entry() -> None:
     exact, _ = stages(c)
     await miss_then_store(exact, ask(principal=TEAM_A))
     other = ask(principal=TEAM_B)
-    assert await exact(other) is None and other.cache_status is CacheStatus.MISS
+    assert await exact(other) is None and other.outcome.cache_status is CacheStatus.MISS
 
 
 @pytest.mark.parametrize(
@@ -219,16 +219,16 @@ async def test_no_store_reads_but_never_writes() -> None:
 
 
 def failed(ctx: RequestContext) -> None:
-    ctx.status_code, ctx.error = 502, "upstream failed"
+    ctx.outcome.status_code, ctx.outcome.error = 502, "upstream failed"
 
 
 def tool_call(ctx: RequestContext) -> None:
-    message = ctx.response_body["choices"][0]["message"]  # type: ignore[index]
+    message = ctx.outcome.response_body["choices"][0]["message"]  # type: ignore[index]
     message["tool_calls"] = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
 
 
 def unserved(ctx: RequestContext) -> None:
-    ctx.served_model = None
+    ctx.outcome.served_model = None
 
 
 @pytest.mark.parametrize("spoil", [failed, tool_call, unserved])
@@ -278,11 +278,11 @@ async def test_a_hit_on_a_model_no_longer_configured_saves_nothing_it_can_price(
     exact, _ = stages(c)
     ctx = ask()
     await exact(ctx)
-    answered(ctx).served_model = "retired"
+    answered(ctx).outcome.served_model = "retired"
     await exact.settle(ctx)
     hit = ask()
     assert await exact(hit) is not None
-    assert hit.served_model == "retired" and hit.meter.saved == 0 and hit.meter.cost == 0
+    assert hit.outcome.served_model == "retired" and hit.meter.saved == 0 and hit.meter.cost == 0
 
 
 # --- the semantic stage ---
@@ -300,7 +300,7 @@ async def test_a_paraphrase_in_the_same_words_is_served_from_the_semantic_cache(
     assert await exact(again) is None  # not the exact request
     response = await semantic(again)
     assert response is not None and b"Paris." in response.body
-    assert again.cache_status is CacheStatus.SEMANTIC and again.meter.saved == SAVED and again.meter.cost == 0
+    assert again.outcome.cache_status is CacheStatus.SEMANTIC and again.meter.saved == SAVED and again.meter.cost == 0
     assert lookups(c, "semantic", "hit") == 1
 
 
@@ -314,7 +314,7 @@ async def test_a_near_vector_is_not_enough_when_the_verifier_refuses() -> None:
     await exact.settle(answered(first))
     other = ask("What is the capital of Germany?")
     await exact(other)
-    assert await semantic(other) is None and other.cache_status is CacheStatus.MISS
+    assert await semantic(other) is None and other.outcome.cache_status is CacheStatus.MISS
     assert lookups(c, "semantic", "miss") == 2
 
 
@@ -350,7 +350,7 @@ async def test_an_agents_turn_is_never_answered_by_meaning(first: RequestContext
     assert await semantic(first) is None
     await exact.settle(answered(first))
     await exact(paraphrase)
-    assert await semantic(paraphrase) is None and paraphrase.cache_status is CacheStatus.MISS
+    assert await semantic(paraphrase) is None and paraphrase.outcome.cache_status is CacheStatus.MISS
     assert c.embedded == []
 
 

@@ -87,7 +87,7 @@ async def test_a_summarizer_writes_the_summary_and_its_call_is_charged_to_the_re
     assert "Turn 0 talks" in transcript and "Turn 9 talks" not in transcript  # only what is dropped
     assert ctx.meter.usage == Usage(500, 10)
     assert ctx.meter.cost == Decimal("0.00054")  # 500 x $1/M + 10 x $4/M
-    assert ctx.served_model is None  # the summary is not the answer the client gets
+    assert ctx.outcome.served_model is None  # the summary is not the answer the client gets
 
 
 @pytest.mark.parametrize("answer", [UpstreamError("bad gateway"), UpstreamTimeout("slow"), chat_answer("   ")])

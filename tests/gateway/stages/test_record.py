@@ -54,7 +54,7 @@ async def test_an_answer_gets_one_row_with_its_cost_in_picodollars() -> None:
     record, ledger, _ = build()
     ctx = answered()
     assert await record(ctx) is None and ledger.rows == []  # nothing before the answer is complete
-    ctx.finish()
+    ctx.outcome.finish()
     await record.settle(ctx)
     [row] = ledger.rows
     assert (row.request_id, row.team_id, row.key_id, row.user) == ("req_test", "team_a1", "key_a1", "alice")

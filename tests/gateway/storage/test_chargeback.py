@@ -50,7 +50,7 @@ def row(
     ctx.meter.add_call("small", Usage(100, 10), Bill(Decimal(cost)))
     ctx.meter.saved = Decimal(saved)
     if not served:
-        ctx.status_code, ctx.error = 402, "over budget"
+        ctx.outcome.status_code, ctx.outcome.error = 402, "over budget"
     return LedgerRow.from_context(ctx)
 
 
