@@ -107,11 +107,18 @@ OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]
 
 class Pipeline:
     def __init__(
-        self, stages: Sequence[Stage], on_refusal: OnRefusal | None = None, streams: StreamJournal | None = None
+        self,
+        stages: Sequence[Stage],
+        on_refusal: OnRefusal | None = None,
+        streams: StreamJournal | None = None,
+        settled: Callable[[RequestContext], None] | None = None,
     ) -> None:
         self.stages = list(stages)
         self.on_refusal = on_refusal  # may answer another error instead (a 429 once refusals pile up)
         self.streams = streams  # journals streams in flight, for a crash to charge (gateway/upstream/inflight.py)
+        # told of each request once it settled (gateway/routing/build.py: a cascade's tally and
+        # shadow sample, which start only after the request's hold is released and its row written)
+        self.settled = settled
 
     async def handle(self, ctx: RequestContext) -> Response:
         entered: list[Stage] = []
@@ -191,11 +198,11 @@ class Pipeline:
                 await settle(ctx)
             except Exception as err:  # one stage's failure must not skip the others' settles
                 log.exception("settle of %s failed", type(stage).__name__, exc_info=err)
-        for hook in ctx.after_settle:
+        if self.settled is not None:
             try:
-                hook()
+                self.settled(ctx)
             except Exception as err:  # a side request that cannot start must not fail the answer
-                log.exception("after-settle hook failed", exc_info=err)
+                log.exception("after-settle work failed", exc_info=err)
 
 
 class SettledStream(StreamingResponse):

@@ -240,7 +240,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
             tracing,
         )
     )
-    pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams)
+    pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams, settled=routing.settled)
     batch_lane = BatchRunner(
         settings.batch,
         db,

@@ -270,9 +270,6 @@ class RequestContext:
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
     read_body: BodyReader | None = None  # the client's body, read and parsed by the pipeline (stages/read_body.py)
     side_call: SideCall | None = None  # what a side request runs (gateway/routing/sampling.py's shadow samples)
-    # Run by the pipeline once this request has settled (its hold released, its row written): a
-    # shadow sample starts there, so its own hold never meets the request's.
-    after_settle: list[Callable[[], None]] = field(default_factory=list)
     shape: AnswerShape | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
     native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
     _view: RequestView | None = field(default=None, repr=False)

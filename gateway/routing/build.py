@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.caching.minilm import MiniLM
 from gateway.config.settings import Settings
+from gateway.core.context import RequestContext
 from gateway.metrics import Metrics
 from gateway.routing.cascade import CascadeTarget, build_cascade, initial_state
 from gateway.routing.cascade_metrics import PolicyMetrics
@@ -96,6 +97,12 @@ class RoutingPolicies:
         if self.router is not None:
             named[self.router.config.name] = self.router
         return named
+
+    def settled(self, ctx: RequestContext) -> None:
+        """A request settled (gateway/pipeline.py): the cascade that answered it counts it and
+        starts its shadow sample, if one was drawn."""
+        for cascade in self.cascades.values():
+            cascade.settled(ctx)
 
     async def start(self) -> None:
         if self.cascades:

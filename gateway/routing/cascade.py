@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -48,7 +48,7 @@ from gateway.core.errors import InvalidRequest, UpstreamError
 from gateway.core.sse import SSE_HEADERS, replay
 from gateway.routing.cascade_services import CascadeState, Learner, Services, StateSlot, Tally
 from gateway.routing.confidence import Confidence, QueryVector, TierAnswer
-from gateway.routing.sampling import Sampling
+from gateway.routing.sampling import Sampling, ShadowDraw
 from gateway.routing.tier_call import TierCaller
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import worst_case
@@ -59,6 +59,17 @@ from policies.scorers.answer_features import features
 
 log = logging.getLogger("costgate.cascade")
 DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class FollowUp:
+    """What a cascade does for a request once the request has settled (gateway/pipeline.py calls
+    `CascadeTarget.settled`): count it in the tally, and start its shadow sample when one was drawn."""
+
+    escalated: bool  # the last tier answered
+    always_last: Decimal | None  # what the last tier would have cost; None: it answered, its cost since...
+    cost_before: Decimal = Decimal(0)  # ... this, the request's cost before the last tier's call
+    shadow: ShadowDraw | None = None
 
 
 @dataclass
@@ -77,6 +88,7 @@ class CascadeTarget:
     tally: Tally
     learner: Learner | None = None  # refits (or upgrades to) a learned scorer from the samples
     routed: int = 0  # requests the router sent straight to the last tier, since start
+    follow_ups: dict[str, FollowUp] = field(default_factory=dict)  # by request id, until it settles
 
     @property
     def name(self) -> str:
@@ -160,14 +172,24 @@ class CascadeTarget:
         self.services.policy_metrics.cascade_answers.labels(self.name, answer.dep.name).inc()
         last = self.tiers[-1]  # what the last tier had cost for the same tokens
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
-        ctx.after_settle.append(lambda: self._count(ctx, False, instead))
-        if sample_from is not None:
-            self.sampling.shadow_after(ctx, controller, sample_from, weight)
+        draw = None if sample_from is None else self.sampling.shadow_draw(ctx, controller, sample_from, weight)
+        self.follow_ups[ctx.request_id] = FollowUp(False, instead, shadow=draw)
         if ctx.stream:
             return StreamingResponse(
                 self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS
             )
         return Response(answer.raw, media_type="application/json")
+
+    def settled(self, ctx: RequestContext) -> None:
+        """The request settled (its hold released, its row written): what this cascade does for it
+        now, if it answered it."""
+        follow = self.follow_ups.pop(ctx.request_id, None)
+        if follow is None:
+            return
+        always_last = follow.always_last
+        self._count(ctx, follow.escalated, ctx.meter.cost - follow.cost_before if always_last is None else always_last)
+        if follow.shadow is not None:
+            self.sampling.shadow(ctx, follow.shadow)
 
     def _count(self, ctx: RequestContext, escalated: bool, always_last: Decimal) -> None:
         """The request in the tally, and a point of the learning curve when due."""
@@ -196,7 +218,7 @@ class CascadeTarget:
             completion = await self.services.upstream.answer(ctx, dep)
         ctx.outcome.by_tier(len(self.tiers) - 1)
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
-        ctx.after_settle.append(lambda: self._count(ctx, True, ctx.meter.cost - before))
+        self.follow_ups[ctx.request_id] = FollowUp(True, None, before)
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
         if ctx.stream:
             if complete_sample and sample_from:

@@ -39,6 +39,14 @@ log = logging.getLogger("costgate.cascade")
 SHADOW_TAG = "cascade-shadow"
 
 
+@dataclass(frozen=True, slots=True)
+class ShadowDraw:
+    """A shadow sample drawn for a request: the tiers' answers it had, what it weighs."""
+
+    tried: list[TierAnswer]
+    weight: float
+
+
 @dataclass
 class Sampling:
     """A cascade's sampling, given the values it needs: its name and tiers, the `TierCaller` that
@@ -56,23 +64,26 @@ class Sampling:
     learner: Learner | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
-    def shadow_after(
+    def shadow_draw(
         self, ctx: RequestContext, controller: QualityController, tried: list[TierAnswer], weight: float = 1.0
-    ) -> None:
+    ) -> ShadowDraw | None:
         """An answer of `tried[-1]` was accepted: with the probability `controller` (the request's)
-        sets, ask the tiers it skipped once the request has settled (`weight`: what the request
-        already weighs)."""
+        sets, the tiers it skipped are to be asked once the request has settled (`weight`: what
+        the request already weighs); None: not this time."""
         # A sample needs every tier's answer; one that failed cannot be asked again afterwards.
         if not tried or [a.tier for a in tried] != list(range(len(tried))):
-            return
+            return None
         probability = controller.shadow_probability()
         if probability <= 0 or self.rng.random() >= probability:
-            return
+            return None
         ctx.trace_id = ctx.trace_id or ctx.request_id  # ties the shadow row to this request
-        taken, weight = list(tried), weight / probability  # `weight`: the router's explore share
-        # Once the request settled: its hold is released and its row written before the
-        # shadow's own hold is taken, so the two never compete for one budget.
-        ctx.after_settle.append(lambda: self._spawn(self._shadow(ctx, taken, weight)))
+        return ShadowDraw(list(tried), weight / probability)  # `weight`: the router's explore share
+
+    def shadow(self, ctx: RequestContext, draw: ShadowDraw) -> None:
+        """Start the drawn shadow sample. Called once the request settled: its hold is released
+        and its row written before the shadow's own hold is taken, so the two never compete for
+        one budget."""
+        self._spawn(self._shadow(ctx, draw.tried, draw.weight))
 
     def record_after(self, ctx: RequestContext, tried: list[TierAnswer], last_text: str, weight: float) -> None:
         """The last tier answered after every cheaper one: a sample, at no extra cost."""

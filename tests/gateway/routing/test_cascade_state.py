@@ -98,4 +98,7 @@ async def test_a_swap_while_a_request_is_scored_is_seen_whole_by_the_next_reques
             assert r.status_code == 200 and r.headers["x-costgate-model"] == "strong", r.text
             await target.drain()
         assert (old.scored, new.scored) == (1, 1)  # each request scored by one scorer, its own state's
+        # each request was counted once it settled (the pipeline tells the cascade), and nothing of
+        # either is left waiting: one answered by the cheap tier, one escalated
+        assert (target.tally.answered, target.tally.escalated) == (2, 1) and target.follow_ups == {}
         assert "shadow work failed" not in caplog.text  # the escalated request's sample went to the new controller
