@@ -127,8 +127,10 @@ class BatchRunner:
         """A batch was created or cancelled: look now rather than at the next poll."""
         self._wake.set()
 
-    async def stop(self, grace_s: float = 5.0) -> None:
-        """Let lines in flight finish (their results are kept) for up to `grace_s`, then stop."""
+    async def stop(self) -> None:
+        """Let lines in flight finish (their results are kept) for up to the config's
+        `shutdown_grace_s`, then stop."""
+        grace_s = self.config.shutdown_grace_s
         self.stopping = True
         if self._task is not None:
             self._task.cancel()

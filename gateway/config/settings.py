@@ -120,6 +120,9 @@ class BatchConfig(_Strict):
     # and how long lines of one batch are gathered before they are uploaded together.
     provider_poll_s: float = Field(default=30.0, gt=0)
     provider_gather_s: float = Field(default=0.5, ge=0)
+    # How long a stopping gateway lets lines in flight finish (their results kept) before it
+    # leaves the rest to the next start; lines at a provider's batch are polled again then.
+    shutdown_grace_s: float = Field(default=5.0, ge=0)
 
 
 class ResponsesConfig(_Strict):

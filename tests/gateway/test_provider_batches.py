@@ -83,7 +83,13 @@ def settings_for(work: Path, provider: FakeProvider) -> Settings:
             "data_dir": str(work / "data"),
             "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
             "models": models,
-            "batch": {"poll_interval_s": 0.1, "lease_s": 2, "provider_poll_s": 0.1, "provider_gather_s": 0.2},
+            "batch": {
+                "poll_interval_s": 0.1,
+                "lease_s": 2,
+                "provider_poll_s": 0.1,
+                "provider_gather_s": 0.2,
+                "shutdown_grace_s": 0.2,  # the restarts here stop with lines at the provider: no wait
+            },
         }
     )
 
