@@ -30,7 +30,14 @@ from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.openai_compatible import PATHS, provider_refusal
 from gateway.upstream import tracing
 from gateway.upstream.deployments import Deployment
-from gateway.upstream.worst_case import StreamMeter, cut_reason, output_cap, prompt_bound, unreported_prompt
+from gateway.upstream.worst_case import (
+    StreamMeter,
+    cut_reason,
+    output_cap,
+    prompt_bound,
+    runs_tiktoken,
+    unreported_prompt,
+)
 from policies.pricing import Tier, Usage, bill, format_usd
 
 
@@ -221,16 +228,16 @@ async def complete(
     endpoint = endpoint or ctx.endpoint
     body, _ = dep.fields.split(endpoint.value, body)  # only what the deployment takes (request_fields.py)
     model = dep.config.upstream_model
-    # this call's own body, not the client's: its prompt at the bound a hold counts (the UTF-8
-    # bytes where the provider's tokenizer is not tiktoken)
-    exact = dep.config.tokenizer == "tiktoken" if dep.config.tokenizer else None
-    prompt = billed_prompt_tokens(body, model, exact)
-    with billed_if_unread(ctx, dep, lambda: Usage(prompt, own_cap(body, dep))):
+
+    def prompt() -> int:  # this call's own body, not the client's, at the bound a hold counts
+        return billed_prompt_tokens(body, model, runs_tiktoken(dep))  # only when no usage came
+
+    with billed_if_unread(ctx, dep, lambda: Usage(prompt(), own_cap(body, dep))):
         completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
     ctx.meter.call_answered()
     usage = completion.usage
     if usage is None:
-        usage = Usage(prompt, count_text(answer_text(completion.body), model))
+        usage = Usage(prompt(), count_text(answer_text(completion.body), model))
     charge(ctx, dep, usage)
     return completion
 

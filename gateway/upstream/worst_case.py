@@ -51,9 +51,14 @@ def prompt_bound(ctx: RequestContext, dep: Deployment) -> int:
     if bound is None:
         model = dep.config.upstream_model
         sent, _ = dep.fields.upstream(ctx.endpoint.value, ctx.body, model, stream=True)
-        exact = dep.config.tokenizer == "tiktoken" if dep.config.tokenizer else None
-        bound = ctx.prompt_bounds[dep.name] = billed_prompt_tokens(sent, model, exact)
+        bound = ctx.prompt_bounds[dep.name] = billed_prompt_tokens(sent, model, runs_tiktoken(dep))
     return bound
+
+
+def runs_tiktoken(dep: Deployment) -> bool | None:
+    """Whether `dep`'s provider counts tokens as tiktoken does, as its config says (unset: None,
+    judged from the model's name by `billed_prompt_tokens`)."""
+    return dep.config.tokenizer == "tiktoken" if dep.config.tokenizer else None
 
 
 def unreported_prompt(ctx: RequestContext, dep: Deployment) -> int:
