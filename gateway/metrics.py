@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.metrics import MetricWrapperBase
 
 from gateway.core.context import CacheStatus, RequestContext
+from gateway.core.meter import Meter
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 UNKNOWN_MODEL = "unknown"
@@ -86,38 +87,38 @@ class Metrics:
         return child
 
     def observe(self, ctx: RequestContext) -> None:
+        meter, outcome, child = ctx.meter, ctx.outcome, self._child
         team = ctx.principal.team_name if ctx.principal else ""
-        model = self.model_label(ctx.outcome.served_model or ctx.requested_model)
-        child = self._child
-        child(self.requests, team, model, str(ctx.outcome.status_code), ctx.outcome.cache_status.value).inc()
-        if ctx.meter.usage.prompt_tokens:
-            child(self.tokens, team, model, "prompt").inc(ctx.meter.usage.prompt_tokens)
-        if ctx.meter.usage.completion_tokens:
-            child(self.tokens, team, model, "completion").inc(ctx.meter.usage.completion_tokens)
-        if ctx.meter.cost:
-            child(self.cost, team, model).inc(float(ctx.meter.cost))
-        if ctx.meter.saved:
-            child(self.saved, team, model, saving_reason(ctx)).inc(float(ctx.meter.saved))
-        self._provider_savings(ctx, team, model)
+        model = self.model_label(outcome.served_model or ctx.requested_model)
+        child(self.requests, team, model, str(outcome.status_code), outcome.cache_status.value).inc()
+        if meter.usage.prompt_tokens:
+            child(self.tokens, team, model, "prompt").inc(meter.usage.prompt_tokens)
+        if meter.usage.completion_tokens:
+            child(self.tokens, team, model, "completion").inc(meter.usage.completion_tokens)
+        if meter.cost:
+            child(self.cost, team, model).inc(float(meter.cost))
+        if meter.saved:
+            child(self.saved, team, model, saving_reason(ctx)).inc(float(meter.saved))
+        self._provider_savings(meter, team, model)
         child(self.latency, model).observe(ctx.latency_s)
         ttft = ctx.ttft_s
         if ttft is not None:
             child(self.ttft, model).observe(ttft)
 
-    def _provider_savings(self, ctx: RequestContext, team: str, model: str) -> None:
-        usage, child = ctx.meter.usage, self._child
+    def _provider_savings(self, meter: Meter, team: str, model: str) -> None:
+        usage, child = meter.usage, self._child
         for kind, tokens in (
             ("cache_read", usage.cached_tokens),
             ("cache_write", usage.cache_write_tokens + usage.cache_write_1h_tokens),
         ):
             if tokens:
                 child(self.tokens, team, model, kind).inc(tokens)
-        if ctx.meter.provider_cache_saved > 0:
-            child(self.saved, team, model, "provider_cache").inc(float(ctx.meter.provider_cache_saved))
-        elif ctx.meter.provider_cache_saved < 0:
-            child(self.cache_write_premium, team, model).inc(float(-ctx.meter.provider_cache_saved))
-        if ctx.meter.provider_tier_saved:
-            child(self.saved, team, model, "provider_" + ctx.meter.tier.value).inc(float(ctx.meter.provider_tier_saved))
+        if meter.provider_cache_saved > 0:
+            child(self.saved, team, model, "provider_cache").inc(float(meter.provider_cache_saved))
+        elif meter.provider_cache_saved < 0:
+            child(self.cache_write_premium, team, model).inc(float(-meter.provider_cache_saved))
+        if meter.provider_tier_saved:
+            child(self.saved, team, model, "provider_" + meter.tier.value).inc(float(meter.provider_tier_saved))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

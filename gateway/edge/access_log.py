@@ -30,7 +30,7 @@ def level_for(status: int) -> int:
 
 def request_fields(ctx: RequestContext) -> dict[str, Any]:
     """What the line says about a request the pipeline handled."""
-    p = ctx.principal
+    p, outcome, meter = ctx.principal, ctx.outcome, ctx.meter
     ttft = ctx.ttft_s
     return {
         "request_id": ctx.request_id,
@@ -38,20 +38,20 @@ def request_fields(ctx: RequestContext) -> dict[str, Any]:
         "key_id": p.key_id if p else None,
         "api": ctx.endpoint.value if ctx.shape is None else ctx.shape.api.value,
         "model": ctx.requested_model or None,
-        "served_model": ctx.outcome.served_model,
-        "provider": ctx.outcome.provider,
-        "status": ctx.outcome.status_code,
+        "served_model": outcome.served_model,
+        "provider": outcome.provider,
+        "status": outcome.status_code,
         "stream": ctx.stream,
-        "prompt_tokens": ctx.meter.usage.prompt_tokens,
-        "completion_tokens": ctx.meter.usage.completion_tokens,
-        "cost_usd": format_usd(ctx.meter.cost),
+        "prompt_tokens": meter.usage.prompt_tokens,
+        "completion_tokens": meter.usage.completion_tokens,
+        "cost_usd": format_usd(meter.cost),
         "latency_ms": round(ctx.latency_s * 1000, 2),
         "ttft_ms": None if ttft is None else round(ttft * 1000, 2),
-        "cache": ctx.outcome.cache_status.value,
-        "cascade_tier": ctx.outcome.cascade_tier,
+        "cache": outcome.cache_status.value,
+        "cascade_tier": outcome.cascade_tier,
         "trace_id": ctx.trace_id,
         "otel_trace_id": ctx.trace.trace_id if ctx.trace is not None else None,
-        "error": ctx.outcome.error,
+        "error": outcome.error,
     }
 
 
