@@ -37,6 +37,7 @@ MAX_BYTES = 200 * 1024 * 1024
 ENDED = ("completed", "failed", "expired", "cancelled")
 SUBMISSION = "costgate_submission"  # the metadata key of a provider batch's token
 LOOKBACK_S = 600.0  # how far before its row a batch is looked for in the provider's list (clock skew)
+LOOKUPS = 10  # tries at that list after a create that failed without the provider's refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,12 +191,19 @@ class ProviderBatcher:
 
     async def _created_anyway(self, record: ProviderBatchRecord) -> str | None:
         """A create that failed without the provider's refusal (a timeout, a dropped connection)
-        may have been accepted: the batch is looked for before its lines are failed."""
-        try:
-            return await self._find(record)
-        except UpstreamError as err:
-            log.error("%s: could not look for provider batch %s; its lines fail: %s", self.model, record.id, err)
-            return None
+        may have been accepted: the batch is looked for before its lines are failed, again every
+        `poll_s` while the provider cannot say (at most LOOKUPS times: a batch it made and the
+        gateway failed would be billed and never charged)."""
+        for attempt in range(LOOKUPS):
+            try:
+                return await self._find(record)
+            except UpstreamError as err:
+                log.warning(
+                    "%s: could not look for provider batch %s (try %d): %s", self.model, record.id, attempt + 1, err
+                )
+                await asyncio.sleep(self.poll_s)
+        log.error("%s: the provider never said whether it made batch %s; its lines fail", self.model, record.id)
+        return None
 
     async def _find(self, record: ProviderBatchRecord) -> str | None:
         """The id of the provider batch that carries `record`'s token, or None when the provider

@@ -164,3 +164,44 @@ async def test_a_batch_cancelled_while_no_gateway_ran_cancels_at_the_provider(
         fake_batch = await provider.post(f"/_batches/{provider_id}/complete")  # too late: it was cancelled
         assert fake_batch["status"] == "cancelled"
         assert (await provider.get("/_bill"))["batches_created"] == 1
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_timed_out_create_is_looked_for_again_while_the_provider_cannot_list(
+    tmp_path: Path, provider: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.core.errors import UpstreamError
+    from gateway.providers.batch_api import ProviderBatcher
+
+    create, find = ProviderBatcher._create, ProviderBatcher._find
+    lookups: list[str] = []
+
+    async def accepted_then_timed_out(self: ProviderBatcher, *args: Any) -> str:
+        await create(self, *args)
+        raise httpx.ReadTimeout("the answer never came")
+
+    async def cannot_list_at_first(self: ProviderBatcher, record: Any) -> str | None:
+        lookups.append(record.id)
+        if len(lookups) < 3:
+            raise UpstreamError("the provider's Batch API could not list batches")
+        return await find(self, record)
+
+    monkeypatch.setattr(ProviderBatcher, "_create", accepted_then_timed_out)
+    monkeypatch.setattr(ProviderBatcher, "_find", cannot_list_at_first)
+    async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+        batch = await submit(client, [line(f"l-{i}", f"list {i}") for i in range(2)])
+        await wait_provider_batches(provider, 1)
+        for _ in range(200):
+            if len(lookups) >= 3 and not any(i.startswith("submitting:") for i in await provider_batch_ids(app)):
+                break
+            await asyncio.sleep(0.05)
+        (provider_id,) = (await provider.get("/_bill"))["batch_ids"]
+        await provider.post(f"/_batches/{provider_id}/complete")
+        done = await wait_for(client, batch.id, {"completed", "failed", "expired"})
+        # the lines waited for the batch the provider had made: answered, billed once, charged once
+        assert done.status == "completed" and done.request_counts.completed == 2
+        bill = await provider.get("/_bill")
+        assert bill["batches_created"] == 1
+        rows = await team_rows(app, team_id)
+        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
