@@ -113,7 +113,7 @@ def main() -> None:
         candidates = sum(len(f & t) for f, t in zip(found, truth)) / sum(len(t) for t in truth)
         median = float(np.median(times))
         print(
-            f"| {per_root:g} | {len(index.blocks)} | {nprobe} | {pairs:.2%} | {candidates:.2%} | "
+            f"| {per_root:g} | {index.lists} | {nprobe} | {pairs:.2%} | {candidates:.2%} | "
             f"{median * 1e6:.0f} us | {median / base:.2f} | {build:.1f} s |"
         )
 

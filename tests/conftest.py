@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import asyncio
+import asyncio.runners
+import logging
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +32,31 @@ def _guarded_popen_init(self: subprocess.Popen, *args: object, **kwargs: object)
 
 def pytest_configure(config: pytest.Config) -> None:
     subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
+    asyncio.runners._cancel_all_tasks = _cancel_all_tasks_within  # type: ignore[attr-defined]
+
+
+CLOSE_WAIT_S = 10.0
+
+
+def _cancel_all_tasks_within(loop: asyncio.AbstractEventLoop) -> None:
+    """asyncio's own end of a runner (the session's event loop, pytest-asyncio's), bounded: the
+    tasks left are cancelled and waited for at most CLOSE_WAIT_S, and those that would not end are
+    named instead of waited for forever. Seen once in a worker (pytest-xdist): SQLAlchemy's graceful
+    close of an invalidated aiosqlite connection whose worker thread had already ended, awaited at
+    the session's end, held the whole run."""
+    tasks = asyncio.all_tasks(loop)
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    done, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=CLOSE_WAIT_S))
+    for task in pending:
+        print(f"conftest: a task did not end within {CLOSE_WAIT_S:g} s of the loop's close: {task!r}", file=sys.stderr)
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {"message": "unhandled exception during the loop's close", "exception": task.exception(), "task": task}
+            )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -37,6 +66,23 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     finally:
         _running.pop()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    """Each test leaves logging as it found it: `costgate` commands run in process configure the
+    root logger (a handler on the stderr of the moment, which pytest closes after the test), and
+    a later test's log lines would go to that closed stream."""
+    root, httpx_logger = logging.getLogger(), logging.getLogger("httpx")
+    handlers, level, httpx_level = list(root.handlers), root.level, httpx_logger.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    for handler in handlers:
+        if handler not in root.handlers:
+            root.addHandler(handler)
+    root.setLevel(level)
+    httpx_logger.setLevel(httpx_level)
 
 
 @pytest.fixture(scope="session")

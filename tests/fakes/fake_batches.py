@@ -9,7 +9,7 @@ first N lines answered, the rest not: OpenAI writes them nowhere) — and `cance
 line answered. Answers are the fake's echo: "echo: <last user text>", usage in words; a line for
 model `reject` is a 400 in the error file (not billed).
 
-`GET /_bill` says what the fake billed: `{"usd": "<decimal>", "lines": N, "batches_created": M,
+`GET /_bill` says what the fake billed: `{"usd": "<decimal>", "lines": N, "lines_submitted": L, "batches_created": M,
 "batch_ids": [...]}`.
 """
 
@@ -125,6 +125,7 @@ class FakeBatchApi:
             {
                 "usd": str(self.billed),
                 "lines": self.lines_billed,
+                "lines_submitted": sum(len(self._lines(b)) for b in self.batches.values()),
                 "batches_created": len(self.batches),
                 "batch_ids": list(self.batches),
             }

@@ -123,6 +123,16 @@ async def wait_provider_batches(provider: FakeProvider, n: int) -> None:
     raise TimeoutError("the gateway submitted no provider batch")
 
 
+async def wait_provider_lines(provider: FakeProvider, n: int) -> None:
+    """Until the provider holds `n` lines: on a loaded machine a caller's lines can reach the
+    provider in two gather windows, so two provider batches."""
+    for _ in range(400):
+        if (await provider.get("/_bill"))["lines_submitted"] >= n:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the provider never held {n} lines")
+
+
 async def read(client: openai.AsyncOpenAI, file_id: str | None) -> list[dict[str, Any]]:
     if file_id is None:
         return []

@@ -38,7 +38,7 @@ def test_the_index_keeps_answering_while_it_trains_and_keeps_what_changed_meanwh
     index = VectorIndex(DIM, ivf_min=256)
     for i in range(256):
         index.add(str(i), vectors[i])  # the 256th starts the training, and returns
-    assert len(index.blocks) == 1
+    assert index.lists == 1
     for i in range(256, 600):  # meanwhile: added ...
         index.add(str(i), vectors[i])
     removed = [str(i) for i in range(0, 600, 7)]  # ... removed (old and new keys) ...
@@ -51,7 +51,7 @@ def test_the_index_keeps_answering_while_it_trains_and_keeps_what_changed_meanwh
 
     gate.set()
     index.settle()
-    assert len(index.blocks) > 1  # the trained lists are in
+    assert index.lists > 1  # the trained lists are in
     expected = {str(i): vectors[i] for i in range(600) if str(i) not in removed} | changed  # 245: removed, re-added
     assert len(index) == len(expected) and {k for k, _ in index.items()} == set(expected)
     for key, vector in index.items():
@@ -80,10 +80,10 @@ def test_a_training_that_fails_leaves_the_old_lists_and_is_tried_again(
         for i in range(300):
             index.add(str(i), vectors[i])
         index.settle()
-    assert "could not re-train" in caplog.text and len(index.blocks) == 1  # the old list still answers
+    assert "could not re-train" in caplog.text and index.lists == 1  # the old list still answers
     assert index.search(vectors[5], 1)[0][0] == "5"
     for i in range(300, 1100):  # the next doubling (512) trains again
         index.add(str(i), vectors[i])
     index.settle()
-    assert len(calls) >= 2 and len(index.blocks) > 1
+    assert len(calls) >= 2 and index.lists > 1
     assert all(index.search(vectors[i], 1)[0][0] == str(i) for i in range(0, 1100, 37))

@@ -39,7 +39,7 @@ def test_index_finds_near_duplicates_exhaustively_and_as_ivf() -> None:
         for i, v in enumerate(vectors):
             index.add(str(i), v)
         index.settle()  # the last doubling's training, on its thread
-        assert (len(index.blocks) > 1) is (ivf_min == 512)
+        assert (index.lists > 1) is (ivf_min == 512)
         found = 0
         for i in rng.choice(len(vectors), 100, replace=False):
             query = vectors[i] + 0.01 * rng.normal(size=DIM).astype(np.float32)
@@ -110,7 +110,7 @@ def test_bulk_load_matches_one_by_one() -> None:
     bulk.add_many([str(i) for i in range(1200)], vectors)
     for i, v in enumerate(vectors):
         single.add(str(i), v)
-    assert len(bulk) == len(single) == 1200 and len(bulk.blocks) > 1
+    assert len(bulk) == len(single) == 1200 and bulk.lists > 1
     for i in range(0, 1200, 97):
         assert bulk.search(vectors[i], 1)[0][0] == single.search(vectors[i], 1)[0][0] == str(i)
 
@@ -161,5 +161,5 @@ def test_index_keeps_lists_per_root_sqrt_n_lists_and_finds_each_vector(lists_per
     vectors = _clustered(2500)
     index = VectorIndex(DIM, ivf_min=512, lists_per_root=lists_per_root)
     index.add_many([str(i) for i in range(len(vectors))], vectors)
-    assert len(index.blocks) == int(lists_per_root * np.sqrt(2500))
+    assert index.lists == int(lists_per_root * np.sqrt(2500))
     assert all(index.search(vectors[i], 1)[0][0] == str(i) for i in range(0, 2500, 25))
