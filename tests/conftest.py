@@ -59,6 +59,12 @@ def _cancel_all_tasks_within(loop: asyncio.AbstractEventLoop) -> None:
             )
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first (stable: files keep their order): the workers (pytest-xdist, whole files
+    a worker) end on short in-process files, not one waiting for the other's long boot."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
     _running.append(item)
