@@ -92,8 +92,11 @@ class ProviderBatcher:
         """The provider's answer to one line (`url`: the provider's path, e.g. /v1/chat/completions)."""
         key = (line.batch_id, line.custom_id)
         await self._resume(line.batch_id)
+        # A future already done is an answer that came before its line asked (a provider batch a
+        # previous run submitted, collected at this start): it is the line's answer. Only a line
+        # with no future at all is submitted; a consumed answer's future is dropped below.
         future = self._waiting.get(key)
-        if future is None or future.done():
+        if future is None:
             future = self._waiting[key] = _new_future()
             self._queue(line, orjson.dumps({"custom_id": line.custom_id, "method": "POST", "url": url, "body": body}))
         try:

@@ -206,3 +206,28 @@ async def test_a_timed_out_create_is_looked_for_again_while_the_provider_cannot_
         rows = await team_rows(app, team_id)
         ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
+
+
+@pytest.mark.parametrize("provider", [None], indirect=True)
+async def test_a_provider_batch_that_ended_while_no_gateway_ran_is_collected_not_submitted_again(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """The provider finished the batch while the gateway was down: at the next start its answers
+    can arrive before the batch's lines ask for them again. An answer that came first is the
+    line's answer; before, the line took it for a stale one and submitted itself again (the
+    provider billing it twice, and the caller's batch waiting on a provider batch of its own)."""
+    async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
+        batch = await submit(client, [line(f"e-{i}", f"ended while down {i}") for i in range(4)])
+        await wait_provider_lines(provider, 4)
+    for provider_id in (await provider.get("/_bill"))["batch_ids"]:
+        await provider.post(f"/_batches/{provider_id}/complete")
+    async with running_app(settings_for(tmp_path, provider)) as app:
+        client = openai_client(app, await new_key(app, "batch-team"))
+        done = await wait_for(client, batch.id, {"completed", "expired", "cancelled"}, timeout=15)
+        bill = await provider.get("/_bill")
+        assert done.status == "completed" and done.request_counts.completed == 4
+        assert bill["lines_submitted"] == 4 and bill["lines"] == 4  # nothing submitted or billed twice
+        rows = await team_rows(app, team_id)
+        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
+        assert await reserved(app) == 0
