@@ -126,7 +126,8 @@ class LedgerWriter:
         self._interval = flush_interval_s
         self._batch_size = batch_size
         self._pending: list[dict[str, Any]] = []
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # a batch is full: write it now
+        self._arrived = asyncio.Event()  # a row came into an empty queue: its interval starts
         self._flushing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -145,6 +146,8 @@ class LedgerWriter:
         if self._journal is not None:
             self._journal.append(data)
         self._pending.append(data)
+        if len(self._pending) == 1:
+            self._arrived.set()
         if len(self._pending) >= self._batch_size:
             self._wake.set()
 
@@ -197,6 +200,10 @@ class LedgerWriter:
 
     async def _run(self) -> None:
         while not self._closing:
+            if not self._pending:  # idle: no timer until a row comes (an idle gateway wakes for nothing)
+                await self._arrived.wait()
+                self._arrived.clear()
+                continue
             try:
                 await asyncio.wait_for(self._wake.wait(), self._interval)
             except TimeoutError:
@@ -211,6 +218,7 @@ class LedgerWriter:
     async def close(self) -> None:
         self._closing = True
         self._wake.set()
+        self._arrived.set()
         if self._task is not None:
             await self._task
         deadline = time.monotonic() + 10
