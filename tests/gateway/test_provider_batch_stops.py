@@ -19,6 +19,7 @@ from tests.gateway.in_process import new_key, openai_client, running_app
 from tests.gateway.test_provider_batches import (
     PICO,
     FakeProvider,
+    charged,
     gateway_with_team,
     line,
     reserved,
@@ -42,21 +43,31 @@ async def provider_batch_ids(app: Any) -> list[str]:
         return [r.id for r in await conn.execute(select(provider_batches.c.id))]
 
 
-async def restarted_completes_once(tmp_path: Path, provider: FakeProvider, batch_id: str, team_id: str) -> None:
-    """A gateway started again on the same database finishes the caller's batch from one provider
-    batch, and charges what the provider billed."""
+async def restarted_completes_once(
+    tmp_path: Path, provider: FakeProvider, batch_id: str, team_id: str, *, ended_while_down: bool = False
+) -> dict[str, Any]:
+    """A gateway started again on the same database finishes the caller's batch from the provider
+    batches submitted before, and charges what the provider billed; the provider's bill. With
+    `ended_while_down` the provider finishes them before the start, else after it."""
+    if ended_while_down:
+        await complete_all(provider)
     async with running_app(settings_for(tmp_path, provider)) as app:
-        for provider_id in (await provider.get("/_bill"))["batch_ids"]:
-            await provider.post(f"/_batches/{provider_id}/complete")
+        if not ended_while_down:
+            await complete_all(provider)
         client = openai_client(app, await new_key(app, "batch-team"))
         done = await wait_for(client, batch_id, {"completed", "expired", "cancelled"})
         bill = await provider.get("/_bill")
         assert done.status == "completed" and done.request_counts.completed == 4
         assert bill["lines"] == 4  # nothing submitted twice (one provider batch, or two gather windows' worth)
-        rows = await team_rows(app, team_id)
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        ledger = charged(await team_rows(app, team_id))
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
         assert await reserved(app) == 0
+    return bill
+
+
+async def complete_all(provider: FakeProvider) -> None:
+    for provider_id in (await provider.get("/_bill"))["batch_ids"]:
+        await provider.post(f"/_batches/{provider_id}/complete")
 
 
 @pytest.mark.parametrize("provider", [None], indirect=True)
@@ -139,8 +150,7 @@ async def test_a_create_that_timed_out_after_the_provider_accepted_it_is_polled_
         assert done.status == "completed" and done.request_counts.completed == 4
         bill = await provider.get("/_bill")
         assert bill["batches_created"] == 1
-        rows = await team_rows(app, team_id)
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        ledger = charged(await team_rows(app, team_id))
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
 
 
@@ -203,8 +213,7 @@ async def test_a_timed_out_create_is_looked_for_again_while_the_provider_cannot_
         assert done.status == "completed" and done.request_counts.completed == 2
         bill = await provider.get("/_bill")
         assert bill["batches_created"] == 1
-        rows = await team_rows(app, team_id)
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        ledger = charged(await team_rows(app, team_id))
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
 
 
@@ -219,15 +228,5 @@ async def test_a_provider_batch_that_ended_while_no_gateway_ran_is_collected_not
     async with gateway_with_team(tmp_path, provider) as (app, client, team_id):
         batch = await submit(client, [line(f"e-{i}", f"ended while down {i}") for i in range(4)])
         await wait_provider_lines(provider, 4)
-    for provider_id in (await provider.get("/_bill"))["batch_ids"]:
-        await provider.post(f"/_batches/{provider_id}/complete")
-    async with running_app(settings_for(tmp_path, provider)) as app:
-        client = openai_client(app, await new_key(app, "batch-team"))
-        done = await wait_for(client, batch.id, {"completed", "expired", "cancelled"}, timeout=15)
-        bill = await provider.get("/_bill")
-        assert done.status == "completed" and done.request_counts.completed == 4
-        assert bill["lines_submitted"] == 4 and bill["lines"] == 4  # nothing submitted or billed twice
-        rows = await team_rows(app, team_id)
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
-        assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
-        assert await reserved(app) == 0
+    bill = await restarted_completes_once(tmp_path, provider, batch.id, team_id, ended_while_down=True)
+    assert bill["lines_submitted"] == 4  # nothing submitted twice

@@ -144,6 +144,11 @@ async def team_rows(app: Any, team_id: str) -> list[dict[str, Any]]:
     return [r for r in await ledger_rows(app) if r["team_id"] == team_id]
 
 
+def charged(rows: list[dict[str, Any]]) -> Decimal:
+    """What the ledger rows charge, in dollars."""
+    return sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+
+
 @asynccontextmanager
 async def gateway_with_team(work: Path, provider: FakeProvider) -> AsyncIterator[tuple[Any, openai.AsyncOpenAI, str]]:
     async with running_app(settings_for(work, provider)) as app:
@@ -194,7 +199,7 @@ async def test_ten_lines_run_at_the_provider_as_one_batch_and_the_ledger_is_its_
         rows = await team_rows(app, team_id)
         answered = [r for r in rows if r["status"] == 200]
         assert len(answered) == 10 and {r["tier"] for r in answered} == {"batch"}
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        ledger = charged(rows)
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0  # to the cent, and below it
         assert Decimal(done.model_extra["cost_usd"]) == ledger
         list_price = sum(r["prompt_tokens"] * LIST_IN + r["completion_tokens"] * LIST_OUT for r in answered)
@@ -241,7 +246,7 @@ async def test_a_provider_batch_that_expires_expires_the_callers(tmp_path: Path,
         assert {e["response"]["body"]["error"]["code"] for e in errors} == {"batch_expired"}
         bill = await provider.get("/_bill")
         rows = await team_rows(app, team_id)
-        ledger = sum((Decimal(r["cost_pusd"]) for r in rows), Decimal(0)) * PICO
+        ledger = charged(rows)
         assert ledger == Decimal(bill["usd"]).quantize(PICO) and ledger > 0
         assert await reserved(app) == 0
 
