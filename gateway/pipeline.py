@@ -6,6 +6,9 @@ response short-circuits the rest (a cache hit, the route's answer). A stage that
 last byte or when the client goes away — in reverse order, for every stage that was entered,
 whether the request succeeded or failed. That is where reservations are released, caches
 written and the ledger row recorded, and why nothing leaks when a request fails.
+
+The context holds data only. What the pipeline calls on a request's behalf is handed to it with
+the request: a route's body reader and the client's answer shape (`Pipeline.handle`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 import orjson
@@ -32,7 +35,7 @@ from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.guarded_call import Upstream
 from gateway.routing.target import RouteTarget
 from gateway.spend.spend_control import SpendControl
-from gateway.stages import authenticate, budget, cache, compress, priority, ratelimit, read_body, record, route, tag
+from gateway.stages import authenticate, budget, cache, check_body, compress, priority, ratelimit, record, route, tag
 from gateway.stages.keep_text import KeepText
 from gateway.stages.side_call import RunSideCall
 from gateway.storage.keys import KeyStore
@@ -53,6 +56,24 @@ class Settles(Protocol):
     """A stage may also settle: run after the answer (in reverse order), whatever happened."""
 
     async def settle(self, ctx: RequestContext) -> None: ...
+
+
+BodyReader = Callable[[], Awaitable[dict[str, Any]]]  # the client's body, read and parsed (a route's)
+
+
+class AnswerShape(Protocol):
+    """How a translated request's answers leave (gateway/compat): the pipeline answers in Chat
+    Completions' shapes, and the shape turns each answer, stream and refusal back into the
+    client's API. A stream's `[DONE]` reaches `stream` only once the request is settled, so
+    the translated stream's last event leaves after settlement too."""
+
+    api: Api
+
+    async def whole(self, ctx: RequestContext, response: Response) -> Response: ...
+
+    def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]: ...
+
+    def refusal(self, err: GatewayError, request_id: str) -> Response: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +99,10 @@ def build_stages(parts: StageParts) -> list[Stage]:
     p = parts
     keep = [p.keep_text] if p.keep_text is not None else []
     return [
-        record.Record(p.ledger, p.metrics, p.tracing),  # first in, so its settle runs last
-        read_body.ReadBody(),  # a bad body is refused and recorded like any other refusal
+        # First in, so its settle runs last; the body is read once it was entered, so a bad body
+        # is refused and recorded like any other refusal.
+        record.Record(p.ledger, p.metrics, p.tracing),
+        check_body.CheckBody(),
         authenticate.Authenticate(p.keys, p.targets),
         tag.Tag(),
         ratelimit.RateLimit(p.spend, p.deployments),  # names the limits; counted below
@@ -120,38 +143,53 @@ class Pipeline:
         # shadow sample, which start only after the request's hold is released and its row written)
         self.settled = settled
 
-    async def handle(self, ctx: RequestContext) -> Response:
+    async def handle(
+        self, ctx: RequestContext, body: BodyReader | None = None, shape: AnswerShape | None = None
+    ) -> Response:
+        """The request's answer. `body` reads the client's body (a route's request; without it,
+        `ctx.body` is already parsed: a batch line, a test); `shape` answers in the client's API
+        when it is not the endpoint's own (gateway/compat)."""
         entered: list[Stage] = []
         try:
-            for stage in self.stages:
-                entered.append(stage)
-                response = await stage(ctx)
-                if response is not None:
-                    break
-            else:
-                raise RuntimeError("the pipeline's last stage must answer")
-            if ctx.shape is not None and not isinstance(response, StreamingResponse):
-                response = await ctx.shape.whole(ctx, response)  # a failed translation is refused, and settled
+            response = await self._enter(ctx, body, entered)
+            if shape is not None and not isinstance(response, StreamingResponse):
+                response = await shape.whole(ctx, response)  # a failed translation is refused, and settled
         except GatewayError as err:
-            return await self._refuse(err, entered, ctx)
+            return await self._refuse(err, entered, ctx, shape)
         except Exception as err:  # a bug in a stage: still settle, so no hold or ledger row is lost
             log.exception("unhandled error in the pipeline", exc_info=err)
-            return await self._refuse(GatewayError("internal error in the gateway"), entered, ctx)
+            return await self._refuse(GatewayError("internal error in the gateway"), entered, ctx, shape)
         if isinstance(response, StreamingResponse):
             settled = self._settle_after(response.body_iterator, entered, ctx)
-            body: AsyncIterator[bytes | str | memoryview] = settled
-            if ctx.shape is not None:  # outside the settling: its last event follows the held [DONE]
-                body = settling_when_done(ctx.shape.stream(ctx, settled), settled)
-            return with_headers(SettledStream(response, body, partial(self._settle, entered, ctx)), ctx)
+            stream: AsyncIterator[bytes | str | memoryview] = settled
+            if shape is not None:  # outside the settling: its last event follows the held [DONE]
+                stream = settling_when_done(shape.stream(ctx, settled), settled)
+            return with_headers(SettledStream(response, stream, partial(self._settle, entered, ctx)), ctx)
         await self._settle(entered, ctx)
         return with_headers(stamped(response, ctx), ctx)
 
-    async def _refuse(self, err: GatewayError, entered: list[Stage], ctx: RequestContext) -> Response:
+    async def _enter(self, ctx: RequestContext, body: BodyReader | None, entered: list[Stage]) -> Response:
+        """Enter the stages in order until one answers. The body is read once the first stage
+        (Record) was entered: one that cannot be read, parsed or translated is refused, and
+        recorded, like any refusal."""
+        for stage in self.stages:
+            entered.append(stage)
+            response = await stage(ctx)
+            if response is not None:
+                return response
+            if body is not None:
+                ctx.set_body(await body())
+                body = None
+        raise RuntimeError("the pipeline's last stage must answer")
+
+    async def _refuse(
+        self, err: GatewayError, entered: list[Stage], ctx: RequestContext, shape: AnswerShape | None
+    ) -> Response:
         if self.on_refusal is not None:
             err = await self.on_refusal(ctx, err)
         ctx.outcome.failed(err.status, err.message)
         await self._settle(entered, ctx)
-        response = error_response(err) if ctx.shape is None else ctx.shape.refusal(err, ctx.request_id)
+        response = error_response(err) if shape is None else shape.refusal(err, ctx.request_id)
         return with_headers(response, ctx)
 
     async def _settle_after(
@@ -272,7 +310,7 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     if ctx.dropped_params:
         h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
     if ctx.rate_headroom is not None:  # a key on a plan with per-minute limits
-        anthropic = ctx.shape is not None and ctx.shape.api is Api.MESSAGES
+        anthropic = ctx.api is Api.MESSAGES
         h.update(ratelimit.limit_headers(ctx.rate_headroom, anthropic))
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)

@@ -306,7 +306,7 @@ class BatchJob:
         request_id = "req_" + secrets.token_hex(12)
         endpoint = ENDPOINTS[self.batch.endpoint]
         body = {k: v for k, v in line.body.items() if k not in ("stream", "stream_options")}
-        try:  # the body is checked by the pipeline, like a request's (stages/read_body.py)
+        try:  # the body is checked by the pipeline, like a request's (stages/check_body.py)
             principal = await self.runner.keys.principal_for_id(self.batch.key_id)
         except GatewayError as err:
             return ResultRow(line.line, line.custom_id, request_id, err.status, error_body(err).decode())

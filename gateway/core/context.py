@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
@@ -19,9 +19,6 @@ from policies.rate_limits import RateCheck, RateHeadroom
 UNMETERED = "the answer could not be metered: charged the request's hold (issue 24, fail closed)"
 
 if TYPE_CHECKING:
-    from starlette.responses import Response
-
-    from gateway.core.errors import GatewayError
     from policies.semantic_cache.store import QuestionVectors
 
 
@@ -172,24 +169,6 @@ class CacheDecision:
     vector: QuestionVectors | None = None  # the question's vectors, once the semantic lookup made them
 
 
-BodyReader = Callable[[], Awaitable[dict[str, Any]]]
-
-
-class AnswerShape(Protocol):
-    """How a translated request's answers leave (gateway/compat): the pipeline answers in Chat
-    Completions' shapes, and the shape turns each answer, stream and refusal back into the
-    client's API. A stream's `[DONE]` reaches `stream` only once the request is settled, so
-    the translated stream's last event leaves after settlement too."""
-
-    api: Api
-
-    async def whole(self, ctx: RequestContext, response: Response) -> Response: ...
-
-    def stream(self, ctx: RequestContext, chat: AsyncIterator[Any]) -> AsyncIterator[bytes]: ...
-
-    def refusal(self, err: GatewayError, request_id: str) -> Response: ...
-
-
 @dataclass(frozen=True, slots=True)
 class NativeRequest:
     """The client's own body, for deployments that speak its API natively (config `apis`):
@@ -268,14 +247,13 @@ class RequestContext:
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
-    read_body: BodyReader | None = None  # the client's body, read and parsed by the pipeline (stages/read_body.py)
     side_call: SideCall | None = None  # what a side request runs (gateway/routing/sampling.py's shadow samples)
-    shape: AnswerShape | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
+    api: Api | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
     native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
     _view: RequestView | None = field(default=None, repr=False)
 
     def set_body(self, body: dict[str, Any]) -> None:
-        """The body, read (stages/read_body.py): its view is read again from it."""
+        """The body, read (gateway/pipeline.py): its view is read again from it."""
         self.body, self._view = body, None
 
     @property

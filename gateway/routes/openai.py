@@ -16,12 +16,13 @@ from starlette.routing import Route
 from gateway.apis.anthropic.anthropic_errors import anthropic_error_response
 from gateway.apis.anthropic.headers import api_key as anthropic_key
 from gateway.apis.anthropic.models import model_info, model_page
-from gateway.core.context import AnswerShape, Endpoint, RequestContext
+from gateway.core.context import Endpoint, RequestContext
 from gateway.core.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
 from gateway.core.json_body import parse_json_body
 from gateway.core.wire import REQUEST_MODELS
 from gateway.edge import request_ids
 from gateway.edge.guard import bearer_token
+from gateway.pipeline import AnswerShape
 from gateway.service import gateway_of
 
 router = APIRouter()
@@ -93,13 +94,12 @@ async def serve(request: Request, endpoint: Endpoint, api_key: str | None, shape
         api_key=api_key,
         headers=request.headers,
         principal=principal,
-        read_body=body,
-        shape=shape,
+        api=shape.api if shape is not None else None,
     )
-    if shape is not None:
-        ctx.read_body = partial(shape.read, ctx, body)
     request_ids.mark_logged(request.scope)  # its access-log line comes when it settles
-    return await gateway.pipeline.handle(ctx)
+    if shape is None:
+        return await gateway.pipeline.handle(ctx, body)
+    return await gateway.pipeline.handle(ctx, partial(shape.read, ctx, body), shape)
 
 
 def _openapi(endpoint: Endpoint) -> dict:

@@ -129,7 +129,7 @@ class RequestTrace:
             "costgate.team": ctx.principal.team_name if ctx.principal else None,
             "costgate.key_id": ctx.principal.key_id if ctx.principal else None,
             "costgate.cascade_tier": ctx.outcome.cascade_tier,
-            "costgate.api": ctx.shape.api.value if ctx.shape is not None else None,
+            "costgate.api": ctx.api.value if ctx.api is not None else None,
         }
         attributes.update({k: v for k, v in optional.items() if v is not None})
         span.set_attributes(attributes)
