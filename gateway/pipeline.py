@@ -8,7 +8,8 @@ whether the request succeeded or failed. That is where reservations are released
 written and the ledger row recorded, and why nothing leaks when a request fails.
 
 The context holds data only. What the pipeline calls on a request's behalf is handed to it with
-the request: a route's body reader and the client's answer shape (`Pipeline.handle`).
+the request: a route's body reader and the client's answer shape (`Pipeline.handle`), a side
+request's calls (`SideLane.handle`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.caching.response_cache import ResponseCache
 from gateway.config.settings import CompressionConfig
-from gateway.core.context import Api, CacheStatus, RequestContext
+from gateway.core.context import Api, CacheStatus, RequestContext, SideCall
 from gateway.core.errors import GatewayError, error_response
 from gateway.core.request_fields import DROPPED_HEADER, dropped_header
 from gateway.core.sse import StreamEnd
@@ -37,7 +38,7 @@ from gateway.routing.target import RouteTarget
 from gateway.spend.spend_control import SpendControl
 from gateway.stages import authenticate, budget, cache, check_body, compress, priority, ratelimit, record, route, tag
 from gateway.stages.keep_text import KeepText
-from gateway.stages.side_call import RunSideCall
+from gateway.stages.side_call import HoldSideCall, RunSideCall
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
 from gateway.upstream.deployments import Deployment
@@ -113,16 +114,6 @@ def build_stages(parts: StageParts) -> list[Stage]:
         *keep,  # reads the answer once settled: a team's cascade escalations, for distillation
         route.Route(p.targets),
     ]
-
-
-def build_side_stages(
-    ledger: LedgerWriter, metrics: Metrics, spend: SpendControl, keep_text: KeepText | None = None
-) -> list[Stage]:
-    """The side pipeline: calls made on a request's behalf after its answer (a cascade's shadow
-    sample) are recorded and held against the same budgets as the request, then run (and an
-    opted-in team's shadow answers kept for distillation)."""
-    keep = [keep_text] if keep_text is not None else []
-    return [record.Record(ledger, metrics), budget.ReserveBudget(spend, {}), *keep, RunSideCall()]
 
 
 OnRefusal = Callable[[RequestContext, GatewayError], Awaitable[GatewayError]]
@@ -241,6 +232,24 @@ class Pipeline:
                 self.settled(ctx)
             except Exception as err:  # a side request that cannot start must not fail the answer
                 log.exception("after-settle work failed", exc_info=err)
+
+
+class SideLane:
+    """The side pipeline: calls made on a request's behalf after its answer (a cascade's shadow
+    sample) are recorded and held against the same budgets as the request, then run (and an
+    opted-in team's shadow answers kept for distillation). Its stages are built for each call:
+    the budget stage holds that call's worst case, and the last stage runs it."""
+
+    def __init__(
+        self, ledger: LedgerWriter, metrics: Metrics, spend: SpendControl, keep_text: KeepText | None = None
+    ) -> None:
+        self.record = record.Record(ledger, metrics)
+        self.spend = spend
+        self.keep: list[Stage] = [keep_text.for_shadows()] if keep_text is not None else []
+
+    async def handle(self, ctx: RequestContext, call: SideCall) -> Response:
+        stages: list[Stage] = [self.record, HoldSideCall(self.spend, call), *self.keep, RunSideCall(call)]
+        return await Pipeline(stages).handle(ctx)
 
 
 class SettledStream(StreamingResponse):

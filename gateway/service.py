@@ -22,7 +22,7 @@ from gateway.caching.minilm import MiniLM
 from gateway.caching.response_cache import ResponseCache, build_cache
 from gateway.config.settings import BatchConfig, Settings, admin_key_file
 from gateway.metrics import Metrics
-from gateway.pipeline import Pipeline, StageParts, build_side_stages, build_stages
+from gateway.pipeline import Pipeline, SideLane, StageParts, build_stages
 from gateway.providers.batch_api import ProviderBatcher
 from gateway.providers.local import LocalProvider
 from gateway.providers.replicas import ReplicaCollector
@@ -209,7 +209,7 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
     }
     spend = SpendControl(settings, db, ledger, metrics.registry)
     texts, keep_text = kept_texts(settings, db)
-    side_lane = Pipeline(build_side_stages(ledger, metrics, spend, keep_text))  # shadow samples: held and recorded
+    side_lane = SideLane(ledger, metrics, spend, keep_text)  # shadow samples: held and recorded
     minilm = MiniLM()  # the semantic cache's second stage and the cascades' query topics: one model
     routing = RoutingPolicies(settings, deployments, direct, breakers, db, side_lane, metrics, minilm)
     targets = MappingProxyType({**direct, **routing.targets})  # every name a client may ask for, once

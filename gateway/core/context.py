@@ -197,8 +197,9 @@ class Trace(Protocol):
 
 class SideCall(Protocol):
     """Calls made on a request's behalf after it was answered (a cascade's shadow sample). They
-    run through a pipeline of their own (record, budget, then `run`), so they are held against and
-    charged to the same budgets, and recorded, like any request."""
+    run through a pipeline of their own (gateway/pipeline.py `SideLane`: record, budget, then
+    `run`), so they are held against and charged to the same budgets, and recorded, like any
+    request."""
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal: ...
 
@@ -247,7 +248,6 @@ class RequestContext:
     chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
-    side_call: SideCall | None = None  # what a side request runs (gateway/routing/sampling.py's shadow samples)
     api: Api | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
     native: NativeRequest | None = None  # the client's body, for an upstream that speaks its API
     _view: RequestView | None = field(default=None, repr=False)

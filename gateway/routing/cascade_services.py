@@ -13,7 +13,7 @@ from typing import Protocol
 
 from starlette.responses import Response
 
-from gateway.core.context import RequestContext
+from gateway.core.context import RequestContext, SideCall
 from gateway.metrics import Metrics
 from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.confidence import Confidence, Embed
@@ -25,10 +25,10 @@ from policies.quality_controller import QualityController
 
 
 class SideLane(Protocol):
-    """The side pipeline (gateway/pipeline.py `build_side_stages`): records a side request and
-    holds its worst case against the budgets it hits, then runs its `side_call`."""
+    """The side pipeline (gateway/pipeline.py `SideLane`): records a side request and holds
+    `call`'s worst case against the budgets it hits, then runs `call`."""
 
-    async def handle(self, ctx: RequestContext) -> Response: ...
+    async def handle(self, ctx: RequestContext, call: SideCall) -> Response: ...
 
 
 class Learner(Protocol):

@@ -4,7 +4,7 @@ Every request that reached the last tier is a sample at no extra cost (`record_a
 accepted answer becomes one with the probability the quality controller sets
 (policies/quality_controller.py, `shadow_after`): once the request has settled, a background
 task calls the tiers the request did not reach (the last one always) as a side request
-(gateway/pipeline.py `build_side_stages`): its worst case held against every budget the
+(gateway/pipeline.py `SideLane`): its worst case held against every budget the
 request hit, its real cost charged to them and to a ledger row of its own (request id
 `<id>-shadow`, the same user, trace id and tags plus `cascade-shadow`); a budget that cannot
 hold it refuses it, and no sample is taken. Each sample weighs 1 / the probability it was
@@ -141,9 +141,8 @@ class Sampling:
             trace_id=ctx.trace_id,
             requested_model=ctx.requested_model,
             priority=ctx.priority,  # the request's class: a batch request's sample is batch work too
-            side_call=ShadowSample(self, ctx.request_id, tried, weight),
         )
-        await self.services.side_lane.handle(shadow)
+        await self.services.side_lane.handle(shadow, ShadowSample(self, ctx.request_id, tried, weight))
         self.tally.count_shadow(shadow.meter.cost)
         status = "ok" if shadow.outcome.error is None else "error"
         self.services.policy_metrics.cascade_shadow_calls.labels(self.name, status).inc()

@@ -112,10 +112,8 @@ class ReserveBudget:
         ctx.charge_unmetered(worst)
 
     def worst_case(self, ctx: RequestContext) -> Decimal:
-        """What the request's calls can cost at most: its route target's worst case, or, for a
-        side request (a cascade's shadow sample), the worst case of the calls it carries."""
-        if ctx.side_call is not None:
-            return ctx.side_call.worst_case_cost(ctx)
+        """What the request's calls can cost at most: its route target's worst case (a side
+        request's stage holds its call's instead: stages/side_call.py)."""
         return self.targets[ctx.requested_model].worst_case_cost(ctx)
 
     async def settle(self, ctx: RequestContext) -> None:

@@ -20,10 +20,17 @@ from gateway.storage.distill_texts import KeptText, TextStore
 
 
 class KeepText:
-    def __init__(self, store: TextStore, last_tiers: Mapping[str, str], teams: Collection[str]) -> None:
+    def __init__(
+        self, store: TextStore, last_tiers: Mapping[str, str], teams: Collection[str], source: str = "escalation"
+    ) -> None:
         self.store = store
         self.last_tiers = last_tiers  # cascade name -> its last tier's model name
         self.teams = teams  # team names or ids that opted in
+        self.source = source  # what its rows keep: "escalation" (the main pipeline) or "shadow"
+
+    def for_shadows(self) -> KeepText:
+        """The same stage for the side pipeline: what reaches it there are shadow samples."""
+        return KeepText(self.store, self.last_tiers, self.teams, "shadow")
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
         return None
@@ -45,7 +52,7 @@ class KeepText:
         self.store.keep(
             KeptText(
                 ctx.requested_model,
-                "shadow" if ctx.side_call is not None else "escalation",
+                self.source,
                 ctx.request_id,
                 p.team_id,
                 p.team_name,

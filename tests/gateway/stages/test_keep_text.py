@@ -4,7 +4,6 @@ pipeline hands the stage once the request was answered."""
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,16 +25,6 @@ class FakeStore:
 
     def keep(self, row: KeptText) -> None:
         self.kept.append(row)
-
-
-class Shadow:
-    """A side call, as a cascade's shadow sample sets one on its context."""
-
-    def worst_case_cost(self, ctx: RequestContext) -> Decimal:
-        return Decimal(0)
-
-    async def run(self, ctx: RequestContext) -> None:
-        return None
 
 
 def answer(content: Any = "Rayleigh scattering.", finish_reason: str = "stop", **message: Any) -> dict[str, Any]:
@@ -62,9 +51,11 @@ def answered(body: dict[str, Any] | None = None, **fields: Any) -> RequestContex
     return request({"model": "auto", "messages": QUESTION, **(body or {})}, **fields)
 
 
-async def kept(ctx: RequestContext, teams: tuple[str, ...] = ("team-a",)) -> list[KeptText]:
+async def kept(ctx: RequestContext, teams: tuple[str, ...] = ("team-a",), shadow: bool = False) -> list[KeptText]:
     store = FakeStore()
     stage = KeepText(store, LAST_TIERS, teams)  # type: ignore[arg-type]
+    if shadow:  # the side pipeline's
+        stage = stage.for_shadows()
     assert await stage(ctx) is None  # it never answers the request itself
     await stage.settle(ctx)
     return store.kept
@@ -79,7 +70,7 @@ async def test_an_escalation_of_an_opted_in_team_is_kept_whole() -> None:
 
 @pytest.mark.parametrize("teams", [("team-a",), ("team_a1",)])  # a team opts in by name or by id
 async def test_a_shadow_sample_is_kept_as_one(teams: tuple[str, ...]) -> None:
-    (row,) = await kept(answered(side_call=Shadow()), teams)
+    (row,) = await kept(answered(), teams, shadow=True)
     assert (row.source, row.answer) == ("shadow", "Rayleigh scattering.")
 
 
