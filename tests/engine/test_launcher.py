@@ -3,6 +3,7 @@ restart after a crash, idle shutdown, lazy start again — against a stand-in se
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -11,7 +12,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.command import LaunchSpec, build_command, build_env, kv_dtype_for, last_error, model_dtype_for
+from engine.command import (
+    LaunchSpec,
+    build_command,
+    build_env,
+    is_quantized,
+    kv_dtype_for,
+    last_error,
+    model_dtype_for,
+)
 from engine.config import EngineSettings, cpu_flags
 from engine.launcher import EngineUnavailable, Replica, State
 from tests.support import wait_until_async
@@ -119,6 +128,28 @@ def test_model_dtype_avoids_bfloat16_where_it_answers_wrongly(
     spec = LaunchSpec("m", "/models/m", settings)
     line = " ".join(build_command(spec, 8000, False, cpu, "auto", model_dtype_for(settings, cpu, flags), python="py"))
     assert f"--dtype {used} " in line
+
+
+def test_int8_weights_keep_bfloat16_on_an_amx_cpu() -> None:
+    """vLLM's int8 kernels take only bfloat16 or half activations: float32 killed the engine at
+    start on an AMX Xeon ("int8_scaled_mm_with_quant: expect A to be bfloat16 or half")."""
+    auto = EngineSettings.parse({"dtype": "auto"})
+    assert model_dtype_for(auto, True, AMX, quantized=True) == "auto"
+    assert model_dtype_for(auto, True, AMX, quantized=False) == "float32"
+    assert model_dtype_for(EngineSettings.parse({"dtype": "float32"}), True, AMX, quantized=True) == "float32"
+
+
+def test_a_checkpoint_is_quantized_when_its_config_says_so(tmp_path: Path) -> None:
+    int8, plain, garbled = tmp_path / "int8", tmp_path / "plain", tmp_path / "garbled"
+    for folder in (int8, plain, garbled):
+        folder.mkdir()
+    (int8 / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "compressed-tensors"}}))
+    (plain / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (garbled / "config.json").write_text("{not json")
+    assert is_quantized(str(int8))
+    assert not is_quantized(str(plain))
+    assert not is_quantized(str(garbled))
+    assert not is_quantized(str(tmp_path / "not-prepared-yet"))
 
 
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path) -> None:
