@@ -210,6 +210,10 @@ class SideCall(Protocol):
 class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
 
+    `body` is what the client asked, parsed once and never replaced (the caches' keys, the
+    ledger, the limits and the holds read it); `sent_body` is what the upstream is sent, the
+    same unless compression shortened the messages (`sent_messages`).
+
     What its upstream calls cost is its `meter` (gateway/core/meter.py), written only by the
     meter's methods. A cascade's shadow sample is not one of its calls: it is a side request with
     a context, a budget hold and a ledger row of its own (`SideCall`). In the batch lane each call
@@ -240,6 +244,7 @@ class RequestContext:
     wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
+    sent_messages: list[dict[str, Any]] | None = None  # the messages compression sends instead of the client's
     rate_headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
@@ -253,8 +258,17 @@ class RequestContext:
     _view: RequestView | None = field(default=None, repr=False)
 
     def set_body(self, body: dict[str, Any]) -> None:
-        """The body, read (gateway/pipeline.py): its view is read again from it."""
+        """The client's body, read and parsed (gateway/pipeline.py), once: what was asked stays
+        as asked; a policy that rewrites what the upstream is sent says so in `sent_messages`."""
         self.body, self._view = body, None
+
+    @property
+    def sent_body(self) -> dict[str, Any]:
+        """What the upstream is sent before each deployment's own fields are picked: the body as
+        asked, with the messages a policy rewrote (compression) in place of the client's."""
+        if self.sent_messages is None:
+            return self.body
+        return {**self.body, "messages": self.sent_messages}
 
     @property
     def view(self) -> RequestView:

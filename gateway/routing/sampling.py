@@ -128,7 +128,7 @@ class Sampling:
     async def _shadow(self, ctx: RequestContext, tried: list[TierAnswer], weight: float) -> None:
         """After an accepted cheaper answer: ask the tiers it skipped, as a side request of its own
         (its own ledger row and budget hold, the same team, user, tags and trace)."""
-        body = {k: v for k, v in ctx.body.items() if k not in ("stream", "stream_options")}
+        body = {k: v for k, v in ctx.sent_body.items() if k not in ("stream", "stream_options")}
         shadow = RequestContext(
             request_id=f"{ctx.request_id}-shadow",
             endpoint=ctx.endpoint,

@@ -63,7 +63,7 @@ class Compress:
         saved = count(messages) - count(shorter)
         if saved <= 0:
             return None
-        ctx.body = {**ctx.body, "messages": shorter}
+        ctx.sent_messages = shorter  # the client's body stays as asked (the caches, the ledger read it)
         ctx.compressed_tokens = saved
         self.metrics.compressions.labels(ctx.requested_model).inc()
         self.metrics.compression_tokens_saved.labels(ctx.requested_model).inc(saved)

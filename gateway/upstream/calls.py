@@ -44,7 +44,7 @@ from policies.pricing import Tier, Usage, bill, format_usd
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
     """What `dep` is sent for this request: the fields it takes (gateway/core/request_fields.py); the
     others are named in the answer's x-costgate-dropped-params header."""
-    body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.body, dep.config.upstream_model, stream)
+    body, dropped = dep.fields.upstream(ctx.endpoint.value, ctx.sent_body, dep.config.upstream_model, stream)
     ctx.dropped_params.update(dropped)
     if ctx.native is not None:
         ctx.dropped_params.update(ctx.native.translation_dropped)

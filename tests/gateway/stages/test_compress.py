@@ -61,14 +61,15 @@ async def test_a_long_chat_keeps_its_head_and_recent_turns_around_an_extractive_
     ctx = chat(LONG)
     original = ctx.body
     assert await stage(ctx) is None
-    messages = ctx.body["messages"]
+    messages = ctx.sent_body["messages"]
     assert messages[0] == SYSTEM and messages[-2:] == LONG[-2:]
     assert len(messages) == 4 and messages[1]["role"] == "system"
     summary = messages[1]["content"]
     assert summary.startswith(SUMMARY_PREFIX) and "Turn 7 talks about topic number 7." in summary
     saved = count_messages(LONG) - count_messages(messages)
     assert saved > 0 and ctx.compressed_tokens == saved
-    assert original["messages"] == LONG  # the client's body is replaced, never edited in place
+    assert ctx.body is original and original["messages"] == LONG  # what was asked stays as asked
+    assert ctx.sent_messages == messages
     assert ctx.meter.cost == 0 and ctx.meter.usage == Usage()  # no summarizer: no upstream call
     assert counted(registry, "costgate_compressions_total") == 1
     assert counted(registry, "costgate_compression_tokens_saved_total") == saved
@@ -79,7 +80,7 @@ async def test_a_summarizer_writes_the_summary_and_its_call_is_charged_to_the_re
     stage, _ = build(summarizer, summary_max_tokens=64)
     ctx = chat(LONG)
     await stage(ctx)
-    assert ctx.body["messages"][1] == {"role": "system", "content": SUMMARY_PREFIX + "Ten turns about topics 0-7."}
+    assert ctx.sent_body["messages"][1] == {"role": "system", "content": SUMMARY_PREFIX + "Ten turns about topics 0-7."}
     [call] = summarizer.calls
     assert call.endpoint is Endpoint.CHAT
     assert call.body["model"] == "cheap-v1" and call.body["max_tokens"] == 64 and call.body["temperature"] == 0
@@ -95,7 +96,7 @@ async def test_a_failed_or_empty_summary_falls_back_to_the_extractive_one(answer
     stage, registry = build(ScriptedProvider("cheap", [answer]))
     ctx = chat(LONG)
     await stage(ctx)
-    assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"]
+    assert "Turn 7 talks about topic number 7." in ctx.sent_body["messages"][1]["content"]
     assert ctx.compressed_tokens > 0 and counted(registry, "costgate_compressions_total") == 1
 
 
@@ -109,7 +110,7 @@ async def test_the_summary_call_is_guarded_by_the_summarizers_breaker_and_runs_i
     ctx = chat(LONG)
     await stage(ctx)
     assert len(summarizer.calls) == 1  # refused while open: pruned extractively, nothing charged
-    assert "Turn 7 talks about topic number 7." in ctx.body["messages"][1]["content"] and ctx.meter.cost == 0
+    assert "Turn 7 talks about topic number 7." in ctx.sent_body["messages"][1]["content"] and ctx.meter.cost == 0
 
 
 async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_but_charged() -> None:
@@ -118,7 +119,7 @@ async def test_a_summary_longer_than_what_it_replaces_leaves_the_request_alone_b
     stage, registry = build(summarizer)
     ctx = chat(LONG)
     await stage(ctx)
-    assert ctx.body["messages"] == LONG and ctx.compressed_tokens == 0
+    assert ctx.sent_body["messages"] == LONG and ctx.sent_messages is None and ctx.compressed_tokens == 0
     assert ctx.meter.usage == Usage(500, 2000) and ctx.meter.cost > 0  # the call was made: it is paid for
     assert counted(registry, "costgate_compressions_total") is None
 
@@ -148,7 +149,7 @@ async def test_requests_it_does_not_touch(case: str, config: dict[str, Any], ctx
     stage, registry = build(summarizer, **config)
     before = dict(ctx.body)
     assert await stage(ctx) is None
-    assert ctx.body == before and ctx.compressed_tokens == 0
+    assert ctx.body == before and ctx.sent_messages is None and ctx.compressed_tokens == 0
     assert summarizer.calls == [] and ctx.meter.cost == 0
     assert counted(registry, "costgate_compressions_total") is None
 
