@@ -1,5 +1,5 @@
 """What a cascade's refit costs (issue 13 item 4): the pure decision of policies/scorers/refit.py,
-the part gateway/routing/learning.py runs in a worker thread, timed on N stored samples.
+the part gateway/routing/scorer_candidates.py runs in a worker thread, timed on N stored samples.
 
 Samples are the GSM8K dev problems' weak answers (../shared/data/gsm8k_dev.jsonl), repeated to
 N rows: features of (problem, weak answer), `agrees` when its final number is the strong

@@ -2,9 +2,11 @@
 
 Every `refit_every` new samples (shadow samples and escalated requests alike), a background
 task reads the cascade's latest `max_samples` stored samples and the teams' verdicts on their
-requests (POST /v1/feedback), and hands them to the pure decision (policies/scorers/refit.py):
-a candidate fitted on the older part, ranked against the current scorer on the newest part it
-never saw. The fit runs in a worker thread (`asyncio.to_thread`), off the event loop.
+requests (POST /v1/feedback), and hands them to the fit that is due
+(gateway/routing/scorer_candidates.py, over the pure decision of policies/scorers/refit.py): a
+candidate fitted on the older part, ranked against the current scorer on the newest part it
+never saw. The fit runs in a worker thread (`asyncio.to_thread`), off the event loop; this module
+schedules the fits, swaps a winner in and keeps it.
 
 Only a candidate that wins replaces the scorer (against a calibration with correctness labels
 that holds, it must also certify the target for less: `Incumbent`, the cascade as it is). The
@@ -39,24 +41,25 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from gateway.config.settings import CascadeConfig
-from gateway.routing.cascade import build_controller, policy_of
+from gateway.routing.cascade import build_controller
 from gateway.routing.cascade_services import Services, StateSlot
 from gateway.routing.cascade_verdicts import CascadeVerdicts
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.kept_scorer import KeptScorer
+from gateway.routing.scorer_candidates import Fit, FitData, early_candidate, refit_candidate, upgrade_candidate
 from gateway.storage.cascade_samples import StoredSample
 from gateway.storage.verdict_store import FeedbackStore
 from policies.precall import router_at
 from policies.quality import Sample, TeamVerdicts
-from policies.quality_controller import Mode, QualityController
-from policies.scorers.first_fit import first_fit
+from policies.quality_controller import QualityController
 from policies.scorers.fit_schedule import FitSchedule
 from policies.scorers.learned import LearnedModel, LearnedScorer
 from policies.scorers.logprob import LogprobScorer
-from policies.scorers.refit import Incumbent, TrainingRow, controller_for, refit, rescored, rows_of, upgrade
+from policies.scorers.refit import TrainingRow, rescored, rows_of
 from policies.scorers.refit import Verdict as RefitVerdict
 from policies.scorers.rules import RuleScorer
 
@@ -169,13 +172,13 @@ class Learning:
         counts = await self.verdicts.last_tier_counts()
         if counts is not None:
             self.controller.last_tier_feedback(counts)
-        attempt: Attempt | None
+        attempt: Attempt | None = None
         if self.upgrades and not self.upgraded and self.schedule.before_held_back:
-            attempt = await self.learn_early(counts)
+            attempt = await self._fit(early_candidate, counts)
         elif self.model is not None:
-            attempt = await self.refit(self.model, counts)
-        else:
-            attempt = await self.upgrade(counts) if self.upgrades else None
+            attempt = await self._fit(partial(refit_candidate, current=self.model), counts)
+        elif self.upgrades:
+            attempt = await self._fit(upgrade_candidate, counts)
         await self.train_router()
         return attempt
 
@@ -230,101 +233,22 @@ class Learning:
         self.refitted = True
         self.last_replaced = attempt
 
-    async def learn_early(self, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
-        """A rules or logprob cascade's early fit (policies/scorers/first_fit.py): a candidate from
-        the samples so far, swapped in when the controller its out-of-fold confidences build
-        certifies a threshold; the cascade kept learning (every request escalated, each a sample)
-        while that controller says a threshold may yet be proven, and let skip once it says none can."""
-        c = self.config
+    async def _fit(self, fit: Fit, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
+        """One fit on the stored samples (gateway/routing/scorer_candidates.py); a winner swapped in
+        with its controller, and kept for the next start."""
         try:
             stored, rows = await self._rows()
             samples = [(s.sample, s.features or ()) for s in stored]
-            result = await asyncio.to_thread(first_fit, rows, samples, policy_of(c), feedback)
-            candidate = result.controller
-            certified = candidate is not None and candidate.mode is Mode.CERTIFIED and result.model is not None
-            attempt = self._tried(rows, result.verdict, certified)
-            if certified and result.model is not None and candidate is not None:
-                self._swap(result.model, candidate, attempt, stored)
+            candidate = await fit(self.config, self.controller, FitData(rows, samples, feedback))
+            model, controller = candidate.model, candidate.controller
+            attempt = self._tried(rows, candidate.verdict, model is not None)
+            if model is None or controller is None:
+                return attempt
+            self._swap(model, controller, attempt, stored)
+            if candidate.upgrades:
                 self.upgraded = True
-                log.info(
-                    "cascade %s: a learned scorer fitted early replaced %s (%s)",
-                    c.name,
-                    c.scorer,
-                    result.verdict.reason,
-                )
-                await asyncio.to_thread(self.kept.write, result.model)
-            else:
-                # a candidate whose bound may yet reach the target: go on learning (every request a
-                # sample) rather than skip; none, or one that cannot: the controller decides alone
-                hopeful = candidate is not None and candidate.mode is Mode.LEARNING
-                self.controller.keep_learning(
-                    f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None
-                )
-                log.info("cascade %s: early fit on %d samples: %s", c.name, len(rows), result.verdict.reason)
-            return attempt
-        finally:
-            self._fresh = None
-
-    async def upgrade(self, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
-        """One try at a learned scorer in place of a rules or logprob one: fit, compare, certify,
-        and swap when the candidate passes all three."""
-        c = self.config
-        try:
-            stored, rows = await self._rows()
-            samples = [(s.sample, s.features or ()) for s in stored]
-            result = await asyncio.to_thread(upgrade, rows, samples, policy_of(c), feedback)
-            attempt = self._tried(rows, result.verdict, result.model is not None)
-            if result.model is None or result.controller is None:
-                self.controller.keep_learning(None)  # the early fits' hope ends with the first full attempt
-                log.info(
-                    "cascade %s: a learned scorer trained on %d samples does not replace %s: %s",
-                    c.name,
-                    len(rows),
-                    c.scorer,
-                    result.verdict.reason,
-                )
-                return attempt
-            self._swap(result.model, result.controller, attempt, stored)
-            self.upgraded = True
-            log.info(
-                "cascade %s: a learned scorer trained on %d samples replaced %s (%s)",
-                c.name,
-                len(rows),
-                c.scorer,
-                result.verdict.reason,
-            )
-            await asyncio.to_thread(self.kept.write, result.model)
-            return attempt
-        finally:
-            self._fresh = None
-
-    async def refit(self, current: LearnedModel, feedback: tuple[TeamVerdicts, ...] | None) -> Attempt:
-        """One refit: fit, compare, and swap when the candidate wins."""
-        c = self.config
-        try:
-            stored, rows = await self._rows()
-            rejected = self.controller.rejected
-            escalation = self.controller.estimate().escalation
-            samples = [(s.sample, s.features or ()) for s in stored]
-            incumbent = Incumbent(policy_of(c), samples, 1.0 if escalation is None else escalation, feedback)
-            new, verdict = await asyncio.to_thread(refit, rows, current, rejected, incumbent=incumbent)
-            attempt = self._tried(rows, verdict, new is not None)
-            if new is None:
-                log.info(
-                    "cascade %s: refit on %d samples kept the current scorer: %s", c.name, len(rows), verdict.reason
-                )
-                return attempt
-            controller = await asyncio.to_thread(controller_for, new, policy_of(c), samples, feedback)
-            self._swap(new, controller, attempt, stored)
-            threshold = controller.threshold
-            log.info(
-                "cascade %s: refit on %d samples replaced the scorer (%s); threshold now %s",
-                c.name,
-                len(rows),
-                verdict.reason,
-                "escalate all" if threshold is None else f"{threshold:.2f}",
-            )
-            await asyncio.to_thread(self.kept.write, new)
+            log.info("cascade %s: %s", self.name, candidate.news())
+            await asyncio.to_thread(self.kept.write, model)
             return attempt
         finally:
             self._fresh = None

@@ -19,10 +19,10 @@ so far, from `FIRST_FIT` on, into a candidate learned scorer, built for so few:
   answers (the stored confidences; `rules` gives every answer 1: AUC 0.5) by `MIN_GAIN` and by
   one standard error (Hanley and McNeil), so a lucky fold on thirty samples does not count.
 
-The caller (gateway/routing/learning.py) swaps the candidate in when its controller certifies a
-threshold, keeps the cascade learning while the candidate's controller is still `learning` (a
-threshold that accepts enough may yet be proven), and lets it skip the cheap tier when the
-candidate says the target is out of reach.
+The caller (gateway/routing/scorer_candidates.py `early_candidate`) has the candidate swapped in
+when its controller certifies a threshold, keeps the cascade learning while the candidate's
+controller is still `learning` (a threshold that accepts enough may yet be proven), and lets it
+skip the cheap tier when the candidate says the target is out of reach.
 """
 
 from __future__ import annotations
