@@ -25,7 +25,7 @@ def saving_reason(ctx: RequestContext) -> str:
     """Why a request cost less than list price: a cache hit (`exact`/`semantic`) or the batch lane."""
     if ctx.outcome.cache_status is not CacheStatus.MISS:
         return ctx.outcome.cache_status.value
-    return "batch" if ctx.price_factor < 1 and ctx.outcome.provider == "local" else "other"
+    return "batch" if ctx.decided.price_factor < 1 and ctx.outcome.provider == "local" else "other"
 
 
 class Metrics:

@@ -30,7 +30,7 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.batch.input import ENDPOINTS, BatchLine, parse_input
 from gateway.config.settings import BatchConfig
-from gateway.core.context import BatchLineRef, RequestContext
+from gateway.core.context import BatchLineRef, Decisions, RequestContext
 from gateway.core.errors import GatewayError, error_body
 from gateway.providers.batch_api import ProviderBatcher
 from gateway.storage.batches import BatchRecord, BatchStore, ResultRow
@@ -318,7 +318,7 @@ class BatchJob:
             api_key=None,
             headers=headers,
             principal=principal,
-            price_factor=self.runner.price_factor,
+            decided=Decisions(price_factor=self.runner.price_factor),
             batch_line=BatchLineRef(self.batch.id, line.custom_id, self._at_provider(line)),
         )
         try:

@@ -169,6 +169,18 @@ class CacheDecision:
     vector: QuestionVectors | None = None  # the question's vectors, once the semantic lookup made them
 
 
+@dataclass(slots=True)
+class Decisions:
+    """What was decided for a request (`RequestContext.decided`), each by the one stage or route
+    target that decides it, then read by those after: the class it runs in, the share of the
+    local engine's price it is charged, the model a routing policy chose, what the caches may do."""
+
+    priority: Priority = Priority.INTERACTIVE  # x-costgate-priority or the key's plan (stages/priority.py)
+    price_factor: Decimal = Decimal(1)  # 1 - the batch lane's discount (gateway/batch/runner.py)
+    route: str | None = None  # a routing policy's choice, made once: the hold and the call agree
+    cache: CacheDecision | None = None  # from the cache lookup to the store at settle (stages/cache.py)
+
+
 @dataclass(frozen=True, slots=True)
 class NativeRequest:
     """The client's own body, for deployments that speak its API natively (config `apis`):
@@ -217,7 +229,7 @@ class RequestContext:
     What its upstream calls cost is its `meter` (gateway/core/meter.py), written only by the
     meter's methods. A cascade's shadow sample is not one of its calls: it is a side request with
     a context, a budget hold and a ledger row of its own (`SideCall`). In the batch lane each call
-    the bundled engine (provider `local`) answers is charged at `price_factor` of its price.
+    the bundled engine (provider `local`) answers is charged at `decided.price_factor` of its price.
     """
 
     request_id: str
@@ -234,11 +246,10 @@ class RequestContext:
     trace_id: str | None = None
     cache_control: CacheControl = CacheControl.DEFAULT
     max_cost: Decimal | None = None
-    priority: Priority = Priority.INTERACTIVE  # the class it runs in (x-costgate-priority or the key's plan)
-    price_factor: Decimal = Decimal(1)  # share of the local engine's price charged: 1 - the batch lane's discount
     batch_line: BatchLineRef | None = None  # set for a Batch API line (gateway/batch/runner.py)
     requested_model: str = ""
     meter: Meter = field(default_factory=Meter)  # what its upstream calls cost (gateway/core/meter.py)
+    decided: Decisions = field(default_factory=Decisions)  # what the stages decided for it
     outcome: Outcome = field(default_factory=Outcome)  # what happened to it
     trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/upstream/tracing.py)
     wants_usage_chunk: bool = False
@@ -249,8 +260,6 @@ class RequestContext:
     rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
     reservation: Hold | None = None  # the budget hold settle commits and releases
     settled: bool = False  # the pipeline settled this request (it does so once)
-    cache_decision: CacheDecision | None = None  # what the caches may do for this request, from lookup to settle
-    chosen_model: str | None = None  # a routing policy's choice, made once: the hold and the call agree
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)
     api: Api | None = None  # the client's API, when it is not the endpoint's own (gateway/compat)
@@ -286,7 +295,7 @@ class RequestContext:
 
     def lane_factor(self, provider: str) -> Decimal:
         """The share of a call's price charged: the batch lane's discount is the local engine's."""
-        return self.price_factor if provider == "local" else Decimal(1)
+        return self.decided.price_factor if provider == "local" else Decimal(1)
 
     @property
     def latency_s(self) -> float:

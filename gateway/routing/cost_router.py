@@ -66,9 +66,9 @@ class CostRouterTarget:
 
     def chosen(self, ctx: RequestContext) -> str:
         """The choice, made once per request: the budget holds against the model that is called."""
-        if ctx.chosen_model is None:
-            ctx.chosen_model = self.pick(ctx)
-        return ctx.chosen_model
+        if ctx.decided.route is None:
+            ctx.decided.route = self.pick(ctx)
+        return ctx.decided.route
 
     def worst_case_cost(self, ctx: RequestContext) -> Decimal:
         return self.targets[self.chosen(ctx)].worst_case_cost(ctx)

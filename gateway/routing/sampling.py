@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from gateway.core.bodies import answer_text
-from gateway.core.context import RequestContext
+from gateway.core.context import Decisions, RequestContext
 from gateway.routing.cascade_services import Learner, Services, StateSlot, Tally
 from gateway.routing.confidence import QueryVector, TierAnswer
 from gateway.routing.tier_call import TierCaller
@@ -140,7 +140,8 @@ class Sampling:
             tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))),
             trace_id=ctx.trace_id,
             requested_model=ctx.requested_model,
-            priority=ctx.priority,  # the request's class: a batch request's sample is batch work too
+            # the request's class: a batch request's sample is batch work too
+            decided=Decisions(priority=ctx.decided.priority),
         )
         await self.services.side_lane.handle(shadow, ShadowSample(self, ctx.request_id, tried, weight))
         self.tally.count_shadow(shadow.meter.cost)

@@ -72,7 +72,7 @@ class ExactCache:
         decision = decide(ctx, self.cache)
         if decision is None:
             return None
-        ctx.cache_decision = decision
+        ctx.decided.cache = decision
         if CacheControl.NO_CACHE in ctx.cache_control or not decision.policy.exact:
             return None
         entry = await self.cache.lookup_exact(decision.keys)
@@ -85,7 +85,7 @@ class ExactCache:
         return response
 
     async def settle(self, ctx: RequestContext) -> None:
-        decision = ctx.cache_decision
+        decision = ctx.decided.cache
         if decision is None or CacheControl.NO_STORE in ctx.cache_control:
             return
         answer = self._answer(ctx)
@@ -126,7 +126,7 @@ class SemanticCache:
         self.cache = exact.cache
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
-        decision = ctx.cache_decision
+        decision = ctx.decided.cache
         if decision is None or not decision.policy.semantic or not decision.keys.question.strip():
             return None
         if CacheControl.NO_CACHE in ctx.cache_control:

@@ -16,7 +16,7 @@ class Prioritize:
     async def __call__(self, ctx: RequestContext) -> Response | None:
         plan = ctx.principal.plan if ctx.principal else "pro"
         try:
-            ctx.priority = resolve_priority(ctx.headers.get(HEADER), plan)
+            ctx.decided.priority = resolve_priority(ctx.headers.get(HEADER), plan)
         except ValueError as err:
             raise InvalidRequest(str(err), param=HEADER) from None
         return None

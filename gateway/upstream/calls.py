@@ -55,7 +55,7 @@ def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[st
 
 def wants_flex(ctx: RequestContext, dep: Deployment) -> bool:
     """A batch-class request to a model whose config allows its provider's flex tier."""
-    return dep.config.flex and dep.price.flex is not None and ctx.priority is Priority.BATCH
+    return dep.config.flex and dep.price.flex is not None and ctx.decided.priority is Priority.BATCH
 
 
 def billed_tier(answer: dict[str, Any]) -> Tier:
@@ -105,7 +105,7 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
         return await call_in_batch(ctx, dep, ctx.batch_line, dep.batcher)
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         completion = await tracing.complete(
-            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.priority)
+            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.decided.priority)
         )
     ctx.meter.call_answered()
     text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
@@ -138,7 +138,7 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         stream = await tracing.open_stream(
-            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.priority)
+            ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, True), True, priority=ctx.decided.priority)
         )
     ctx.meter.call_answered()
     ctx.outcome.served_by(dep.name, dep.config.provider)
@@ -233,7 +233,7 @@ async def complete(
         return billed_prompt_tokens(body, model, runs_tiktoken(dep))  # only when no usage came
 
     with billed_if_unread(ctx, dep, lambda: Usage(prompt(), own_cap(body, dep))):
-        completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.priority))
+        completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.decided.priority))
     ctx.meter.call_answered()
     usage = completion.usage
     if usage is None:

@@ -110,7 +110,7 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
 async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.priority, headers=ctx.native.headers)
+    call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.decided.priority, headers=ctx.native.headers)
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         completion = await tracing.complete(ctx, dep, call)
     ctx.meter.call_answered()
@@ -130,7 +130,9 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     """Open the stream now (so failures before the first byte can fall back), then relay it."""
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
-    call = UpstreamCall(api.endpoint, native_body(ctx, dep), True, priority=ctx.priority, headers=ctx.native.headers)
+    call = UpstreamCall(
+        api.endpoint, native_body(ctx, dep), True, priority=ctx.decided.priority, headers=ctx.native.headers
+    )
     with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
         stream = await tracing.open_stream(ctx, dep, call)
     ctx.meter.call_answered()

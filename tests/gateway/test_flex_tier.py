@@ -97,6 +97,7 @@ async def test_flex_savings_show_in_spend(app: tuple[Any, list[dict[str, Any]]])
 )
 def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charged: Decimal, saved: Decimal) -> None:
     from gateway.config.models_config import ModelConfig
+    from gateway.core.context import Decisions
     from gateway.upstream.calls import charge
     from gateway.upstream.deployments import Deployment
     from policies.pricing import Price, Usage
@@ -104,6 +105,6 @@ def test_the_batch_lanes_discount_is_the_local_engines_only(provider: str, charg
 
     config = ModelConfig(name="m", provider=provider, api_base="http://upstream.invalid/v1")  # type: ignore[arg-type]
     dep = Deployment(config, ScriptedProvider("m"), Price.per_million(Decimal(1), Decimal(0)), 4096)
-    ctx = request(price_factor=Decimal("0.5"))
+    ctx = request(decided=Decisions(price_factor=Decimal("0.5")))
     charge(ctx, dep, Usage(1000, 0))
     assert (ctx.meter.cost, ctx.meter.saved) == (charged, saved)

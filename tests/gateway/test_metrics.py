@@ -10,7 +10,7 @@ from gateway.metrics import Metrics, saving_reason
 
 def ctx(cache: CacheStatus = CacheStatus.MISS, price_factor: Decimal = Decimal(1)) -> RequestContext:
     c = RequestContext(request_id="r", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={})
-    c.outcome.cache_status, c.price_factor, c.outcome.provider = cache, price_factor, "local"
+    c.outcome.cache_status, c.decided.price_factor, c.outcome.provider = cache, price_factor, "local"
     return c
 
 

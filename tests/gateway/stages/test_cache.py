@@ -185,7 +185,7 @@ async def test_requests_the_cache_must_not_touch_get_no_decision(
     c = cache(**config)
     exact, _ = stages(c)
     assert await exact(ctx) is None
-    assert ctx.cache_decision is None
+    assert ctx.decided.cache is None
     await exact.settle(answered(ctx))
     assert await c.store.count() == 0
 
@@ -204,7 +204,7 @@ async def test_no_cache_skips_the_lookup_but_still_stores() -> None:
     await miss_then_store(exact, ask())
     ctx = ask(control=CacheControl.NO_CACHE)
     assert await exact(ctx) is None
-    assert lookups(c, "exact", "hit") == 0 and ctx.cache_decision is not None
+    assert lookups(c, "exact", "hit") == 0 and ctx.decided.cache is not None
     await exact.settle(answered(ctx, "Paris, France."))
     served = await exact(ask())
     assert served is not None and b"Paris, France." in served.body  # the fresh answer replaced the old

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from engine.admission import Priority
 from gateway.config.settings import CompressionConfig
-from gateway.core.context import Endpoint, RequestContext
+from gateway.core.context import Decisions, Endpoint, RequestContext
 from gateway.core.errors import UpstreamError, UpstreamTimeout
 from gateway.core.tokens import count_messages
 from gateway.routing.cascade_metrics import PolicyMetrics
@@ -104,7 +104,7 @@ async def test_the_summary_call_is_guarded_by_the_summarizers_breaker_and_runs_i
     breakers = Breakers(BreakerConfig(min_requests=1, max_error_rate=0.0, min_failing_teams=1, open_s=600))
     summarizer = ScriptedProvider("cheap", [UpstreamError("bad gateway"), chat_answer("never asked")])
     stage, _ = build(summarizer, breakers)
-    await stage(chat(LONG, priority=Priority.BATCH))
+    await stage(chat(LONG, decided=Decisions(priority=Priority.BATCH)))
     assert [call.priority for call in summarizer.calls] == [Priority.BATCH]
     assert breakers["cheap"].view().errors == 1  # its failure was recorded, and opened the breaker
     ctx = chat(LONG)

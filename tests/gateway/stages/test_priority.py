@@ -31,13 +31,13 @@ async def test_the_class_is_the_header_capped_by_the_plan(plan: str, asked: str 
         headers={HEADER: asked} if asked is not None else {}, principal=dataclasses.replace(TEAM_A, plan=plan)
     )
     assert await Prioritize()(ctx) is None
-    assert ctx.priority is runs_as
+    assert ctx.decided.priority is runs_as
 
 
 async def test_without_a_principal_the_pro_default_applies() -> None:
     ctx = request(headers={HEADER: "batch"})
     await Prioritize()(ctx)
-    assert ctx.priority is Priority.BATCH
+    assert ctx.decided.priority is Priority.BATCH
 
 
 async def test_an_unknown_class_is_400_naming_the_header() -> None:
@@ -46,4 +46,4 @@ async def test_an_unknown_class_is_400_naming_the_header() -> None:
         await Prioritize()(ctx)
     assert (refused.value.status, refused.value.param) == (400, HEADER)
     assert "urgent" in refused.value.message
-    assert ctx.priority is Priority.INTERACTIVE  # untouched
+    assert ctx.decided.priority is Priority.INTERACTIVE  # untouched
