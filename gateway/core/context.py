@@ -272,6 +272,11 @@ class RequestContext:
         self.body, self._view = body, None
 
     @property
+    def api_name(self) -> str:
+        """The API the client spoke, as the ledger row and the access log name it."""
+        return self.endpoint.value if self.api is None else self.api.value
+
+    @property
     def sent_body(self) -> dict[str, Any]:
         """What the upstream is sent before each deployment's own fields are picked: the body as
         asked, with the messages a policy rewrote (compression) in place of the client's."""

@@ -36,7 +36,7 @@ def request_fields(ctx: RequestContext) -> dict[str, Any]:
         "request_id": ctx.request_id,
         "team": p.team_name if p else None,
         "key_id": p.key_id if p else None,
-        "api": ctx.endpoint.value if ctx.api is None else ctx.api.value,
+        "api": ctx.api_name,
         "model": ctx.requested_model or None,
         "served_model": outcome.served_model,
         "provider": outcome.provider,

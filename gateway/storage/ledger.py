@@ -78,7 +78,7 @@ class LedgerRow:
             user=ctx.user,
             tags=("," + ",".join(ctx.tags) + ",") if ctx.tags else None,
             trace_id=ctx.trace_id,
-            endpoint=ctx.endpoint.value if ctx.api is None else ctx.api.value,
+            endpoint=ctx.api_name,
             requested_model=ctx.requested_model or None,
             served_model=ctx.outcome.served_model,
             provider=ctx.outcome.provider,
