@@ -240,6 +240,8 @@ class Learning:
             stored, rows = await self._rows()
             samples = [(s.sample, s.features or ()) for s in stored]
             candidate = await fit(self.config, self.controller, FitData(rows, samples, feedback))
+            if candidate.learning is not None:
+                self.controller.keep_learning(candidate.learning.why)
             model, controller = candidate.model, candidate.controller
             attempt = self._tried(rows, candidate.verdict, model is not None)
             if model is None or controller is None:

@@ -43,6 +43,14 @@ class FitData:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepLearning:
+    """What a losing fit says of the cascade's learning phase (every request escalated, each a
+    sample): go on, for `why`; or, with None, let the controller decide alone."""
+
+    why: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A learned scorer fitted and judged. A winner comes with `model` and the `controller` built
     on it, to be swapped in together; a loser with neither. `verdict` says why."""
@@ -52,6 +60,7 @@ class Candidate:
     model: LearnedModel | None = None
     controller: QualityController | None = None
     replaced: str = ""  # what the log says of a winner
+    learning: KeepLearning | None = None  # a loser's word on the learning phase, for the cascade to apply
 
     def news(self) -> str:
         """What the log says once the winner is swapped in: a refit names the threshold its
@@ -62,14 +71,15 @@ class Candidate:
         return f"{self.replaced}; threshold now {'escalate all' if threshold is None else f'{threshold:.2f}'}"
 
 
-# A fit: given the cascade's config, the controller in use and what to fit on, its candidate.
+# A fit: given the cascade's config, the controller in use (read, never changed) and what to fit
+# on, its candidate.
 Fit = Callable[[CascadeConfig, QualityController, FitData], Awaitable[Candidate]]
 
 
 async def early_candidate(config: CascadeConfig, controller: QualityController, data: FitData) -> Candidate:
     """A candidate from the samples so far; one that does not win yet but whose controller says a
-    threshold may yet be proven holds the cascade learning (every request escalated, each a
-    sample) rather than skipping, and once one says none can, the controller decides alone."""
+    threshold may yet be proven asks the cascade to keep learning (every request escalated, each a
+    sample) rather than skip, and once one says none can, the controller decides alone."""
     rows = data.rows
     result = await asyncio.to_thread(first_fit, rows, data.samples, policy_of(config), data.feedback)
     candidate = result.controller
@@ -77,9 +87,9 @@ async def early_candidate(config: CascadeConfig, controller: QualityController, 
         replaced = f"a learned scorer fitted early replaced {config.scorer} ({result.verdict.reason})"
         return Candidate(result.verdict, upgrades=True, model=result.model, controller=candidate, replaced=replaced)
     hopeful = candidate is not None and candidate.mode is Mode.LEARNING
-    controller.keep_learning(f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None)
+    learning = KeepLearning(f"an early fit may yet certify ({result.verdict.reason})" if hopeful else None)
     log.info("cascade %s: early fit on %d samples: %s", config.name, len(rows), result.verdict.reason)
-    return Candidate(result.verdict, upgrades=True)
+    return Candidate(result.verdict, upgrades=True, learning=learning)
 
 
 async def upgrade_candidate(config: CascadeConfig, controller: QualityController, data: FitData) -> Candidate:
@@ -87,7 +97,6 @@ async def upgrade_candidate(config: CascadeConfig, controller: QualityController
     rows = data.rows
     result = await asyncio.to_thread(upgrade, rows, data.samples, policy_of(config), data.feedback)
     if result.model is None or result.controller is None:
-        controller.keep_learning(None)  # the early fits' hope ends with the first full attempt
         log.info(
             "cascade %s: a learned scorer trained on %d samples does not replace %s: %s",
             config.name,
@@ -95,7 +104,8 @@ async def upgrade_candidate(config: CascadeConfig, controller: QualityController
             config.scorer,
             result.verdict.reason,
         )
-        return Candidate(result.verdict, upgrades=True)
+        # the early fits' hope ends with the first full attempt
+        return Candidate(result.verdict, upgrades=True, learning=KeepLearning(None))
     replaced = f"a learned scorer trained on {len(rows)} samples replaced {config.scorer} ({result.verdict.reason})"
     return Candidate(result.verdict, upgrades=True, model=result.model, controller=result.controller, replaced=replaced)
 
