@@ -43,6 +43,7 @@ from redis.asyncio import Redis
 
 from gateway.config.models_config import ModelConfig
 from gateway.config.settings import Settings
+from gateway.core.asked import Asked
 from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.metrics import Metrics
 from gateway.routing.direct import DirectTarget
@@ -104,8 +105,7 @@ async def measure(
             api_key=None,
             headers={},
             principal=principal,
-            tags=("proj=bench",),
-            requested_model="small",
+            asked=Asked("small", tags=("proj=bench",)),
         )
         c0, t0 = time.thread_time(), time.perf_counter()
         await limit(ctx)

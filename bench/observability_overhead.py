@@ -15,6 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from starlette.datastructures import Headers
 
+from gateway.core.asked import Asked
 from gateway.core.context import Endpoint, Principal, RequestContext
 from gateway.edge.access_log import TEXT_FORMAT, JsonFormatter, log_request
 from gateway.edge.request_ids import RequestIds
@@ -28,8 +29,8 @@ def ctx():
         api_key="k",
         headers=Headers({}),
         principal=Principal("team_1", "team-a", "key_1"),
+        asked=Asked("small"),
     )
-    c.requested_model = "small"
     c.outcome.served_by("small", "openai")
     c.outcome.finish()
     return c

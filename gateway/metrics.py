@@ -89,7 +89,7 @@ class Metrics:
     def observe(self, ctx: RequestContext) -> None:
         meter, outcome, child = ctx.meter, ctx.outcome, self._child
         team = ctx.principal.team_name if ctx.principal else ""
-        model = self.model_label(outcome.served_model or ctx.requested_model)
+        model = self.model_label(outcome.served_model or ctx.asked.model)
         child(self.requests, team, model, str(outcome.status_code), outcome.cache_status.value).inc()
         if meter.usage.prompt_tokens:
             child(self.tokens, team, model, "prompt").inc(meter.usage.prompt_tokens)

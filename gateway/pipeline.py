@@ -36,7 +36,7 @@ from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.guarded_call import Upstream
 from gateway.routing.target import RouteTarget
 from gateway.spend.spend_control import SpendControl
-from gateway.stages import authenticate, budget, cache, check_body, compress, priority, ratelimit, record, route, tag
+from gateway.stages import authenticate, budget, cache, check_body, compress, priority, ratelimit, record, route
 from gateway.stages.keep_text import KeepText
 from gateway.stages.side_call import HoldSideCall, RunSideCall
 from gateway.storage.keys import KeyStore
@@ -105,7 +105,6 @@ def build_stages(parts: StageParts) -> list[Stage]:
         record.Record(p.ledger, p.metrics, p.tracing),
         check_body.CheckBody(),
         authenticate.Authenticate(p.keys, p.targets),
-        tag.Tag(),
         ratelimit.RateLimit(p.spend, p.deployments),  # names the limits; counted below
         budget.ReserveBudget(p.spend, p.targets),  # limits + worst-case hold, one store call
         priority.Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
@@ -299,7 +298,7 @@ def stamped(response: Response, ctx: RequestContext) -> Response:
     if not isinstance(body, dict):
         return response
     if "model" in body:
-        body["model"] = ctx.requested_model
+        body["model"] = ctx.asked.model
     if isinstance(body.get("usage"), dict):
         body["usage"]["cost_usd"] = format_usd(ctx.meter.cost)
     out = Response(orjson.dumps(body), media_type="application/json")
@@ -315,7 +314,7 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     h = response.headers
     h["x-costgate-request-id"] = ctx.request_id
     h["x-costgate-cache"] = ctx.outcome.cache_status.value
-    h["x-costgate-model"] = ctx.outcome.served_model or ctx.requested_model
+    h["x-costgate-model"] = ctx.outcome.served_model or ctx.asked.model
     if ctx.dropped_params:
         h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
     if ctx.rate_headroom is not None:  # a key on a plan with per-minute limits

@@ -75,7 +75,7 @@ class MessagesShape:
                 yield piece
             return
         translator = MessagesStream(
-            self._meta(), input_tokens=count_messages(ctx.sent_body["messages"], ctx.requested_model)
+            self._meta(), input_tokens=count_messages(ctx.sent_body["messages"], ctx.asked.model)
         )
 
         async def finish() -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.admission import Priority
+from gateway.core.asked import Asked
 from gateway.core.meter import Meter
 from gateway.core.request_view import RequestView
 from policies.budgets import Hold
@@ -113,25 +114,6 @@ class Outcome:
             self.finished_at = time.perf_counter()
 
 
-class CacheControl(enum.Flag):
-    """The client's `x-costgate-cache` header: what the caches may do for this request."""
-
-    DEFAULT = 0
-    NO_CACHE = enum.auto()  # do not read
-    NO_STORE = enum.auto()  # do not write
-
-    @classmethod
-    def parse(cls, header: str | None) -> CacheControl:
-        flags = cls.DEFAULT
-        for part in (header or "").lower().split(","):
-            part = part.strip()
-            if part == "no-cache":
-                flags |= cls.NO_CACHE
-            elif part == "no-store":
-                flags |= cls.NO_STORE
-        return flags
-
-
 @dataclass(frozen=True, slots=True)
 class BatchLineRef:
     """A Batch API line (the caller's batch and the line's custom_id): a deployment whose provider
@@ -223,8 +205,9 @@ class RequestContext:
     """One request's state. Stages fill it in order; settle reads all of it.
 
     `body` is what the client asked, parsed once and never replaced (the caches' keys, the
-    ledger, the limits and the holds read it); `sent_body` is what the upstream is sent, the
-    same unless compression shortened the messages (`sent_messages`).
+    ledger, the limits and the holds read it), and `asked` what the gateway reads of it and of
+    the headers; `sent_body` is what the upstream is sent, the same unless compression shortened
+    the messages (`sent_messages`).
 
     What its upstream calls cost is its `meter` (gateway/core/meter.py), written only by the
     meter's methods. A cascade's shadow sample is not one of its calls: it is a side request with
@@ -237,22 +220,16 @@ class RequestContext:
     body: dict[str, Any]
     api_key: str | None
     headers: Mapping[str, str]  # the client's request headers (case-insensitive)
-    stream: bool = False
     started: float = field(default_factory=time.perf_counter)
     created_at: float = field(default_factory=time.time)
-    principal: Principal | None = None
-    user: str | None = None
-    tags: tuple[str, ...] = ()
-    trace_id: str | None = None
-    cache_control: CacheControl = CacheControl.DEFAULT
-    max_cost: Decimal | None = None
+    principal: Principal | None = None  # who asks: the key's team, plan and tags
+    asked: Asked = Asked()  # what it asks, parsed with the body (stages/check_body.py), never changed
+    trace_id: str | None = None  # x-costgate-trace-id; a shadow-sampled request's own id (routing/sampling.py)
     batch_line: BatchLineRef | None = None  # set for a Batch API line (gateway/batch/runner.py)
-    requested_model: str = ""
     meter: Meter = field(default_factory=Meter)  # what its upstream calls cost (gateway/core/meter.py)
     decided: Decisions = field(default_factory=Decisions)  # what the stages decided for it
     outcome: Outcome = field(default_factory=Outcome)  # what happened to it
     trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/upstream/tracing.py)
-    wants_usage_chunk: bool = False
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     sent_messages: list[dict[str, Any]] | None = None  # the messages compression sends instead of the client's
@@ -270,6 +247,12 @@ class RequestContext:
         """The client's body, read and parsed (gateway/pipeline.py), once: what was asked stays
         as asked; a policy that rewrites what the upstream is sent says so in `sent_messages`."""
         self.body, self._view = body, None
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """The request's chargeback tags: its key's, then the client's own, each once."""
+        own = self.principal.tags if self.principal is not None else ()
+        return tuple(dict.fromkeys((*own, *self.asked.tags))) if own else self.asked.tags
 
     @property
     def api_name(self) -> str:

@@ -174,7 +174,7 @@ class CascadeTarget:
         instead = cost_of(answer.usage, last.price) * ctx.lane_factor(last.config.provider)
         draw = None if sample_from is None else self.sampling.shadow_draw(ctx, controller, sample_from, weight)
         self.follow_ups[ctx.request_id] = FollowUp(False, instead, shadow=draw)
-        if ctx.stream:
+        if ctx.asked.stream:
             return StreamingResponse(
                 self._replay(ctx, answer.body), media_type="text/event-stream", headers=SSE_HEADERS
             )
@@ -202,17 +202,16 @@ class CascadeTarget:
     @staticmethod
     def _replay(ctx: RequestContext, body: dict[str, Any]) -> AsyncIterator[bytes]:
         """An accepted tier's whole answer, streamed; the request's text as the relay would collect it."""
-        ctx.wants_usage_chunk = ctx.view.include_usage
         ctx.outcome.first_token()
         ctx.completion_text = [answer_text(body)]
-        named = {**body, "model": ctx.requested_model}  # as every answer names it (gateway/pipeline.py stamped)
-        return replay(ctx.endpoint, named, ctx.meter.usage, format_usd(ctx.meter.cost), ctx.wants_usage_chunk)
+        named = {**body, "model": ctx.asked.model}  # as every answer names it (gateway/pipeline.py stamped)
+        return replay(ctx.endpoint, named, ctx.meter.usage, format_usd(ctx.meter.cost), ctx.view.include_usage)
 
     async def _answer_last(
         self, ctx: RequestContext, dep: Deployment, sample_from: list[TierAnswer] | None, weight: float = 1.0
     ) -> Response:
         before = ctx.meter.cost  # what the last tier's own call costs is what it adds (known once settled)
-        if ctx.stream:
+        if ctx.asked.stream:
             relay = await self.services.upstream.relay(ctx, dep)
         else:
             completion = await self.services.upstream.answer(ctx, dep)
@@ -220,7 +219,7 @@ class CascadeTarget:
         self.services.policy_metrics.cascade_answers.labels(self.name, dep.name).inc()
         self.follow_ups[ctx.request_id] = FollowUp(True, None, before)
         complete_sample = sample_from is not None and len(sample_from) == len(self.tiers) - 1
-        if ctx.stream:
+        if ctx.asked.stream:
             if complete_sample and sample_from:
                 relay = self.sampling.record_after_stream(relay, ctx, sample_from, weight)
             return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)

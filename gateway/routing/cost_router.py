@@ -54,12 +54,12 @@ class CostRouterTarget:
 
     def pick(self, ctx: RequestContext) -> str:
         candidates = self.candidates(ctx)
-        chosen = choose(candidates, ctx.max_cost)
+        chosen = choose(candidates, ctx.asked.max_cost)
         if chosen is None:
             cheapest = min((c.estimated_cost for c in candidates), default=None)
             detail = f"; the cheapest model's estimate is ${format_usd(cheapest)}" if cheapest is not None else ""
             raise CostLimitExceeded(
-                f"no model fits x-costgate-max-cost-usd={format_usd(ctx.max_cost or Decimal(0))}{detail}",
+                f"no model fits x-costgate-max-cost-usd={format_usd(ctx.asked.max_cost or Decimal(0))}{detail}",
                 param="x-costgate-max-cost-usd",
             )
         return chosen.name

@@ -53,7 +53,7 @@ class DirectTarget:
         """One deployment's answer, through the guarded call (routing/upstream.py): in the
         client's own API when the deployment serves it (native_calls.py)."""
         native = serves_natively(ctx, dep)
-        if ctx.stream:
+        if ctx.asked.stream:
             relay = await self.upstream.relay(ctx, dep, native)
             return StreamingResponse(relay, media_type="text/event-stream", headers=SSE_HEADERS)
         completion = await self.upstream.answer(ctx, dep, native)

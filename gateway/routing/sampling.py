@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from gateway.core.asked import Asked
 from gateway.core.bodies import answer_text
 from gateway.core.context import Decisions, RequestContext
 from gateway.routing.cascade_services import Learner, Services, StateSlot, Tally
@@ -136,10 +137,8 @@ class Sampling:
             api_key=None,
             headers={},
             principal=ctx.principal,
-            user=ctx.user,
-            tags=tuple(dict.fromkeys((*ctx.tags, SHADOW_TAG))),
+            asked=Asked(ctx.asked.model, user=ctx.asked.user, tags=tuple(dict.fromkeys((*ctx.asked.tags, SHADOW_TAG)))),
             trace_id=ctx.trace_id,
-            requested_model=ctx.requested_model,
             # the request's class: a batch request's sample is batch work too
             decided=Decisions(priority=ctx.decided.priority),
         )

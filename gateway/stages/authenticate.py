@@ -19,8 +19,7 @@ class Authenticate:
     async def __call__(self, ctx: RequestContext) -> Response | None:
         if ctx.principal is None:  # a batch line arrives resolved from its batch's key (checked live)
             ctx.principal = await self.keys.authenticate(ctx.api_key)
-        ctx.requested_model = ctx.body["model"]
-        check_model(ctx.principal, ctx.requested_model, self.models)
+        check_model(ctx.principal, ctx.asked.model, self.models)
         return None
 
 

@@ -42,7 +42,7 @@ class ReserveBudget:
         principal = ctx.principal
         assert principal is not None, "authenticate runs first"
         now = ctx.created_at  # the ledger row's time too: counters and ledger agree on the period
-        budgets = distinct_by_counter(await self.control.budgets_for(principal, ctx.user, ctx.tags), now)
+        budgets = distinct_by_counter(await self.control.budgets_for(principal, ctx.asked.user, ctx.tags), now)
         if not budgets and not ctx.rate_checks:
             return None
         want = to_pico(self.worst_case(ctx)) if budgets else 0
@@ -114,7 +114,7 @@ class ReserveBudget:
     def worst_case(self, ctx: RequestContext) -> Decimal:
         """What the request's calls can cost at most: its route target's worst case (a side
         request's stage holds its call's instead: stages/side_call.py)."""
-        return self.targets[ctx.requested_model].worst_case_cost(ctx)
+        return self.targets[ctx.asked.model].worst_case_cost(ctx)
 
     async def settle(self, ctx: RequestContext) -> None:
         if ctx.meter.unmetered_calls:

@@ -22,7 +22,8 @@ import orjson
 from starlette.responses import Response, StreamingResponse
 
 from gateway.caching.response_cache import ResponseCache
-from gateway.core.context import CacheControl, CacheDecision, CacheStatus, Endpoint, RequestContext
+from gateway.core.asked import CacheControl
+from gateway.core.context import CacheDecision, CacheStatus, Endpoint, RequestContext
 from gateway.core.sse import SSE_HEADERS, replay
 from gateway.stages.cache_replay import WORDS_PER_CHUNK, ZERO_COST, completion_body
 from gateway.upstream.deployments import Deployment
@@ -54,11 +55,10 @@ def saved_by(answer: CachedAnswer, deployments: Mapping[str, Deployment]) -> Dec
 def serve(ctx: RequestContext, entry: Entry, status: CacheStatus, deployments: Mapping[str, Deployment]) -> Response:
     ctx.outcome.from_cache(status, entry.answer.served_model)
     ctx.meter.saved_by_cache(saved_by(entry.answer, deployments))
-    body = completion_body(ctx.endpoint, entry.answer) | {"model": ctx.requested_model}  # as every answer names it
-    if ctx.stream:
-        ctx.wants_usage_chunk = ctx.view.include_usage
+    body = completion_body(ctx.endpoint, entry.answer) | {"model": ctx.asked.model}  # as every answer names it
+    if ctx.asked.stream:
         usage = Usage(entry.answer.prompt_tokens, entry.answer.completion_tokens)
-        events = replay(ctx.endpoint, body, usage, ZERO_COST, ctx.wants_usage_chunk, WORDS_PER_CHUNK)
+        events = replay(ctx.endpoint, body, usage, ZERO_COST, ctx.view.include_usage, WORDS_PER_CHUNK)
         return StreamingResponse(events, media_type="text/event-stream", headers=SSE_HEADERS)
     return Response(orjson.dumps(body), media_type="application/json")
 
@@ -73,7 +73,7 @@ class ExactCache:
         if decision is None:
             return None
         ctx.decided.cache = decision
-        if CacheControl.NO_CACHE in ctx.cache_control or not decision.policy.exact:
+        if CacheControl.NO_CACHE in ctx.asked.cache_control or not decision.policy.exact:
             return None
         entry = await self.cache.lookup_exact(decision.keys)
         self.cache.metrics.lookups.labels(decision.team_name, "exact", "hit" if entry else "miss").inc()
@@ -86,7 +86,7 @@ class ExactCache:
 
     async def settle(self, ctx: RequestContext) -> None:
         decision = ctx.decided.cache
-        if decision is None or CacheControl.NO_STORE in ctx.cache_control:
+        if decision is None or CacheControl.NO_STORE in ctx.asked.cache_control:
             return
         answer = self._answer(ctx)
         if answer is None:
@@ -109,7 +109,7 @@ class ExactCache:
             return None
         if ctx.meter.unmetered_calls:  # its charge failed: an answer nobody could meter is not one to replay
             return None
-        if not ctx.stream:
+        if not ctx.asked.stream:
             return answer_of(ctx.outcome.response_body, ctx.outcome.served_model)
         text = "".join(ctx.completion_text)
         if not text or ctx.body.get("tools") or ctx.body.get("functions"):
@@ -129,7 +129,7 @@ class SemanticCache:
         decision = ctx.decided.cache
         if decision is None or not decision.policy.semantic or not decision.keys.question.strip():
             return None
-        if CacheControl.NO_CACHE in ctx.cache_control:
+        if CacheControl.NO_CACHE in ctx.asked.cache_control:
             return None
         started = time.perf_counter()
         decision.vector = await self.cache.embed(decision.keys.question)
@@ -138,7 +138,7 @@ class SemanticCache:
         self.cache.metrics.lookups.labels(decision.team_name, "semantic", "hit" if hit else "miss").inc()
         if hit is None:
             return None
-        query = None if CacheControl.NO_STORE in ctx.cache_control else decision.keys.question
+        query = None if CacheControl.NO_STORE in ctx.asked.cache_control else decision.keys.question
         await self.cache.record_hit(
             hit.entry, self.cache.served_record(ctx.request_id, hit.entry, decision.policy, query, hit.cosine)
         )

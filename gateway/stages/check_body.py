@@ -1,4 +1,5 @@
-"""Stage: the body, checked against its endpoint's wire model.
+"""Stage: the body, checked against its endpoint's wire model, and what the request asks parsed
+once from it and the headers (gateway/core/asked.py `Asked`).
 
 Routes authenticate the key before anything else (a request without a valid key costs no body
 read) and hand the pipeline a reader for the body, which it reads once the Record stage was
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from starlette.responses import Response
 
+from gateway.core.asked import Asked, parse_trace_id
 from gateway.core.context import RequestContext
 from gateway.core.wire import validate_body
 
@@ -18,5 +20,6 @@ from gateway.core.wire import validate_body
 class CheckBody:
     async def __call__(self, ctx: RequestContext) -> Response | None:
         validate_body(ctx.endpoint, ctx.body)
-        ctx.stream = bool(ctx.body.get("stream"))
+        ctx.asked = Asked.of(ctx.body, ctx.headers)
+        ctx.trace_id = parse_trace_id(ctx.headers.get("x-costgate-trace-id"))
         return None

@@ -47,7 +47,7 @@ class Compress:
             self.config.enabled
             and ctx.endpoint is Endpoint.CHAT
             and isinstance(ctx.body.get("messages"), list)
-            and (models is None or ctx.requested_model in models)
+            and (models is None or ctx.asked.model in models)
         )
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
@@ -65,8 +65,8 @@ class Compress:
             return None
         ctx.sent_messages = shorter  # the client's body stays as asked (the caches, the ledger read it)
         ctx.compressed_tokens = saved
-        self.metrics.compressions.labels(ctx.requested_model).inc()
-        self.metrics.compression_tokens_saved.labels(ctx.requested_model).inc(saved)
+        self.metrics.compressions.labels(ctx.asked.model).inc()
+        self.metrics.compression_tokens_saved.labels(ctx.asked.model).inc(saved)
         return None
 
     @staticmethod

@@ -37,7 +37,7 @@ class KeepText:
 
     async def settle(self, ctx: RequestContext) -> None:
         p = ctx.principal
-        last = self.last_tiers.get(ctx.requested_model)
+        last = self.last_tiers.get(ctx.asked.model)
         if p is None or last is None or (p.team_name not in self.teams and p.team_id not in self.teams):
             return
         if ctx.outcome.served_model != last or ctx.outcome.error is not None or ctx.outcome.status_code >= 400:
@@ -51,7 +51,7 @@ class KeepText:
             return
         self.store.keep(
             KeptText(
-                ctx.requested_model,
+                ctx.asked.model,
                 self.source,
                 ctx.request_id,
                 p.team_id,
@@ -72,7 +72,7 @@ def kept_answer(ctx: RequestContext) -> str | None:
             return None
         content = message.get("content")
         return content if isinstance(content, str) and content.strip() else None
-    if ctx.stream:
+    if ctx.asked.stream:
         text = "".join(ctx.completion_text)
         return text if text.strip() else None
     return None

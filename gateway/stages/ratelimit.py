@@ -38,7 +38,7 @@ class RateLimit:
         principal = ctx.principal
         assert principal is not None, "authenticate runs first"
         plan = self.control.plan(principal.plan)
-        model = ctx.requested_model
+        model = ctx.asked.model
         dep = self.deployments.get(model)
         if not plan.allows_model(model, dep.price if dep is not None else None):
             self.control.metrics.refused.labels("plan_model", "key").inc()

@@ -16,4 +16,4 @@ class Route:
         self.targets = targets
 
     async def __call__(self, ctx: RequestContext) -> Response | None:
-        return await self.targets[ctx.requested_model].answer(ctx)
+        return await self.targets[ctx.asked.model].answer(ctx)

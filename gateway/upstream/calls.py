@@ -142,7 +142,6 @@ async def open_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterator[byte
         )
     ctx.meter.call_answered()
     ctx.outcome.served_by(dep.name, dep.config.provider)
-    ctx.wants_usage_chunk = ctx.view.include_usage
     return _relay(ctx, dep, stream)
 
 
@@ -170,7 +169,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
     try:
         async for event in stream:
             data = event.data
-            raw = as_asked(event.raw, data, ctx.requested_model)
+            raw = as_asked(event.raw, data, ctx.asked.model)
             reported = usage_from(data.get("usage"))
             choices = data.get("choices")
             if choices:
@@ -208,7 +207,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             final = charge(ctx, dep, usage, ctx.completion_text, tier)
     if failed:
         return
-    for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.wants_usage_chunk, reported_raw):
+    for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.view.include_usage, reported_raw):
         yield tail
 
 

@@ -112,7 +112,7 @@ class RequestTrace:
     def finish(self, ctx: RequestContext) -> None:
         span = self.span
         operation = OPERATIONS[ctx.endpoint]
-        span.update_name(f"{operation} {ctx.requested_model}" if ctx.requested_model else operation)
+        span.update_name(f"{operation} {ctx.asked.model}" if ctx.asked.model else operation)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": operation,
             "gen_ai.usage.input_tokens": ctx.meter.usage.prompt_tokens,
@@ -120,11 +120,11 @@ class RequestTrace:
             "costgate.cost_usd": float(ctx.meter.cost),
             "costgate.saved_usd": float(ctx.meter.saved),
             "costgate.cache": ctx.outcome.cache_status.value,
-            "costgate.stream": ctx.stream,
+            "costgate.stream": ctx.asked.stream,
             "http.response.status_code": ctx.outcome.status_code,
         }
         optional = {
-            "gen_ai.request.model": ctx.requested_model or None,
+            "gen_ai.request.model": ctx.asked.model or None,
             "gen_ai.response.model": ctx.outcome.served_model,
             "costgate.team": ctx.principal.team_name if ctx.principal else None,
             "costgate.key_id": ctx.principal.key_id if ctx.principal else None,

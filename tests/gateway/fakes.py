@@ -11,6 +11,7 @@ import orjson
 from starlette.datastructures import Headers
 
 from gateway.config.models_config import ModelConfig
+from gateway.core.asked import Asked
 from gateway.core.context import Endpoint, Outcome, Principal, RequestContext
 from gateway.core.meter import Meter
 from gateway.metrics import Metrics
@@ -35,7 +36,8 @@ def request(
     **fields: Any,
 ) -> RequestContext:
     """A context as the route hands it to the pipeline (headers case-insensitive, like Starlette's),
-    with `fields` already filled in as the earlier stages would have."""
+    with `fields` already filled in as the earlier stages would have: what was asked by its
+    `Asked` names (`requested_model` for its model, else the body's), the outcome's and the meter's by their own."""
     body = {"model": "small", "messages": [{"role": "user", "content": "hi"}]} if body is None else body
     ctx = RequestContext(
         request_id="req_test",
@@ -43,15 +45,18 @@ def request(
         body=body,
         api_key=api_key,
         headers=Headers(headers or {}),
-        stream=stream,
         principal=principal,
     )
-    for name, value in fields.items():  # the outcome's and the meter's fields by their own names
+    asked = {"model" if name == "requested_model" else name: fields.pop(name) for name in ASKED & fields.keys()}
+    asked.setdefault("model", body.get("model", ""))
+    ctx.asked = Asked(stream=stream, **asked)
+    for name, value in fields.items():
         part = ctx.outcome if name in OUTCOME else ctx.meter if name in METER else ctx
         setattr(part, name, value)
     return ctx
 
 
+ASKED = frozenset({"requested_model"} | {f.name for f in dataclasses.fields(Asked)} - {"model", "stream"})
 OUTCOME = frozenset(f.name for f in dataclasses.fields(Outcome))
 METER = frozenset(f.name for f in dataclasses.fields(Meter))
 

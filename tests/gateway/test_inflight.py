@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from gateway.config.models_config import ModelConfig
 from gateway.config.settings import Settings
+from gateway.core.asked import Asked
 from gateway.core.context import BatchLineRef, Endpoint, Principal, RequestContext
 from gateway.spend.spend_control import SpendControl
 from gateway.storage.counters import Admission, BudgetCheck, Lease, Settlement
@@ -43,11 +44,11 @@ def stream_ctx(rid: str) -> RequestContext:
         endpoint=Endpoint.CHAT,
         headers={},
         api_key=None,
-        stream=True,
+        asked=Asked("m", stream=True),
         body={"model": "m", "messages": [{"role": "user", "content": "count to ten"}]},
         principal=Principal("team_1", "team", "key_1"),
     )
-    ctx.requested_model = ctx.outcome.served_model = "m"
+    ctx.outcome.served_model = "m"
     ctx.reservation = Hold("h-" + rid, 1000.0, (BUDGET,), 10**14)
     return ctx
 
@@ -208,7 +209,7 @@ async def test_a_dead_replicas_batch_line_at_its_provider_is_not_charged_its_hol
     lines = {}
     for name, at_provider in (("at-provider", True), ("called", False)):
         ctx = stream_ctx(name)
-        ctx.stream = False
+        ctx.asked = Asked("m")
         ctx.batch_line = BatchLineRef("batch_1", name, at_provider)
         assert ctx.reservation is not None
         check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)

@@ -7,6 +7,7 @@ import orjson
 import pytest
 from starlette.responses import Response, StreamingResponse
 
+from gateway.core.asked import Asked
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.errors import BudgetExceeded
 from gateway.core.sse import SSE_DONE
@@ -38,7 +39,7 @@ class Probe:
 
 def ctx() -> RequestContext:
     return RequestContext(
-        request_id="req_1", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={}, requested_model="m"
+        request_id="req_1", endpoint=Endpoint.CHAT, body={}, api_key=None, headers={}, asked=Asked("m")
     )
 
 

@@ -6,9 +6,8 @@ import pytest
 
 from gateway.config.models_config import default_models
 from gateway.config.settings import load_settings
-from gateway.core.context import CacheControl
+from gateway.core.asked import CacheControl, parse_max_cost, parse_tags
 from gateway.core.errors import InvalidRequest
-from gateway.stages.tag import parse_max_cost, parse_tags
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 
 from gateway.config.models_config import ModelConfig
+from gateway.core.asked import Asked
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.images import GPT_4O, data_url_size, rule_for, tile_count
 from gateway.core.request_view import completion_count
@@ -183,7 +184,12 @@ def deployment(max_output: int = 1000, model: str = "gpt-4o") -> Deployment:
 
 def context(body: dict, endpoint: Endpoint = Endpoint.CHAT) -> RequestContext:
     return RequestContext(
-        request_id="r", endpoint=endpoint, body=body, api_key=None, headers={}, stream=bool(body.get("stream"))
+        request_id="r",
+        endpoint=endpoint,
+        body=body,
+        api_key=None,
+        headers={},
+        asked=Asked(body.get("model", ""), stream=bool(body.get("stream"))),
     )
 
 

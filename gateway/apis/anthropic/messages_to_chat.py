@@ -11,7 +11,7 @@ temperature, top_p            -> the same names (Anthropic's 0-1 temperature is 
 top_k                         -> top_k: vLLM (the bundled engine) and litellm's providers
                                  take it; OpenAI's own API does not (issue 14 item 3's
                                  per-model parameter drop is where that is handled)
-metadata.user_id              -> user (costgate's tag stage charges it to that user)
+metadata.user_id              -> user (costgate charges it to that user: gateway/core/asked.py)
 output_config.format          -> response_format json_schema (strict, as Anthropic's is)
 output_config.effort, thinking -> reasoning_effort (EFFORT; an `enabled` budget by its size;
                                  `adaptive` or `disabled` alone: the upstream's default)

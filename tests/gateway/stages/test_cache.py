@@ -18,7 +18,8 @@ from starlette.responses import Response, StreamingResponse
 
 from gateway.caching.response_cache import CacheMetrics, ResponseCache
 from gateway.config.settings import CacheConfig
-from gateway.core.context import CacheControl, CacheStatus, Endpoint, Principal, RequestContext
+from gateway.core.asked import CacheControl
+from gateway.core.context import CacheStatus, Endpoint, Principal, RequestContext
 from gateway.stages.cache import ExactCache, SemanticCache, cache_stages
 from policies.pricing import Usage
 from policies.semantic_cache.embedder import DIM
@@ -155,7 +156,7 @@ async def test_a_hit_streams_when_streaming_was_asked_with_the_usage_chunk_if_as
     assert events[-1] == b"data: [DONE]\n\n"
     data = [orjson.loads(e[len(b"data: ") :]) for e in events if e.startswith(b"data: {")]
     text = "".join(d["choices"][0]["delta"].get("content", "") for d in data if d["choices"])
-    assert text == "Paris." and ctx.wants_usage_chunk
+    assert text == "Paris." and ctx.view.include_usage
     assert data[-1]["usage"]["cost_usd"] == "0" and data[-1]["usage"]["completion_tokens"] == 500
 
 
