@@ -317,9 +317,9 @@ def with_headers(response: Response, ctx: RequestContext) -> Response:
     h["x-costgate-model"] = ctx.outcome.served_model or ctx.asked.model
     if ctx.dropped_params:
         h[DROPPED_HEADER] = dropped_header(ctx.dropped_params)
-    if ctx.rate_headroom is not None:  # a key on a plan with per-minute limits
+    if ctx.decided.headroom is not None:  # a key on a plan with per-minute limits
         anthropic = ctx.api is Api.MESSAGES
-        h.update(ratelimit.limit_headers(ctx.rate_headroom, anthropic))
+        h.update(ratelimit.limit_headers(ctx.decided.headroom, anthropic))
     if ctx.compressed_tokens:
         h["x-costgate-compressed-tokens"] = str(ctx.compressed_tokens)
     if not isinstance(response, StreamingResponse) or ctx.outcome.cache_status is not CacheStatus.MISS:

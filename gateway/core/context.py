@@ -154,9 +154,13 @@ class CacheDecision:
 @dataclass(slots=True)
 class Decisions:
     """What was decided for a request (`RequestContext.decided`), each by the one stage or route
-    target that decides it, then read by those after: the class it runs in, the share of the
-    local engine's price it is charged, the model a routing policy chose, what the caches may do."""
+    target that decides it, then read by those after: the limits that count it and the budget
+    hold it was admitted with, the class it runs in, the share of the local engine's price it is
+    charged, the model a routing policy chose, what the caches may do."""
 
+    limits: tuple[RateCheck, ...] = ()  # named by the rate-limit stage, checked in the budget stage's one call
+    headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
+    hold: Hold | None = None  # the budget hold settle commits and releases (stages/budget.py)
     priority: Priority = Priority.INTERACTIVE  # x-costgate-priority or the key's plan (stages/priority.py)
     price_factor: Decimal = Decimal(1)  # 1 - the batch lane's discount (gateway/batch/runner.py)
     route: str | None = None  # a routing policy's choice, made once: the hold and the call agree
@@ -233,9 +237,6 @@ class RequestContext:
     completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     sent_messages: list[dict[str, Any]] | None = None  # the messages compression sends instead of the client's
-    rate_headroom: RateHeadroom | None = None  # what the per-minute limits left, for the rate-limit headers
-    rate_checks: tuple[RateCheck, ...] = ()  # limits the rate-limit stage hands to the budget stage's one call
-    reservation: Hold | None = None  # the budget hold settle commits and releases
     settled: bool = False  # the pipeline settled this request (it does so once)
     dropped_params: set[str] = field(default_factory=set)  # body fields no deployment called was sent
     prompt_bounds: dict[str, int] = field(default_factory=dict)  # billable prompt tokens by deployment (worst_case.py)

@@ -184,7 +184,7 @@ class SpendControl:
     async def refusal(self, ctx: RequestContext, err: GatewayError) -> GatewayError:
         """The error to answer a refused request with: `err`, or a 429 once the key (or team)
         is over its request rate. A request admitted already was counted then."""
-        if ctx.principal is None or ctx.reservation is not None or isinstance(err, RateLimited):
+        if ctx.principal is None or ctx.decided.hold is not None or isinstance(err, RateLimited):
             return err
         return await self.count_refusal(ctx.principal, ctx.created_at) or err
 

@@ -43,7 +43,7 @@ class ReserveBudget:
         assert principal is not None, "authenticate runs first"
         now = ctx.created_at  # the ledger row's time too: counters and ledger agree on the period
         budgets = distinct_by_counter(await self.control.budgets_for(principal, ctx.asked.user, ctx.tags), now)
-        if not budgets and not ctx.rate_checks:
+        if not budgets and not ctx.decided.limits:
             return None
         want = to_pico(self.worst_case(ctx)) if budgets else 0
         hold = Hold("h" + secrets.token_hex(10), now, tuple(budgets), want)
@@ -52,7 +52,7 @@ class ReserveBudget:
             now,
             now + self.control.config.reservation_timeout_s,
             want,
-            ctx.rate_checks,
+            ctx.decided.limits,
             budget_checks(budgets, now),
             self.control.leases.lease(now),
             # should this replica die before the request settles (or its stream checkpoints),
@@ -69,18 +69,18 @@ class ReserveBudget:
                     code="budget_store_unavailable",
                     retry_after=1,
                 ) from None
-            ctx.reservation = Hold(hold.id, now, hold.budgets, want, held=False)
+            ctx.decided.hold = Hold(hold.id, now, hold.budgets, want, held=False)
             return None
         if verdict.outcome is Outcome.RATE_LIMITED:
-            check = ctx.rate_checks[verdict.failed or 0]
-            ctx.rate_headroom = refused_headroom(check, now)
+            check = ctx.decided.limits[verdict.failed or 0]
+            ctx.decided.headroom = refused_headroom(check, now)
             raise self.control.rate_limited(check, verdict.retry_after_s)
-        ctx.rate_headroom = headroom(ctx.rate_checks, verdict.used, now)
+        ctx.decided.headroom = headroom(ctx.decided.limits, verdict.used, now)
         if verdict.outcome is Outcome.OVER_BUDGET:
             b = budgets[verdict.failed or 0]
             self.control.metrics.refused.labels("budget", b.scope.value).inc()
             raise await self.over_budget(b, principal.team_name, want, now)
-        ctx.reservation = hold
+        ctx.decided.hold = hold
         return None
 
     async def over_budget(self, b: Budget, team_name: str, want: int, now: float) -> BudgetExceeded:
@@ -104,7 +104,7 @@ class ReserveBudget:
         (its counting, pricing or relay failed, or the client left before the relay began), so
         the provider billed what nobody metered. It is charged the request's hold, or, where no
         budget held it, the same worst case computed now: never $0."""
-        hold = ctx.reservation
+        hold = ctx.decided.hold
         worst = from_pico(hold.want_pusd) if hold is not None and hold.budgets else self.worst_case(ctx)
         log.error(
             "request %s: %d upstream call(s) not metered, charged $%s", ctx.request_id, ctx.meter.unmetered_calls, worst
@@ -119,13 +119,13 @@ class ReserveBudget:
     async def settle(self, ctx: RequestContext) -> None:
         if ctx.meter.unmetered_calls:
             self.charge_unmetered(ctx)
-        hold = ctx.reservation
+        hold = ctx.decided.hold
         if hold is None or ctx.principal is None:
             return
         actual = ctx.meter.usage.total_tokens  # counted as the prompt estimate at admission
         adjustments = [
             RateAdjustment(c.counter(hold.now), actual - c.amount, 2 * c.limit.window_s + 60)
-            for c in ctx.rate_checks
+            for c in ctx.decided.limits
             if c.limit is not Limit.REQUESTS_PER_MINUTE
         ]
         await self.control.settle(hold, to_pico(ctx.meter.cost), adjustments, ctx.principal)

@@ -2,7 +2,7 @@
 
 Plan rules that need no counter are enforced here: the plan's model allowlist (free keys: cheap
 models only) and the tarpit delay. The counted limits — requests and tokens per minute per key
-and team, the plan's daily token quota — are only *named* here (`ctx.rate_checks`): the budget
+and team, the plan's daily token quota — are only *named* here (`ctx.decided.limits`): the budget
 stage checks and counts them together with its reservation, in one store call (one Redis round
 trip), so a request refused for its budget is not counted against its rate limits either.
 Tokens are counted at admission as an estimate of the prompt's tokens and corrected to the true total at settle.
@@ -51,7 +51,7 @@ class RateLimit:
             (Limit.TOKENS_PER_DAY, key, plan.tokens_per_day),
             (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute),
         )
-        ctx.rate_checks = (
+        ctx.decided.limits = (
             *self.control.request_checks(principal),
             *(RateCheck(limit, subject, maximum, tokens) for limit, subject, maximum in wanted if maximum is not None),
         )

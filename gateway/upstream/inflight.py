@@ -180,7 +180,7 @@ class StreamWatch:
 
     def record(self) -> dict[str, Any]:
         usage, cost = self._so_far()
-        return stopped_record(self.ctx, self.ctx.reservation, usage, to_pico(cost), STOPPED)
+        return stopped_record(self.ctx, self.ctx.decided.hold, usage, to_pico(cost), STOPPED)
 
     def _so_far(self) -> tuple[Usage, Decimal]:
         ctx = self.ctx

@@ -107,7 +107,7 @@ class StreamMeter:
     @classmethod
     def for_call(cls, ctx: RequestContext, dep: Deployment) -> StreamMeter | None:
         """A meter when a budget holds this request and its output costs money; else None."""
-        hold = ctx.reservation
+        hold = ctx.decided.hold
         if hold is None or not hold.budgets or not dep.price.output:
             return None
         prompt = unreported_prompt(ctx, dep)
@@ -150,7 +150,7 @@ class StreamMeter:
 def cut_reason(ctx: RequestContext) -> str:
     """Why a stream ended before its upstream did (a chat stream's closing comment, a native
     API's error event)."""
-    hold = format_usd(ctx.reservation.want_pusd * PICO_USD) if ctx.reservation else "0"
+    hold = format_usd(ctx.decided.hold.want_pusd * PICO_USD) if ctx.decided.hold else "0"
     return f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
 
 

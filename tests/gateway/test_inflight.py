@@ -49,7 +49,7 @@ def stream_ctx(rid: str) -> RequestContext:
         principal=Principal("team_1", "team", "key_1"),
     )
     ctx.outcome.served_model = "m"
-    ctx.reservation = Hold("h-" + rid, 1000.0, (BUDGET,), 10**14)
+    ctx.decided.hold = Hold("h-" + rid, 1000.0, (BUDGET,), 10**14)
     return ctx
 
 
@@ -67,14 +67,14 @@ async def parts(tmp_path: Path) -> AsyncIterator[tuple[SpendControl, LedgerWrite
 
 
 async def hold(control: SpendControl, ctx: RequestContext, deadline: float = 2000.0) -> None:
-    assert ctx.reservation is not None
+    assert ctx.decided.hold is not None
     check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)
     await control.store.admit(
         Admission(
-            ctx.reservation.id,
+            ctx.decided.hold.id,
             1000.0,
             deadline,
-            ctx.reservation.want_pusd,
+            ctx.decided.hold.want_pusd,
             (),
             (check,),
             Lease("dead-replica", time.time() + 60),
@@ -211,11 +211,11 @@ async def test_a_dead_replicas_batch_line_at_its_provider_is_not_charged_its_hol
         ctx = stream_ctx(name)
         ctx.asked = Asked("m")
         ctx.batch_line = BatchLineRef("batch_1", name, at_provider)
-        assert ctx.reservation is not None
+        assert ctx.decided.hold is not None
         check = BudgetCheck(BUDGET.counter(1000.0), BUDGET.amount_pusd, None)
-        record = orjson.dumps(held_record(ctx, ctx.reservation)).decode()
+        record = orjson.dumps(held_record(ctx, ctx.decided.hold)).decode()
         lease = Lease("dead-replica", time.time() + 60)
-        admission = Admission(ctx.reservation.id, 1000.0, time.time() + 900, 10**14, (), (check,), lease, record)
+        admission = Admission(ctx.decided.hold.id, 1000.0, time.time() + 900, 10**14, (), (check,), lease, record)
         await control.store.admit(admission)
         lines[name] = ctx
     live = StreamJournal(tmp_path / "live", deployments(), checkpoints=control.store)

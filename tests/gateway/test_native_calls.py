@@ -253,7 +253,7 @@ def metered(ctx: RequestContext, dep: Deployment, allowed_tokens: int) -> None:
     """A budget hold on `ctx` that leaves `allowed_tokens` of output after the prompt's bound."""
     budget = Budget(Scope.TEAM, "team_a1", Period.TOTAL, 10**15)
     want = (prompt_bound(ctx, dep) * INPUT + allowed_tokens * OUTPUT) / PICO_USD
-    ctx.reservation = Hold("h", 0.0, (budget,), int(want))
+    ctx.decided.hold = Hold("h", 0.0, (budget,), int(want))
     meter = StreamMeter.for_call(ctx, dep)
     assert meter is not None and meter.allowed == allowed_tokens
 

@@ -273,9 +273,9 @@ def test_a_meter_only_where_a_budget_holds_the_request() -> None:
     ctx = context({"model": "d", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10})
     assert StreamMeter.for_call(ctx, dep) is None
     want = worst_case(ctx, dep)
-    ctx.reservation = Hold("h", 0.0, (), 1)
+    ctx.decided.hold = Hold("h", 0.0, (), 1)
     assert StreamMeter.for_call(ctx, dep) is None  # rate limits only: no money held
     budget = Budget(Scope.TEAM, "t", Period.TOTAL, 10**12, ())
-    ctx.reservation = Hold("h", 0.0, (budget,), int(want * 10**12))
+    ctx.decided.hold = Hold("h", 0.0, (budget,), int(want * 10**12))
     meter = StreamMeter.for_call(ctx, dep)
     assert meter is not None and meter.allowed == 10 + count_slack(10)

@@ -73,7 +73,7 @@ def answered(ctx: RequestContext, cost: str, usage: Usage = SOME_USAGE) -> Reque
 async def test_without_budgets_or_limits_nothing_is_held(tmp_path: Path) -> None:
     async with spend_control(tmp_path) as control:
         ctx = await admitted(control, dataclasses.replace(TEAM_A, plan="enterprise"))
-        assert ctx.reservation is None
+        assert ctx.decided.hold is None
         await ReserveBudget(control, TARGETS).settle(answered(ctx, "0.001"))  # nothing to settle: no error
 
 
@@ -81,7 +81,7 @@ async def test_the_worst_case_is_held_then_settled_to_the_true_cost(tmp_path: Pa
     async with spend_control(tmp_path) as control:
         team = await budget(control, Scope.TEAM, "team_a1", "1")
         ctx = await admitted(control)
-        hold = ctx.reservation
+        hold = ctx.decided.hold
         assert hold is not None and hold.held and hold.want_pusd == to_pico(WORST_CASE)
         assert [b.id for b in hold.budgets] == [team.id]
         assert await state(control, team) == (0, WORST_CASE)  # held before any upstream call
@@ -119,11 +119,11 @@ async def test_a_worst_case_that_does_not_fit_is_refused_before_the_call(tmp_pat
             "flight) of its limit $0.005; this request needs up to its worst case $0.004, "
             "which does not fit"
         )
-        assert ctx.reservation is None and refusals(control, "budget", "team") == 1
+        assert ctx.decided.hold is None and refusals(control, "budget", "team") == 1
         # the first request settles for less: its release makes room again
         await ReserveBudget(control, TARGETS).settle(answered(first, "0.0005"))
         assert await state(control, team) == (Decimal("0.0005"), 0)
-        assert (await admitted(control)).reservation is not None
+        assert (await admitted(control)).decided.hold is not None
 
 
 async def test_a_free_keys_dollar_cap_is_a_budget_of_its_own(tmp_path: Path) -> None:
@@ -175,14 +175,14 @@ async def test_a_budget_refusal_is_not_counted_against_the_rate_limits(tmp_path:
             with pytest.raises(BudgetExceeded):
                 await ReserveBudget(control, TARGETS)(ctx)
         await control.table.delete(team.id or "")
-        assert (await admitted(control)).reservation is not None  # its one request a minute is still free
+        assert (await admitted(control)).decided.hold is not None  # its one request a minute is still free
 
 
 async def test_token_limits_are_corrected_to_the_true_usage_at_settle(tmp_path: Path) -> None:
     limits = {"rate_limits": {"teams": {"team-a": {"tokens_per_minute": 100}}}}
     async with spend_control(tmp_path, **limits) as control:
         first = await admitted(control)  # counted as its prompt's estimate: a few tokens
-        estimate = first.rate_checks[0].amount
+        estimate = first.decided.limits[0].amount
         assert estimate == 5
         await ReserveBudget(control, TARGETS).settle(answered(first, "0.001", Usage(80, 16)))  # truly 96
         ctx = request(principal=TEAM_A, requested_model="small")
@@ -209,10 +209,10 @@ async def test_an_unreachable_store_fails_closed_or_open_as_configured(tmp_path:
                 await stage(ctx)
             err = refused.value
             assert (err.status, err.code, err.retry_after) == (503, "budget_store_unavailable", 1)
-            assert ctx.reservation is None
+            assert ctx.decided.hold is None
         else:
             assert await stage(ctx) is None
-            hold = ctx.reservation
+            hold = ctx.decided.hold
             assert hold is not None and not hold.held  # served uncounted; settle still records the cost
             await stage.settle(answered(ctx, "0.001"))  # queued for when the store is back, never raised
             assert len(control.unsettled) == 1

@@ -50,7 +50,7 @@ async def test_the_plan_decides_which_models_a_key_may_use(
             await RateLimit(control, DEPLOYMENTS)(ctx)
         assert (refused.value.status, refused.value.param) == (403, "model")
         assert f"the {plan} plan may not use the model {model!r}" in refused.value.message
-        assert ctx.rate_checks == ()  # refused before anything was named to count
+        assert ctx.decided.limits == ()  # refused before anything was named to count
         assert refusals(control, "plan_model", "key") == 1
 
 
@@ -112,8 +112,8 @@ async def test_the_limits_named_for_the_budget_stage_to_count(
     async with spend_control(tmp_path, **config) as control:
         ctx = request(BODY, principal=dataclasses.replace(TEAM_A, plan=plan), requested_model="cheap")
         assert await RateLimit(control, DEPLOYMENTS)(ctx) is None
-        assert ctx.rate_checks == named
-        assert ctx.reservation is None  # named, not counted: that is the budget stage's one store call
+        assert ctx.decided.limits == named
+        assert ctx.decided.hold is None  # named, not counted: that is the budget stage's one store call
 
 
 @pytest.mark.parametrize(
@@ -132,7 +132,7 @@ async def test_the_free_plans_tarpit_holds_a_request_back(
         task = asyncio.create_task(RateLimit(control, DEPLOYMENTS)(ctx))
         await asyncio.sleep(0)  # one step of the loop: the stage runs until it waits, if it does
         assert task.done() is not tarpitted  # a 60 s tarpit cannot have passed in one step
-        assert len(ctx.rate_checks) == 3  # the limits were named before the wait
+        assert len(ctx.decided.limits) == 3  # the limits were named before the wait
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             assert await task is None
