@@ -252,8 +252,8 @@ class RequestContext:
     @property
     def tags(self) -> tuple[str, ...]:
         """The request's chargeback tags: its key's, then the client's own, each once."""
-        own = self.principal.tags if self.principal is not None else ()
-        return tuple(dict.fromkeys((*own, *self.asked.tags))) if own else self.asked.tags
+        keys = self.principal.tags if self.principal is not None else ()
+        return tuple(dict.fromkeys((*keys, *self.asked.tags))) if keys else self.asked.tags
 
     @property
     def api_name(self) -> str:
