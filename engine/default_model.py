@@ -90,12 +90,18 @@ def convert(gguf: Path, dst: Path) -> Path:
     return dst
 
 
-def expected_first_start(name: str, path: Path, configured: float | None) -> float | None:
-    """What the first start is expected to take: as configured, else the bundled model's, with
-    its conversion when that is still to do."""
+def expected_first_start(
+    name: str, path: Path, configured: float | None, measured: float | None = None
+) -> float | None:
+    """What the first start is expected to take: as a previous process measured it on this
+    machine (`measured`, the engine's own start), else as configured, else the bundled model's
+    prior; with the bundled model's conversion when that is still to do."""
+    converting = name == DEFAULT_LOCAL_MODEL and not (path / "config.json").exists()
+    if measured is not None:
+        return measured + (CONVERSION_S if converting else 0.0)
     if configured is not None or name != DEFAULT_LOCAL_MODEL:
         return configured
-    return FIRST_START_S + (0.0 if (path / "config.json").exists() else CONVERSION_S)
+    return FIRST_START_S + (CONVERSION_S if converting else 0.0)
 
 
 def resolve_model(name: str, data_dir: Path) -> tuple[Path, Callable[[], Awaitable[None]] | None]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import json
 import logging
 import os
 import time
@@ -74,6 +75,29 @@ def _retrieve(task: asyncio.Task[str]) -> None:
         log.warning("%s", task.exception())
 
 
+def first_start_record(log_dir: Path, served_name: str) -> Path:
+    """Where a model's first start on this machine is kept: the next process's first start is
+    estimated from it rather than from the prior (engine/cold_start.py)."""
+    return log_dir / f"{served_name.replace('/', '_')}.first-start.json"
+
+
+def measured_first_start(record: Path) -> float | None:
+    """The engine's own first start, as a previous process measured it here; None if none was."""
+    try:
+        value = json.loads(record.read_text())["first_start_s"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def record_first_start(record: Path, seconds: float) -> None:
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"first_start_s": round(seconds, 1)}))
+    except OSError as err:  # an estimate for later, not worth failing a ready engine over
+        log.warning("could not keep the engine's first start in %s: %s", record, err)
+
+
 class Replica:
     """One supervised vLLM server. All methods run on the gateway's event loop."""
 
@@ -85,6 +109,7 @@ class Replica:
         cpu: bool | None = None,
         prepare: Callable[[], Awaitable[None]] | None = None,
         first_start_s: float | None = None,
+        first_start_record: Path | None = None,
         server_module: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -108,6 +133,7 @@ class Replica:
         # What the first start is expected to take (engine/cold_start.py): from the config, with the
         # model's preparation; a restart is expected to take what the last restart took (restart_s).
         self.first_start_s = first_start_s
+        self._first_start_record = first_start_record  # where this machine's first start is kept
         self._start_began: float | None = None  # when the start under way began (None: none is)
         self._starting: asyncio.Task[str] | None = None
         self.mean_running = 0.0
@@ -248,6 +274,8 @@ class Replica:
             ) from None
         self.starts += 1
         self.last_start_s, self._start_began = self._clock() - began, None
+        if self.starts == 1 and self._first_start_record is not None:
+            record_first_start(self._first_start_record, self.last_start_s)
         self.kv_tokens = reported_kv_tokens(self._log_path.read_text(errors="replace"))
         self.max_model_len = await served_max_model_len(self._client)
         # A baseline scrape before the first request: throughput is measured as counter growth

@@ -28,7 +28,7 @@ from engine.config import EngineSettings
 from engine.cost import LivePrice
 from engine.embeddings import BUNDLED as BUNDLED_EMBEDDINGS
 from engine.embeddings import EmbedderSettings, LocalEmbedder
-from engine.launcher import EngineUnavailable, Replica
+from engine.launcher import EngineUnavailable, Replica, first_start_record, measured_first_start
 from engine.model_facts import ModelFacts, check_max_model_len
 from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint
@@ -225,9 +225,11 @@ def local_provider(config: ModelConfig, data_dir: str = "./costgate-data") -> Lo
         else (None if settings.tool_parser == "none" else settings.tool_parser)
     )
     log_dir = Path(settings.log_dir) if settings.log_dir else data / "engine"
-    first_start_s = expected_first_start(config.upstream_model, path, settings.expected_start_s)
     spec = LaunchSpec(config.upstream_model, str(path), settings, parser)
-    replica = Replica(spec, log_dir, prepare=prepare, first_start_s=first_start_s)
+    record = first_start_record(log_dir, spec.served_name)
+    measured = measured_first_start(record)
+    first_start_s = expected_first_start(config.upstream_model, path, settings.expected_start_s, measured)
+    replica = Replica(spec, log_dir, prepare=prepare, first_start_s=first_start_s, first_start_record=record)
     return LocalProvider(config, replica, tools_refusal(config.name, parser, settings.tool_parser, facts))
 
 

@@ -11,7 +11,7 @@ import pytest
 from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
 from engine.command import LaunchSpec
 from engine.config import EngineSettings
-from engine.launcher import Replica, State
+from engine.launcher import Replica, State, first_start_record, measured_first_start
 from tests.engine.test_launcher import STAND_IN, _until
 
 pytestmark = pytest.mark.slow  # starts stand-in vLLM processes
@@ -49,7 +49,9 @@ def test_wait_bound_and_retry_after(remaining: float | None, bound: float, wait:
     assert retry_after(remaining, bound) == retry
 
 
-def _gated_replica(tmp_path: Path, gate: Path, first_start_s: float | None = None) -> Replica:
+def _gated_replica(
+    tmp_path: Path, gate: Path, first_start_s: float | None = None, record: Path | None = None
+) -> Replica:
     settings = {
         "health_interval_s": 0.1,
         "warm_up": False,
@@ -58,7 +60,9 @@ def _gated_replica(tmp_path: Path, gate: Path, first_start_s: float | None = Non
         "extra_args": ["--stand-in-ready-file", str(gate)],
     }
     spec = LaunchSpec("m", "/none", EngineSettings.parse(settings))
-    return Replica(spec, tmp_path, cpu=True, server_module=STAND_IN, first_start_s=first_start_s)
+    return Replica(
+        spec, tmp_path, cpu=True, server_module=STAND_IN, first_start_s=first_start_s, first_start_record=record
+    )
 
 
 async def test_a_request_waits_its_bound_then_gets_a_retry_after_while_the_start_goes_on(tmp_path: Path) -> None:
@@ -143,3 +147,24 @@ async def test_a_restart_is_estimated_from_restarts_never_from_the_first_start(t
         await replica.ensure_ready(wait_s=60)
     finally:
         await replica.stop()
+
+
+async def test_a_process_keeps_its_first_start_for_the_next_processs_estimate(tmp_path: Path) -> None:
+    """The bundled model's prior (105 s with its conversion) is for a slow two-core machine; one
+    machine was ready in 40 s, and the 503's retry-after sent the SDK away for 47 s too long. The
+    first start a process measures is kept, and the next process estimates its own from it."""
+    gate, record = tmp_path / "ready", first_start_record(tmp_path, "m")
+    assert measured_first_start(record) is None
+    first = _gated_replica(tmp_path, gate, first_start_s=500.0, record=record)
+    try:
+        gate.touch()
+        await first.ensure_ready()
+        measured = first.last_start_s
+        assert measured is not None and measured_first_start(record) == pytest.approx(measured, abs=0.05)
+        await first.stop()  # the idle shutdown: a restart is no first start, the record stays
+        await first.ensure_ready()
+        assert first.starts == 2 and measured_first_start(record) == pytest.approx(measured, abs=0.05)
+    finally:
+        await first.stop()
+    record.write_text("not json")
+    assert measured_first_start(record) is None  # a damaged record is no estimate, not an error

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.default_model import CHECKPOINT_DIR, DEFAULT_LOCAL_MODEL, default_available, resolve_model
+from engine.default_model import (
+    CHECKPOINT_DIR,
+    CONVERSION_S,
+    DEFAULT_LOCAL_MODEL,
+    FIRST_START_S,
+    default_available,
+    expected_first_start,
+    resolve_model,
+)
 from gateway.config.models_config import DEFAULT_EMBEDDING_MODEL, default_local_models
 
 
@@ -49,3 +57,23 @@ def test_the_conversion_reads_the_gguf_once_and_puts_gguf_back(tmp_path: Path) -
         assert gguf.get_tensor_name_map(arch, 2) is gguf.get_tensor_name_map(arch, 2)
     assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
     assert gguf.GGUFReader(str(path)) is not gguf.GGUFReader(str(path))
+
+
+@pytest.mark.parametrize(
+    "name, converted, configured, measured, expected",
+    [
+        (DEFAULT_LOCAL_MODEL, False, None, None, FIRST_START_S + CONVERSION_S),  # the prior, conversion to do
+        (DEFAULT_LOCAL_MODEL, True, None, None, FIRST_START_S),
+        (DEFAULT_LOCAL_MODEL, True, 90.0, None, 90.0),  # as configured, before a start is measured
+        (DEFAULT_LOCAL_MODEL, True, 90.0, 41.5, 41.5),  # this machine's own first start wins
+        (DEFAULT_LOCAL_MODEL, False, None, 41.5, 41.5 + CONVERSION_S),  # the conversion still to do
+        ("my-model", True, None, None, None),  # no prior: the request waits its bound
+        ("my-model", True, None, 12.0, 12.0),
+    ],
+)
+def test_the_first_start_is_expected_to_take_what_this_machine_measured_else_the_prior(
+    tmp_path: Path, name: str, converted: bool, configured: float | None, measured: float | None, expected: float | None
+) -> None:
+    if converted:
+        (tmp_path / "config.json").write_text("{}")
+    assert expected_first_start(name, tmp_path, configured, measured) == expected

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.launcher import State
+from engine.launcher import State, first_start_record, record_first_start
 from gateway.config.models_config import ModelConfig
 from gateway.config.settings import Settings
-from gateway.providers.local import LocalProvider
+from gateway.providers.local import LocalProvider, local_provider
 from gateway.service import build_gateway
 from tests.engine.test_launcher import STAND_IN, _until
 
@@ -48,3 +48,13 @@ async def test_serve_starts_the_engines_and_says_it_is_ready(tmp_path: Path, cap
     finally:
         await gw.stop()
     assert eager.replica._proc is None  # stopping the gateway ends a start under way
+
+
+def test_a_first_start_measured_by_an_earlier_process_is_the_next_ones_estimate(tmp_path: Path) -> None:
+    config = local_model(tmp_path, "m", expected_start_s=90)
+    data = tmp_path / "data"
+    before = local_provider(config, str(data))
+    assert isinstance(before, LocalProvider) and before.replica.first_start_s == 90  # as configured
+    record_first_start(first_start_record(data / "engine", before.replica.spec.served_name), 41.5)
+    after = local_provider(config, str(data))  # the next `costgate serve` on this machine
+    assert isinstance(after, LocalProvider) and after.replica.first_start_s == 41.5
