@@ -26,10 +26,17 @@ from tests.support import ThreadServer
 
 ADMIN = "sk-cg-admin-reconcile"
 PROVIDER_ADMIN = "sk-admin-provider-reconcile"
-TODAY = datetime.now(UTC).strftime("%Y-%m-%d")
+TODAY = datetime.now(UTC).strftime("%Y-%m-%d")  # for rows a test writes itself, at its own date
 MONTH = TODAY[:7]
 NO_CACHE = {"exact": {"enabled": False}, "semantic": {"enabled": False}}
-OTHER_DAY = MONTH + ("-01" if not TODAY.endswith("-01") else "-02")
+
+
+def other_day(day: str) -> str:
+    """Another day of the same month."""
+    return day[:7] + ("-01" if not day.endswith("-01") else "-02")
+
+
+OTHER_DAY = other_day(TODAY)
 
 
 @pytest.mark.parametrize(
@@ -63,25 +70,27 @@ async def test_admin_reconcile_against_anthropics_cost_report(tmp_path: Path, mo
             await client.messages.create(
                 model="claude", max_tokens=20, system=system, messages=[{"role": "user", "content": question}]
             )
-        # The provider's report names the model with its release date, and shows other traffic
-        # on the same account (another day) that never went through the gateway.
-        billed = {(day, model + "-20250929"): usd for (day, model), usd in fake.bill.by_day_model.items()}
-        billed[(OTHER_DAY, "claude-sonnet-4-5-20250929")] = Decimal("1.25")
+        # The day the calls were made (not the day the tests were collected: a run may cross
+        # midnight). The provider's report names the model with its release date, and shows other
+        # traffic on the same account (another day) that never went through the gateway.
+        (day,) = {d for d, _ in fake.bill.by_day_model}
+        billed = {(d, model + "-20250929"): usd for (d, model), usd in fake.bill.by_day_model.items()}
+        billed[(other_day(day), "claude-sonnet-4-5-20250929")] = Decimal("1.25")
         reports = ThreadServer(cost_reports_app({}, billed, PROVIDER_ADMIN))
         monkeypatch.setenv("ANTHROPIC_ADMIN_KEY", PROVIDER_ADMIN)
         monkeypatch.setenv("ANTHROPIC_ADMIN_BASE_URL", reports.base)
         try:
             async with http_client(app) as http:
                 auth = {"authorization": f"Bearer {ADMIN}"}
-                answer = await http.get(f"/admin/reconcile?provider=anthropic&month={MONTH}", headers=auth)
+                answer = await http.get(f"/admin/reconcile?provider=anthropic&month={day[:7]}", headers=auth)
                 refused = await http.get("/admin/reconcile?provider=anthropic&month=2026-13", headers=auth)
         finally:
             await asyncio.to_thread(reports.stop)
     assert answer.status_code == 200, answer.text
     rows = {(r["day"], r["model"]): r for r in answer.json()["rows"]}
-    today = rows[(TODAY, "claude-sonnet-4-5")]
+    today = rows[(day, "claude-sonnet-4-5")]
     assert Decimal(today["ledger_usd"]) == fake.bill.total() > 0 and Decimal(today["difference_usd"]) == 0
-    other = rows[(OTHER_DAY, "claude-sonnet-4-5")]  # what cannot reconcile: traffic the gateway never saw
+    other = rows[(other_day(day), "claude-sonnet-4-5")]  # what cannot reconcile: traffic the gateway never saw
     assert (Decimal(other["ledger_usd"]), Decimal(other["provider_usd"])) == (0, Decimal("1.25"))
     assert refused.status_code in (400, 422)
 
