@@ -2,7 +2,9 @@
 them). The app is built in process over an httpx.MockTransport upstream, warmed by one request,
 then a second chat completion (another question: no exact-cache hit) is traced with
 sys.setprofile and threading.setprofile; every gateway/, policies/ or engine/ module whose code
-ran during it is listed, by package.
+ran during it is listed, by package. Also printed: the product modules on the call stack when
+the upstream is called (the layers the call goes down through, helpers and the settle's
+background work left out).
 
     python -m bench.request_path_modules [--stream]
 """
@@ -30,7 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "policies", "engine")
 
 
+STACK: list[str] = []  # the product modules on the stack at the traced request's upstream call, outermost first
+
+
 def answer(request: httpx.Request) -> httpx.Response:
+    STACK[:] = _modules_on_stack()
     body = orjson.loads(request.content)
     if body.get("stream"):
         chunks = [
@@ -50,6 +56,17 @@ def answer(request: httpx.Request) -> httpx.Response:
             "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
         },
     )  # fmt: skip
+
+
+def _modules_on_stack() -> list[str]:
+    frame: FrameType | None = sys._getframe(2)
+    found: list[str] = []
+    while frame is not None:
+        name = module_of(frame.f_code.co_filename)
+        if name is not None and name not in found:
+            found.append(name)
+        frame = frame.f_back
+    return found[::-1]
 
 
 def module_of(filename: str) -> str | None:
@@ -120,6 +137,7 @@ def main() -> None:
     for package, names in sorted(by_package.items()):
         print(f"{package:28} {len(names):3}  {' '.join(names)}")
     print(f"{len(seen)} product modules ran for one {'streamed ' if args.stream else ''}chat completion")
+    print(f"{len(STACK)} on the call stack at the upstream call: {' > '.join(STACK)}")
 
 
 if __name__ == "__main__":
