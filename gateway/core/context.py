@@ -234,7 +234,9 @@ class RequestContext:
     decided: Decisions = field(default_factory=Decisions)  # what the stages decided for it
     outcome: Outcome = field(default_factory=Outcome)  # what happened to it
     trace: Trace | None = None  # the request's span, when OTLP export is on (gateway/upstream/tracing.py)
-    completion_text: list[str] = field(default_factory=list)  # streamed deltas, for token counts and caches
+    completion_text: list[str] = field(default_factory=list)  # a stream's answer text, for caches and samples
+    # All a stream generated (text, tool calls, reasoning): what a charge counts when no usage comes.
+    generated: list[str] = field(default_factory=list)
     compressed_tokens: int = 0  # prompt tokens context compression removed (issue 5)
     sent_messages: list[dict[str, Any]] | None = None  # the messages compression sends instead of the client's
     settled: bool = False  # the pipeline settled this request (it does so once)

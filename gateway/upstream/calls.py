@@ -19,7 +19,7 @@ import anyio
 import orjson
 
 from engine.admission import Priority
-from gateway.core.bodies import answer_text
+from gateway.core.bodies import Field, add_generated, choice_fields, generated_text
 from gateway.core.context import BatchLineRef, Endpoint, RequestContext
 from gateway.core.errors import GatewayError, UnreadableAnswer, UpstreamError, error_body
 from gateway.core.sse import chunk_text, stream_tail
@@ -71,8 +71,8 @@ def charge(
     tier: Tier = Tier.STANDARD,
 ) -> Usage:
     """Add one call's cost to the request, as its provider bills it at `tier`; when the upstream
-    reported no usage, its prompt at the hold's bound and the completion counted (a stream's
-    pieces, joined only then)."""
+    reported no usage, its prompt at the hold's bound and all it generated counted (a stream's
+    pieces, joined only then: `ctx.generated`)."""
     if usage is None:
         model = dep.config.upstream_model
         text = completion_text if isinstance(completion_text, str) else "".join(completion_text)
@@ -108,7 +108,7 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
             ctx, dep, UpstreamCall(ctx.endpoint, upstream_body(ctx, dep, False), priority=ctx.decided.priority)
         )
     ctx.meter.call_answered()
-    text = answer_text(completion.body, all_choices=True) if completion.usage is None else ""
+    text = generated_text(completion.body) if completion.usage is None else ""
     charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
     ctx.outcome.served_by(dep.name, dep.config.provider)
     return completion
@@ -128,7 +128,7 @@ async def call_in_batch(
         raise UpstreamError(f"the provider's batch answered this line {answer.status_code}")
     ctx.meter.call_answered()
     usage = usage_from(answer.body.get("usage"))
-    text = answer_text(answer.body, all_choices=True) if usage is None else ""
+    text = generated_text(answer.body) if usage is None else ""
     charge(ctx, dep, usage, text, Tier.BATCH)
     ctx.outcome.served_by(dep.name, dep.config.provider)
     return Completion(answer.body, raw, usage)
@@ -165,6 +165,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
     reported_raw: Any = None  # the upstream's own usage object, whose details the tail keeps
     last: dict[str, Any] = {}
     failed, cut = True, False
+    field: Field | None = None  # the field the last generated piece belonged to
     meter = StreamMeter.for_call(ctx, dep)  # None when no budget holds the request
     try:
         async for event in stream:
@@ -177,6 +178,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             text = chunk_text(ctx.endpoint, data)
             if text:
                 ctx.completion_text.append(text)
+            field = add_generated(ctx.generated, choice_fields(choices), field)
             last = data
             tier = billed_tier(data) if "service_tier" in data else tier
             if reported is None:
@@ -204,7 +206,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 usage = meter.usage()
-            final = charge(ctx, dep, usage, ctx.completion_text, tier)
+            final = charge(ctx, dep, usage, ctx.generated, tier)
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.view.include_usage, reported_raw):
@@ -236,7 +238,7 @@ async def complete(
     ctx.meter.call_answered()
     usage = completion.usage
     if usage is None:
-        usage = Usage(prompt(), count_text(answer_text(completion.body), model))
+        usage = Usage(prompt(), count_text(generated_text(completion.body), model))
     charge(ctx, dep, usage)
     return completion
 

@@ -156,7 +156,7 @@ class StreamWatch:
         self.base_usage, self.base_cost = ctx.meter.usage, ctx.meter.cost
         self.prompt_tokens: int | None = None
         self.completion_tokens = 0
-        self.counted_parts = 0  # how many of ctx.completion_text are counted
+        self.counted_parts = 0  # how many of ctx.generated are counted
         # Trailing whitespace of the text counted so far, counted with what follows it: tiktoken
         # joins a space to the next word, so a batch counted with its trailing space alone
         # would count one token too many at every checkpoint.
@@ -192,7 +192,7 @@ class StreamWatch:
         model = dep.config.upstream_model
         if self.prompt_tokens is None:  # what the charge takes when unreported: the hold's count, not again
             self.prompt_tokens = unreported_prompt(ctx, dep)
-        new = ctx.completion_text[self.counted_parts :]
+        new = ctx.generated[self.counted_parts :]
         self.counted_parts += len(new)
         text = self.uncounted + "".join(new)
         counted = text.rstrip()

@@ -26,6 +26,7 @@ import orjson
 from gateway.apis.anthropic import messages_native
 from gateway.apis.anthropic.anthropic_errors import error_type
 from gateway.apis.responses import responses_native
+from gateway.core.bodies import Field, add_generated
 from gateway.core.context import Api, Endpoint, RequestContext
 from gateway.core.errors import BudgetExceeded, GatewayError
 from gateway.core.sse import StreamEnd
@@ -53,6 +54,7 @@ class NativeApi:
     usage_of: Callable[[Any], Usage | None]  # a whole answer's usage
     stream_usage: Callable[[], StreamUsage]
     chat_answer: Callable[[Any], dict[str, Any]]
+    generated_text: Callable[[Any], str]  # all a whole answer generated, counted when it has no usage
     event_text: Callable[[dict[str, Any]], tuple[str, str]]
     held: Callable[[dict[str, Any]], bool]
     priced: Callable[[dict[str, Any], str], dict[str, Any]]
@@ -70,6 +72,7 @@ NATIVE = {
         responses_native.usage_of_response,
         responses_native.StreamUsage,
         responses_native.chat_answer,
+        responses_native.generated_text,
         responses_native.event_text,
         responses_native.held,
         responses_native.priced,
@@ -81,6 +84,7 @@ NATIVE = {
         messages_native.usage_of_message,
         messages_native.StreamUsage,
         messages_native.chat_answer,
+        messages_native.generated_text,
         messages_native.event_text,
         messages_native.held,
         messages_native.priced,
@@ -118,8 +122,7 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
         answer = api.chat_answer(completion.body)
     ctx.outcome.answered(answer)
-    text = answer["choices"][0]["message"]["content"] or ""
-    charge(ctx, dep, usage, text)
+    charge(ctx, dep, usage, api.generated_text(completion.body) if usage is None else "")
     ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     if api.as_asked(completion.body, ctx.native.body):
         return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
@@ -151,6 +154,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
     meter = StreamMeter.for_call(ctx, dep)  # None when no budget holds the request
     model = dep.config.upstream_model
     failed, cut = True, False
+    field: Field | None = None  # the content block the last generated piece belonged to
     try:
         async for event in stream:
             data = event.data
@@ -160,6 +164,10 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
                 ctx.outcome.first_token(only_first=True)
             if text:
                 ctx.completion_text.append(text)
+            if text or other:  # a content block (Messages `index`, Responses output and content index) is a field
+                where = ("index", "output_index", "content_index")
+                block = (*(data.get(k) for k in where), "other" if other else "text")
+                field = add_generated(ctx.generated, [(block, text + other)], field)
             mended = api.as_asked(data, native.body)
             if api.held(data):
                 held.append(data)
@@ -180,7 +188,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 final = meter.usage()
-            charge(ctx, dep, final, ctx.completion_text)
+            charge(ctx, dep, final, ctx.generated)
     if failed:
         return
     if cut:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from gateway.core.bodies import generated_fields
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
@@ -125,7 +126,7 @@ class StreamMeter:
             else:
                 self.open_choices.setdefault(index)
             output = choice.get("delta") if endpoint is Endpoint.CHAT else choice.get("text")
-            tokens += _tokens(output, model)
+            tokens += sum(count_delta(text, model) for _, text in generated_fields(output))
         self.tokens += tokens
 
     @property
@@ -152,19 +153,3 @@ def cut_reason(ctx: RequestContext) -> str:
     API's error event)."""
     hold = format_usd(ctx.decided.hold.want_pusd * PICO_USD) if ctx.decided.hold else "0"
     return f"stream cut at the budget hold of ${hold}: the upstream went on past the request's limit"
-
-
-def _tokens(value: Any, model: str) -> int:
-    """The tokens of every string in a delta but its role: content, refusal, reasoning, tool-call
-    arguments (plain loops: this runs for every event of a metered stream)."""
-    if isinstance(value, str):
-        return count_delta(value, model)
-    total = 0
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key != "role" and item is not None:
-                total += _tokens(item, model)
-    elif isinstance(value, list):
-        for item in value:
-            total += _tokens(item, model)
-    return total

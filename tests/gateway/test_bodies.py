@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.core.bodies import answer_text, query_text, token_logprobs
+from gateway.core.bodies import answer_text, generated_text, query_text, token_logprobs
 
 
 @pytest.mark.parametrize(
@@ -25,19 +25,33 @@ CHAT = {"choices": [{"message": {"role": "assistant", "content": "one"}}, {"mess
 TEXT = {"choices": [{"text": "a"}, {"text": "b"}]}
 
 
+TOOL_CALL = {
+    "choices": [
+        {
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": "think. ",
+                "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}}],
+            }
+        }
+    ]
+}
+
+
 @pytest.mark.parametrize(
-    "body, first, every",
+    "body, text, generated",
     [
-        (CHAT, "one", "onetwo"),
-        (TEXT, "a", "ab"),
-        ({"choices": [{"message": {"content": None, "tool_calls": [{}]}}]}, "", ""),
+        (CHAT, "one", "one\ntwo"),  # fields apart: no token spans two
+        (TEXT, "a", "a\nb"),
+        (TOOL_CALL, "", 'think. \nf\n{"x":1}'),  # what was generated, not the ids, types and role
         ({"choices": "garbage"}, "", ""),
         ({}, "", ""),
     ],
 )
-def test_answer_text(body: dict, first: str, every: str) -> None:
-    assert answer_text(body) == first
-    assert answer_text(body, all_choices=True) == every
+def test_answer_text_and_all_that_was_generated(body: dict, text: str, generated: str) -> None:
+    assert answer_text(body) == text
+    assert generated_text(body) == generated
 
 
 @pytest.mark.parametrize(

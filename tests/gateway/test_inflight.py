@@ -85,7 +85,7 @@ async def hold(control: SpendControl, ctx: RequestContext, deadline: float = 200
 def relay(streams: StreamJournal, ctx: RequestContext, pieces: list[str]):  # type: ignore[no-untyped-def]
     watch = streams.watch(ctx)
     for piece in pieces:
-        ctx.completion_text.append(piece)
+        ctx.generated.append(piece)  # as a relay appends what each chunk generated
         watch.relayed()
     return watch
 

@@ -131,6 +131,21 @@ def error_event(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+def generated_text(message: Any) -> str:
+    """All a Message generated, a block's field a line (text, thinking, a tool call's name and
+    input): what a charge counts when the Message came without usage."""
+    parts: list[Any] = []
+    for block in (message.get("content") if isinstance(message, dict) else None) or ():
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind in ("text", "thinking"):
+            parts.append(block.get(kind))
+        elif kind == "tool_use":
+            parts += [block.get("name"), orjson.dumps(block.get("input") or {}).decode()]
+    return "\n".join(p for p in parts if isinstance(p, str) and p)
+
+
 def chat_answer(message: Any) -> dict[str, Any]:
     """A Message as the Chat Completions answer it stands for (`chat.stands_for`)."""
     body = message if isinstance(message, dict) else {}

@@ -124,6 +124,25 @@ def error_event(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "code": code, "message": message, "param": None, "sequence_number": 0}
 
 
+def generated_text(response: Any) -> str:
+    """All a Response's output generated, a field a line (text, refusals, a function call's name
+    and arguments, reasoning summaries): what a charge counts when it came without usage."""
+    parts: list[Any] = []
+    for item in (response.get("output") if isinstance(response, dict) else None) or ():
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "message":
+            for part in item.get("content") or ():
+                if isinstance(part, dict):
+                    parts.append(part.get("text") if part.get("type") == "output_text" else part.get("refusal"))
+        elif kind == "function_call":
+            parts += [item.get("name"), item.get("arguments")]
+        elif kind == "reasoning":
+            parts += [s.get("text") for s in item.get("summary") or () if isinstance(s, dict)]
+    return "\n".join(p for p in parts if isinstance(p, str) and p)
+
+
 def chat_answer(response: Any) -> dict[str, Any]:
     """A Response as the Chat Completions answer it stands for (`chat.stands_for`)."""
     texts: list[str] = []

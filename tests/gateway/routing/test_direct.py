@@ -121,7 +121,7 @@ async def test_the_clients_own_fault_is_not_tried_elsewhere_nor_held_against_the
 
 async def test_an_answer_without_usage_is_charged_the_held_prompt_and_every_choice() -> None:
     """No usage reported: the prompt at what the hold counts (the most the provider can bill),
-    the completion counted over every choice."""
+    the completion counted over every choice, each a sequence of its own."""
     answer = chat_answer("first")
     answer.body["choices"].append(
         {"index": 1, "message": {"role": "assistant", "content": " second"}, "finish_reason": "stop"}
@@ -129,7 +129,7 @@ async def test_an_answer_without_usage_is_charged_the_held_prompt_and_every_choi
     deployments, _, _ = chain([answer], [])
     ctx = ask()
     await target(deployments).answer(ctx)
-    expected = Usage(prompt_bound(ctx, deployments["primary"]), count_text("first second", "primary-v1"))
+    expected = Usage(prompt_bound(ctx, deployments["primary"]), count_text("first\n second", "primary-v1"))
     assert ctx.meter.usage == expected and expected.completion_tokens >= 2
     assert expected.prompt_tokens >= count_prompt(ctx.body, "primary-v1")
 
