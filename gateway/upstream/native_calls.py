@@ -17,7 +17,7 @@ with the API's error event, as a chat stream ends at `finish_reason: length`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import anyio
@@ -30,7 +30,7 @@ from gateway.core.bodies import Field, add_generated
 from gateway.core.context import Api, Endpoint, RequestContext
 from gateway.core.errors import BudgetExceeded, GatewayError
 from gateway.core.sse import StreamEnd
-from gateway.core.tokens import count_delta
+from gateway.core.tokens import count_delta, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
 from gateway.upstream.calls import billed_if_unread, charge, worst_usage
@@ -42,6 +42,11 @@ from policies.pricing import Usage, format_usd
 class StreamUsage(Protocol):
     @property
     def usage(self) -> Usage | None: ...
+
+    @property
+    def complete(self) -> bool:
+        """The stream reported its last count (not only a first one, before any output)."""
+        ...
 
     def feed(self, event: Any) -> None: ...
 
@@ -188,6 +193,9 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 final = meter.usage()
+            elif final is not None and not usage.complete:  # it broke off: at least what was relayed
+                relayed = count_text("".join(ctx.generated), model)
+                final = replace(final, completion_tokens=max(final.completion_tokens, relayed))
             charge(ctx, dep, final, ctx.generated)
     if failed:
         return

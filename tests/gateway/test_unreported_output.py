@@ -2,7 +2,8 @@
 as none) still bills every token it generated: the tool calls' names and arguments, a refusal,
 reasoning, not only the answer's text. The charge counts each of them, as the hold's stream
 meter does (gateway/upstream/worst_case.py), so the ledger never reads 0 output tokens for an
-answer that was all tool calls."""
+answer that was all tool calls. A native stream that breaks off before its last count is charged
+at least what it relayed, not the one output token its first count said."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import orjson
 import pytest
@@ -157,3 +159,61 @@ def test_what_a_native_answer_generated() -> None:
         ]
     }
     assert responses_native.generated_text(response) == 'plan\nSure.\nno\nf\n{"x":1}'
+
+
+class BrokenStream(httpx.AsyncByteStream):
+    """A Messages stream that breaks after its text deltas: no message_delta, so the only usage
+    it carried is message_start's (output_tokens 1), before anything was generated."""
+
+    def __init__(self, words: int) -> None:
+        self.words = words
+
+    async def __aiter__(self) -> Any:
+        start = {
+            "type": "message_start",
+            "message": {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                "usage": {"input_tokens": 20, "output_tokens": 1},
+            },
+        }
+        events = [start, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
+        events += [
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": f" word{i}"}}
+            for i in range(self.words)
+        ]
+        for data in events:
+            yield f"event: {data['type']}\ndata: {orjson.dumps(data).decode()}\n\n".encode()
+        raise httpx.ReadError("the upstream connection broke")
+
+
+async def test_a_native_stream_that_breaks_before_its_last_count_is_charged_what_it_relayed(tmp_path: Path) -> None:
+    model = {
+        "name": "claude",
+        "provider": "openai",
+        "model": "claude-sonnet-4-5",
+        "api_base": "http://anthropic.test/v1",
+        "apis": ["chat", "messages"],
+        "price": {"input_per_mtok": "3", "output_per_mtok": "15"},
+        "max_retries": 0,
+    }
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=BrokenStream(40))
+
+    async with running_app(settings_for(tmp_path, [model]), httpx.MockTransport(broken)) as app:
+        client = anthropic_client(app, await new_key(app))
+        with pytest.raises(anthropic.APIError):  # the stream ends in an error event
+            async with client.messages.stream(
+                model="claude", max_tokens=500, messages=[{"role": "user", "content": "Say forty words."}]
+            ) as stream:
+                async for _ in stream:
+                    pass
+        (row,) = await ledger_rows(app)
+    relayed = tokens("".join(f" word{i}" for i in range(40)))
+    assert row["completion_tokens"] >= relayed

@@ -73,6 +73,7 @@ class StreamUsage:
 
     def __init__(self) -> None:
         self.seen = MessagesUsage()
+        self.complete = False  # message_delta brought the final counts (message_start's come before any output)
 
     def feed(self, event: Any) -> None:
         kind = event.get("type") if isinstance(event, dict) else None
@@ -80,6 +81,7 @@ class StreamUsage:
             raw = (event.get("message") or {}).get("usage")
         elif kind == "message_delta":
             raw = event.get("usage")
+            self.complete = True
         else:
             return
         update = _read(raw)

@@ -179,6 +179,10 @@ class StreamUsage:
     def feed(self, event: Any) -> None:
         self.usage = usage_of_event(event) or self.usage
 
+    @property
+    def complete(self) -> bool:
+        return self.usage is not None  # only the terminal event carries one
+
 
 def as_asked(event_or_response: dict[str, Any], client_body: dict[str, Any]) -> bool:
     """Put back in an upstream's Response (or a stream event's) what costgate rewrote on the way
