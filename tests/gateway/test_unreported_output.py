@@ -159,6 +159,8 @@ def test_what_a_native_answer_generated() -> None:
         ]
     }
     assert responses_native.generated_text(response) == 'plan\nSure.\nno\nf\n{"x":1}'
+    summary = {"type": "response.reasoning_summary_text.delta", "output_index": 0, "delta": "plan"}
+    assert responses_native.event_text(summary) == ("", "plan")  # a stream counts it too
 
 
 class BrokenStream(httpx.AsyncByteStream):

@@ -96,7 +96,7 @@ def usage_of_event(event: Any) -> Usage | None:
 # settled (the terminal one, where the cost is added), and the event a stream cut at its
 # budget hold ends with.
 TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
-OTHER_DELTAS = frozenset({"response.function_call_arguments.delta"})
+OTHER_DELTAS = frozenset({"response.function_call_arguments.delta", "response.reasoning_summary_text.delta"})
 
 
 def event_text(event: dict[str, Any]) -> tuple[str, str]:
