@@ -62,6 +62,7 @@ class Outcome:
     status_code: int = 200
     error: str | None = None
     response_body: dict[str, Any] | None = None  # the parsed upstream answer, for the caches
+    finish_reason: str | None = None  # how a stream's first choice ended, as its upstream said
     first_token_at: float | None = None
     finished_at: float | None = None
 
@@ -84,6 +85,10 @@ class Outcome:
     def answered(self, body: dict[str, Any] | None) -> None:
         """The whole answer, parsed: what the caches keep."""
         self.response_body = body
+
+    def ended(self, finish_reason: str) -> None:
+        """The stream's first choice ended, for `finish_reason` (the caches keep it, or not)."""
+        self.finish_reason = finish_reason
 
     def first_token(self, only_first: bool = False) -> None:
         """The first token leaves now (`only_first`: unless one already did)."""

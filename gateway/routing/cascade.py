@@ -42,7 +42,7 @@ from typing import Any
 from starlette.responses import Response, StreamingResponse
 
 from gateway.config.settings import CascadeConfig
-from gateway.core.bodies import answer_text, query_text
+from gateway.core.bodies import answer_text, first_choice, query_text
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.errors import InvalidRequest, UpstreamError
 from gateway.core.sse import SSE_HEADERS, replay
@@ -204,6 +204,7 @@ class CascadeTarget:
         """An accepted tier's whole answer, streamed; the request's text as the relay would collect it."""
         ctx.outcome.first_token()
         ctx.completion_text = [answer_text(body)]
+        ctx.outcome.ended(str(first_choice(body).get("finish_reason") or "stop"))
         named = {**body, "model": ctx.asked.model}  # as every answer names it (gateway/pipeline.py stamped)
         return replay(ctx.endpoint, named, ctx.meter.usage, format_usd(ctx.meter.cost), ctx.view.include_usage)
 

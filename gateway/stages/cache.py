@@ -32,6 +32,7 @@ from policies.pricing import ZERO, Usage, cost_of
 from policies.semantic_cache.store import Entry
 
 log = logging.getLogger("costgate.cache")
+REPLAYED_ENDINGS = frozenset({"stop", "length"})  # a streamed answer kept only if it ended so (as a whole one)
 CACHED_ENDPOINTS = (Endpoint.CHAT, Endpoint.COMPLETIONS)
 
 
@@ -114,10 +115,13 @@ class ExactCache:
         text = "".join(ctx.completion_text)
         if not text or ctx.body.get("tools") or ctx.body.get("functions"):
             return None  # a streamed tool call leaves no text to check: never replay it
+        reason = ctx.outcome.finish_reason
+        if reason not in REPLAYED_ENDINGS:
+            return None  # filtered, or never said how it ended: not an answer to hand another request
         dep = self.deployments.get(ctx.outcome.served_model)
         model = dep.config.upstream_model if dep is not None else ctx.outcome.served_model
         usage = ctx.meter.usage
-        return CachedAnswer(text, "stop", model, ctx.outcome.served_model, usage.prompt_tokens, usage.completion_tokens)
+        return CachedAnswer(text, reason, model, ctx.outcome.served_model, usage.prompt_tokens, usage.completion_tokens)
 
 
 class SemanticCache:

@@ -175,6 +175,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             choices = data.get("choices")
             if choices:
                 ctx.outcome.first_token(only_first=True)
+                if isinstance(choices[0], dict) and isinstance(choices[0].get("finish_reason"), str):
+                    ctx.outcome.ended(choices[0]["finish_reason"])
             text = chunk_text(ctx.endpoint, data)
             if text:
                 ctx.completion_text.append(text)

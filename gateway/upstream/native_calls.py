@@ -60,6 +60,7 @@ class NativeApi:
     stream_usage: Callable[[], StreamUsage]
     chat_answer: Callable[[Any], dict[str, Any]]
     generated_text: Callable[[Any], str]  # all a whole answer generated, counted when it has no usage
+    finish_of: Callable[[dict[str, Any]], str | None]  # the chat finish_reason a stream event ends with
     event_text: Callable[[dict[str, Any]], tuple[str, str]]
     held: Callable[[dict[str, Any]], bool]
     priced: Callable[[dict[str, Any], str], dict[str, Any]]
@@ -78,6 +79,7 @@ NATIVE = {
         responses_native.StreamUsage,
         responses_native.chat_answer,
         responses_native.generated_text,
+        responses_native.finish_of,
         responses_native.event_text,
         responses_native.held,
         responses_native.priced,
@@ -90,6 +92,7 @@ NATIVE = {
         messages_native.StreamUsage,
         messages_native.chat_answer,
         messages_native.generated_text,
+        messages_native.finish_of,
         messages_native.event_text,
         messages_native.held,
         messages_native.priced,
@@ -169,6 +172,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
                 ctx.outcome.first_token(only_first=True)
             if text:
                 ctx.completion_text.append(text)
+            if (ending := api.finish_of(data)) is not None:
+                ctx.outcome.ended(ending)
             if text or other:  # a content block (Messages `index`, Responses output and content index) is a field
                 where = ("index", "output_index", "content_index")
                 block = (*(data.get(k) for k in where), "other" if other else "text")

@@ -133,6 +133,13 @@ def error_event(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+def finish_of(event: dict[str, Any]) -> str | None:
+    """The chat `finish_reason` a stream event says the Message ended for (its message_delta)."""
+    delta = event.get("delta") if event.get("type") == "message_delta" else None
+    reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+    return FINISH.get(reason, "stop") if isinstance(reason, str) else None
+
+
 def generated_text(message: Any) -> str:
     """All a Message generated, a block's field a line (text, thinking, a tool call's name and
     input): what a charge counts when the Message came without usage."""

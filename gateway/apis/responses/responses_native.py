@@ -124,6 +124,17 @@ def error_event(code: str, message: str) -> dict[str, Any]:
     return {"type": "error", "code": code, "message": message, "param": None, "sequence_number": 0}
 
 
+def finish_of(event: dict[str, Any]) -> str | None:
+    """The chat `finish_reason` a stream event says the Response ended for (its terminal event)."""
+    kind = event.get("type")
+    if kind == "response.completed":
+        return "stop"
+    if kind == "response.incomplete":
+        details = (event.get("response") or {}).get("incomplete_details") or {}
+        return "length" if details.get("reason") == "max_output_tokens" else "content_filter"
+    return None
+
+
 def generated_text(response: Any) -> str:
     """All a Response's output generated, a field a line (text, refusals, a function call's name
     and arguments, reasoning summaries): what a charge counts when it came without usage."""

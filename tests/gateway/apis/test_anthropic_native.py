@@ -7,7 +7,7 @@ import pytest
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.apis.anthropic.messages_native import StreamUsage, native_body, usage_of_message
+from gateway.apis.anthropic.messages_native import StreamUsage, finish_of, native_body, usage_of_message
 from policies.pricing import Usage
 
 MESSAGE = {
@@ -115,3 +115,9 @@ def test_a_native_message_reads_as_the_chat_answer_it_stands_for() -> None:
         },
     }
     assert chat["usage"] == {"prompt_tokens": 5, "completion_tokens": 4}
+
+
+def test_a_stream_says_how_it_ended_in_its_message_delta() -> None:
+    assert [finish_of(event) for event in STREAM] == [None, None, None, None, "stop", None]
+    tool_use = {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}
+    assert finish_of(tool_use) == "tool_calls"  # not an answer the caches keep

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from openai.types.responses import Response
 
-from gateway.apis.responses.responses_native import native_body, usage_of_event, usage_of_response
+from gateway.apis.responses.responses_native import finish_of, native_body, usage_of_event, usage_of_response
 from policies.pricing import Usage
 
 RESPONSE = {
@@ -94,3 +94,22 @@ def test_a_native_answer_reads_as_the_chat_answer_it_stands_for() -> None:
     assert chat["usage"] == {"prompt_tokens": 5, "completion_tokens": 2}
     call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
     assert chat_answer({"output": [call]})["choices"][0]["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.parametrize(
+    "event, finish_reason",
+    [
+        ({"type": "response.completed", "response": {}}, "stop"),
+        (
+            {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "max_output_tokens"}}},
+            "length",
+        ),
+        (
+            {"type": "response.incomplete", "response": {"incomplete_details": {"reason": "content_filter"}}},
+            "content_filter",
+        ),
+        ({"type": "response.output_text.delta", "delta": "Hi"}, None),
+    ],
+)
+def test_a_stream_says_how_it_ended_in_its_terminal_event(event: dict, finish_reason: str | None) -> None:
+    assert finish_of(event) == finish_reason

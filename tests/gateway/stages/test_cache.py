@@ -94,9 +94,11 @@ def answered(ctx: RequestContext, text: str = "Paris.") -> RequestContext:
     return ctx
 
 
-def streamed(ctx: RequestContext, pieces: list[str]) -> RequestContext:
+def streamed(ctx: RequestContext, pieces: list[str], finish_reason: str | None = "stop") -> RequestContext:
     """What a streamed answer's relay leaves on the context."""
     ctx.outcome.served_model, ctx.meter.usage, ctx.completion_text = "small", USAGE, pieces
+    if finish_reason is not None:
+        ctx.outcome.ended(finish_reason)
     return ctx
 
 
@@ -265,6 +267,27 @@ async def test_a_streamed_answer_without_text_or_with_tools_is_not_stored(pieces
     await exact(ctx)
     await exact.settle(streamed(ctx, pieces))
     assert await c.store.count() == 0
+
+
+@pytest.mark.parametrize("finish_reason", ["content_filter", None])
+async def test_a_streamed_answer_that_was_filtered_or_never_ended_is_not_stored(finish_reason: str | None) -> None:
+    c = cache()
+    exact, _ = stages(c)
+    ctx = ask(stream=True)
+    await exact(ctx)
+    await exact.settle(streamed(ctx, ["Par"], finish_reason))
+    assert await c.store.count() == 0
+
+
+async def test_a_streamed_answer_cut_at_its_length_replays_as_cut() -> None:
+    c = cache()
+    exact, _ = stages(c)
+    ctx = ask(stream=True)
+    await exact(ctx)
+    await exact.settle(streamed(ctx, ["Paris is the capital of"], "length"))
+    response = await exact(ask())
+    assert response is not None
+    assert orjson.loads(response.body)["choices"][0]["finish_reason"] == "length"  # as a whole answer keeps it
 
 
 async def test_a_store_that_fails_costs_a_future_hit_not_this_answer() -> None:
