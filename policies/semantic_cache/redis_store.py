@@ -27,7 +27,7 @@ from redis.exceptions import RedisError, WatchError
 from policies.semantic_cache.index import VectorIndex
 from policies.semantic_cache.served import ServedHit
 from policies.semantic_cache.static_embedder import StaticEmbedder
-from policies.semantic_cache.store import EVICT_FRACTION, Candidate, Entry, QuestionVectors, keep_score
+from policies.semantic_cache.store import EVICT_FRACTION, Candidate, Entry, QuestionVectors, fair_eviction, keep_score
 
 log = logging.getLogger("costgate.cache")
 STREAM_MAXLEN = 200_000
@@ -271,8 +271,20 @@ class RedisStore:
         return int(removed)
 
     async def _evict(self, n: int) -> None:
-        doomed = await self.redis.zpopmin(self._k("keep"), n)
-        await self._delete([k.decode() for k, _ in doomed])
+        """`n` entries go, taken from the teams that hold the most (`fair_eviction`), each team's
+        lowest keep scores first (a member with no score, left by an entry Redis expired, first of all)."""
+        team_keys = [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]
+        pipe = self.redis.pipeline(transaction=False)
+        for team_key in team_keys:
+            pipe.scard(team_key)
+        sizes = dict(zip(team_keys, await pipe.execute()))
+        for team_key, count in fair_eviction(sizes, n).items():
+            members = [m.decode() for m in await self.redis.smembers(team_key)]
+            scores = await self.redis.zmscore(self._k("keep"), members)
+            ranked = sorted(zip(members, scores), key=lambda ms: float("-inf") if ms[1] is None else ms[1])
+            doomed = [member for member, _ in ranked[:count]]
+            await self._delete(doomed)
+            await self.redis.srem(team_key, *doomed)  # also where the entry's hash had expired already
 
     async def purge(self, team_id: str | None) -> int:
         if team_id is None:

@@ -5,9 +5,12 @@ by its question's vectors within its namespace: the static vector (`static_embed
 candidates in an index, and the MiniLM vector, kept once some lookup computed it, re-ranks
 them. TTL, the size limit and purges apply to both.
 
-Eviction keeps the entries most worth keeping: the lowest `keep_score` goes first, which is
-the last use plus an hour for every doubling of its hits (so an answer hit a thousand times
-outlives one used once a few hours later).
+Eviction takes room from the teams that hold the most first (`fair_eviction`): one team
+filling the cache with new questions evicts its own entries once it holds more than another,
+never the other's, so no team's traffic can raise another's bill by emptying its cache. Within
+a team the entries most worth keeping stay: the lowest `keep_score` goes first, which is the last
+use plus an hour for every doubling of its hits (so an answer hit a thousand times outlives one
+used once a few hours later).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
@@ -32,6 +36,26 @@ EVICT_FRACTION = 0.01  # evict in batches: a full cache stays full without sorti
 
 def keep_score(last_used: float, hits: int) -> float:
     return last_used + HIT_WEIGHT_S * math.log2(1 + hits)
+
+
+def fair_eviction(sizes: Mapping[str, int], n: int) -> dict[str, int]:
+    """How many entries each team gives up for `n` to go: taken from the largest holdings down
+    to a common level, so a team never loses an entry while another holds more than it (ties
+    share, in team order). At most what the teams hold."""
+    held = dict(sizes)
+    taken = dict.fromkeys(held, 0)
+    remaining = min(n, sum(held.values()))
+    while remaining > 0:
+        top = max(held.values())
+        leaders = sorted(t for t, size in held.items() if size == top)
+        below = max((size for size in held.values() if size < top), default=0)
+        step = min(top - below, remaining // len(leaders))  # each leader down to the next level, or less
+        for team in leaders if step else leaders[:remaining]:  # fewer left than leaders: one each
+            take = step or 1
+            held[team] -= take
+            taken[team] += take
+            remaining -= take
+    return {team: count for team, count in taken.items() if count}
 
 
 @dataclass(slots=True)
@@ -208,10 +232,14 @@ class EmbeddedStore:
                 del self.indexes[entry.namespace]
 
     def _evict(self, n: int) -> None:
-        keys = list(self.entries)
-        scores = np.array([keep_score(e.last_used, e.hits) for e in self.entries.values()])
-        for i in np.argpartition(scores, min(n, len(keys)) - 1)[:n]:
-            self._remove(keys[i])
+        by_team: dict[str, list[Entry]] = {}
+        for entry in self.entries.values():
+            by_team.setdefault(entry.team_id, []).append(entry)
+        for team, count in fair_eviction({t: len(es) for t, es in by_team.items()}, n).items():
+            entries = by_team[team]
+            scores = np.array([keep_score(e.last_used, e.hits) for e in entries])
+            for i in np.argpartition(scores, count - 1)[:count]:
+                self._remove(entries[i].key)
 
     def save(self, path: Path) -> None:
         """Atomically: entries as JSON lines; static vectors, and the MiniLM vectors known, as

@@ -109,6 +109,22 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
         await store.stop()
 
 
+async def test_a_team_flooding_a_shared_cache_evicts_its_own_entries_not_anothers(prefix: str) -> None:
+    store = RedisStore(URL, prefix, max_entries=6)
+    await store.start()
+    try:
+        now = time.time()
+        for i in range(2):  # old, never hit: the first to go under one shared recency order
+            await store.put(entry(f"quiet{i}", team="quiet", last_used=now - 10_000 + i), QuestionVectors(unit(i)))
+        for i in range(12):
+            await store.put(entry(f"noisy{i}", team="noisy", last_used=now + i), QuestionVectors(unit(100 + i)))
+        assert await store.count() <= 6
+        assert None not in [await store.get(f"quiet{i}", now) for i in range(2)]
+        assert await store.get("noisy11", now) is not None and await store.get("noisy0", now) is None
+    finally:
+        await store.stop()
+
+
 async def test_a_later_minilm_vector_never_revives_a_purged_entry(prefix: str) -> None:
     store = RedisStore(URL, prefix, max_entries=10)
     await store.start()

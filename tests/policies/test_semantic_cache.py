@@ -12,7 +12,7 @@ import pytest
 
 from policies.semantic_cache.embedder import DIM
 from policies.semantic_cache.index import VectorIndex
-from policies.semantic_cache.store import EmbeddedStore, QuestionVectors, keep_score
+from policies.semantic_cache.store import EmbeddedStore, QuestionVectors, fair_eviction, keep_score
 from tests.policies.cache_support import entry
 
 
@@ -163,3 +163,30 @@ def test_index_keeps_lists_per_root_sqrt_n_lists_and_finds_each_vector(lists_per
     index.add_many([str(i) for i in range(len(vectors))], vectors)
     assert index.lists == int(lists_per_root * np.sqrt(2500))
     assert all(index.search(vectors[i], 1)[0][0] == str(i) for i in range(0, 2500, 25))
+
+
+@pytest.mark.parametrize(
+    "sizes, n, taken",
+    [
+        ({"a": 90, "b": 10}, 5, {"a": 5}),  # the largest holding gives first
+        ({"a": 50, "b": 50}, 11, {"a": 6, "b": 5}),  # ties share, in team order
+        ({"a": 10, "b": 8, "c": 1}, 5, {"a": 4, "b": 1}),  # down to a common level
+        ({"a": 10, "b": 10, "c": 10}, 4, {"a": 2, "b": 1, "c": 1}),
+        ({"a": 3}, 10, {"a": 3}),  # never more than held
+        ({}, 3, {}),
+    ],
+)
+def test_fair_eviction_takes_from_the_largest_holdings(sizes: dict, n: int, taken: dict) -> None:
+    assert fair_eviction(sizes, n) == taken
+
+
+async def test_a_team_flooding_the_cache_evicts_its_own_entries_not_anothers() -> None:
+    store = EmbeddedStore(max_entries=20)
+    vectors = _clustered(60, seed=3)
+    for i in range(5):  # old and never hit: the first to go under one shared recency order
+        await store.put(entry(f"quiet{i}", team="quiet", last_used=float(i)), QuestionVectors(vectors[i]))
+    for i in range(50):
+        await store.put(entry(f"noisy{i}", team="noisy", last_used=1e6 + i), QuestionVectors(vectors[10 + i]))
+    assert await store.count() <= 20
+    assert None not in [await store.get(f"quiet{i}", now=0) for i in range(5)]
+    assert await store.get("noisy49", now=0) is not None and await store.get("noisy0", now=0) is None
