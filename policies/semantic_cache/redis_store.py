@@ -57,6 +57,7 @@ class RedisStore:
     async def start(self) -> None:
         last = await self.redis.xrevrange(self._k("events"), count=1)
         self._cursor = last[0][0].decode() if last else "0-0"
+        await self._order_teams()
         cursor = 0
         while True:  # the entries present now; the stream brings whatever changes after
             cursor, keys = await self.redis.scan(cursor, match=self._k("e", "*"), count=1000)
@@ -168,7 +169,9 @@ class RedisStore:
         pipe.hset(self._k("e", entry.key), mapping=fields)
         pipe.pexpireat(self._k("e", entry.key), int(entry.expires_at * 1000))
         pipe.sadd(self._k("team", entry.team_id), entry.key)
-        pipe.zadd(self._k("keep"), {entry.key: keep_score(entry.last_used or entry.created_at, entry.hits)})
+        score = keep_score(entry.last_used or entry.created_at, entry.hits)
+        pipe.zadd(self._k("keep"), {entry.key: score})
+        pipe.zadd(self._k("tkeep", entry.team_id), {entry.key: score})  # the team's own order, for eviction
         pipe.zadd(self._k("expiry"), {entry.key: entry.expires_at})
         pipe.xadd(
             self._k("events"),
@@ -193,6 +196,7 @@ class RedisStore:
         pipe = self.redis.pipeline(transaction=False)
         pipe.hset(self._k("e", entry.key), "entry", json.dumps(entry.to_json()))
         pipe.zadd(self._k("keep"), {entry.key: keep_score(now, entry.hits)}, xx=True)
+        pipe.zadd(self._k("tkeep", entry.team_id), {entry.key: keep_score(now, entry.hits)}, xx=True)
         if served is not None:  # in the same round trip
             pipe.set(
                 self._k("served", served.request_id), json.dumps(served.to_json()), pxat=int(served.expires_at * 1000)
@@ -232,6 +236,7 @@ class RedisStore:
         pipe.zrem(self._k("expiry"), key)
         if team is not None:
             pipe.srem(self._k("team", team), key)
+            pipe.zrem(self._k("tkeep", team), key)
         if ns is not None:
             pipe.xadd(self._k("events"), {"op": "del", "key": key, "ns": ns}, maxlen=STREAM_MAXLEN, approximate=True)
 
@@ -264,6 +269,8 @@ class RedisStore:
         removed = (await pipe.execute())[0]
         for team_key in [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]:
             await self.redis.srem(team_key, *expired)
+        for order in [k async for k in self.redis.scan_iter(match=self._k("tkeep", "*"))]:
+            await self.redis.zrem(order, *expired)
         for namespace, index in list(self.indexes.items()):
             for key in expired:
                 if key in index:
@@ -272,19 +279,27 @@ class RedisStore:
 
     async def _evict(self, n: int) -> None:
         """`n` entries go, taken from the teams that hold the most (`fair_eviction`), each team's
-        lowest keep scores first (a member with no score, left by an entry Redis expired, first of all)."""
-        team_keys = [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]
+        lowest keep scores first (its own sorted set, popped)."""
+        orders = [k async for k in self.redis.scan_iter(match=self._k("tkeep", "*"))]
         pipe = self.redis.pipeline(transaction=False)
-        for team_key in team_keys:
-            pipe.scard(team_key)
-        sizes = dict(zip(team_keys, await pipe.execute()))
-        for team_key, count in fair_eviction(sizes, n).items():
+        for order in orders:
+            pipe.zcard(order)
+        sizes = dict(zip(orders, await pipe.execute()))
+        for order, count in fair_eviction(sizes, n).items():
+            await self._delete([key.decode() for key, _ in await self.redis.zpopmin(order, count)])
+
+    async def _order_teams(self) -> None:
+        """Give every team without one its own keep order (entries stored before it existed), from
+        the shared one."""
+        async for team_key in self.redis.scan_iter(match=self._k("team", "*")):
+            team = team_key.decode()[len(self._k("team", "")) :]
+            if await self.redis.exists(self._k("tkeep", team)):
+                continue
             members = [m.decode() for m in await self.redis.smembers(team_key)]
-            scores = await self.redis.zmscore(self._k("keep"), members)
-            ranked = sorted(zip(members, scores), key=lambda ms: float("-inf") if ms[1] is None else ms[1])
-            doomed = [member for member, _ in ranked[:count]]
-            await self._delete(doomed)
-            await self.redis.srem(team_key, *doomed)  # also where the entry's hash had expired already
+            scores = await self.redis.zmscore(self._k("keep"), members) if members else []
+            ordered = {m: s for m, s in zip(members, scores) if s is not None}
+            if ordered:
+                await self.redis.zadd(self._k("tkeep", team), ordered)
 
     async def purge(self, team_id: str | None) -> int:
         if team_id is None:
@@ -295,7 +310,7 @@ class RedisStore:
         for team_key in teams:
             members = [m.decode() for m in await self.redis.smembers(team_key)]
             removed += await self._delete(members)
-            await self.redis.delete(team_key)
+            await self.redis.delete(team_key, team_key.replace(self._k("team", ""), self._k("tkeep", ""), 1))
         return removed
 
     async def count(self) -> int:

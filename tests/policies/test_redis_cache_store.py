@@ -110,17 +110,40 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
 
 
 async def test_a_team_flooding_a_shared_cache_evicts_its_own_entries_not_anothers(prefix: str) -> None:
+    now = time.time()
+    before = RedisStore(URL, prefix, max_entries=6)
+    await before.start()
+    for i in range(2):  # old, never hit: the first to go under one shared recency order
+        await before.put(entry(f"quiet{i}", team="quiet", last_used=now - 10_000 + i), QuestionVectors(unit(i)))
+    await before.redis.delete(before._k("tkeep", "quiet"))  # stored by a release without the teams' own orders
+    await before.stop()
     store = RedisStore(URL, prefix, max_entries=6)
-    await store.start()
+    await store.start()  # gives the team its order again
     try:
-        now = time.time()
-        for i in range(2):  # old, never hit: the first to go under one shared recency order
-            await store.put(entry(f"quiet{i}", team="quiet", last_used=now - 10_000 + i), QuestionVectors(unit(i)))
         for i in range(12):
             await store.put(entry(f"noisy{i}", team="noisy", last_used=now + i), QuestionVectors(unit(100 + i)))
         assert await store.count() <= 6
         assert None not in [await store.get(f"quiet{i}", now) for i in range(2)]
         assert await store.get("noisy11", now) is not None and await store.get("noisy0", now) is None
+    finally:
+        await store.stop()
+
+
+async def test_entries_stored_before_the_teams_orders_are_evicted_fairly_too(prefix: str) -> None:
+    now = time.time()
+    before = RedisStore(URL, prefix, max_entries=6)
+    await before.start()
+    for i in range(6):
+        await before.put(entry(f"old{i}", team="old", last_used=now - 100 + i), QuestionVectors(unit(i)))
+    await before.redis.delete(before._k("tkeep", "old"))  # stored by a release without the teams' own orders
+    await before.stop()
+    store = RedisStore(URL, prefix, max_entries=6)
+    await store.start()
+    try:
+        for i in range(3):  # newer, but a smaller holding: the older team's entries make room
+            await store.put(entry(f"new{i}", team="new", last_used=now - 1000 + i), QuestionVectors(unit(50 + i)))
+        assert await store.count() <= 6
+        assert None not in [await store.get(f"new{i}", now) for i in range(3)]
     finally:
         await store.stop()
 
