@@ -29,6 +29,15 @@ from tests.gateway.in_process import (
     settings_for,
 )
 
+CLAUDE = {  # an upstream that speaks the Messages API: /v1/messages goes through natively
+    "name": "claude",
+    "provider": "openai",
+    "model": "claude-sonnet-4-5",
+    "api_base": "http://anthropic.test/v1",
+    "apis": ["chat", "messages"],
+    "price": {"input_per_mtok": "3", "output_per_mtok": "15"},
+    "max_retries": 0,
+}
 ARGUMENTS = json.dumps({"city": "Reykjavik", "unit": "celsius", "days": [1, 2, 3, 4, 5, 6, 7]})
 REASONING = "The user wants a week of weather; the tool takes a city and a list of days."
 
@@ -120,16 +129,7 @@ def message_upstream(request: httpx.Request) -> httpx.Response:
 
 
 async def test_a_native_message_of_tool_use_without_usage_is_charged_its_output(tmp_path: Path) -> None:
-    model = {
-        "name": "claude",
-        "provider": "openai",
-        "model": "claude-sonnet-4-5",
-        "api_base": "http://anthropic.test/v1",
-        "apis": ["chat", "messages"],
-        "price": {"input_per_mtok": "3", "output_per_mtok": "15"},
-        "max_retries": 0,
-    }
-    async with running_app(settings_for(tmp_path, [model]), httpx.MockTransport(message_upstream)) as app:
+    async with running_app(settings_for(tmp_path, [CLAUDE]), httpx.MockTransport(message_upstream)) as app:
         client = anthropic_client(app, await new_key(app))
         await client.messages.create(
             model="claude", max_tokens=200, messages=[{"role": "user", "content": "Weather in Reykjavik this week?"}]
@@ -195,20 +195,11 @@ class BrokenStream(httpx.AsyncByteStream):
 
 
 async def test_a_native_stream_that_breaks_before_its_last_count_is_charged_what_it_relayed(tmp_path: Path) -> None:
-    model = {
-        "name": "claude",
-        "provider": "openai",
-        "model": "claude-sonnet-4-5",
-        "api_base": "http://anthropic.test/v1",
-        "apis": ["chat", "messages"],
-        "price": {"input_per_mtok": "3", "output_per_mtok": "15"},
-        "max_retries": 0,
-    }
 
     def broken(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=BrokenStream(40))
 
-    async with running_app(settings_for(tmp_path, [model]), httpx.MockTransport(broken)) as app:
+    async with running_app(settings_for(tmp_path, [CLAUDE]), httpx.MockTransport(broken)) as app:
         client = anthropic_client(app, await new_key(app))
         with pytest.raises(anthropic.APIError):  # the stream ends in an error event
             async with client.messages.stream(

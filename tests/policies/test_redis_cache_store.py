@@ -109,14 +109,20 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
         await store.stop()
 
 
+async def stored_by_an_older_release(prefix: str, team: str, last_used: list[float]) -> None:
+    """Entries of `team` as a release without the teams' own keep orders left them."""
+    before = RedisStore(URL, prefix, max_entries=len(last_used))
+    await before.start()
+    for i, used in enumerate(last_used):
+        await before.put(entry(f"{team}{i}", team=team, last_used=used), QuestionVectors(unit(i)))
+    await before.redis.delete(before._k("tkeep", team))
+    await before.stop()
+
+
 async def test_a_team_flooding_a_shared_cache_evicts_its_own_entries_not_anothers(prefix: str) -> None:
     now = time.time()
-    before = RedisStore(URL, prefix, max_entries=6)
-    await before.start()
-    for i in range(2):  # old, never hit: the first to go under one shared recency order
-        await before.put(entry(f"quiet{i}", team="quiet", last_used=now - 10_000 + i), QuestionVectors(unit(i)))
-    await before.redis.delete(before._k("tkeep", "quiet"))  # stored by a release without the teams' own orders
-    await before.stop()
+    # Old and never hit: the first to go under one shared recency order.
+    await stored_by_an_older_release(prefix, "quiet", [now - 10_000, now - 9_999])
     store = RedisStore(URL, prefix, max_entries=6)
     await store.start()  # gives the team its order again
     try:
@@ -131,12 +137,7 @@ async def test_a_team_flooding_a_shared_cache_evicts_its_own_entries_not_another
 
 async def test_entries_stored_before_the_teams_orders_are_evicted_fairly_too(prefix: str) -> None:
     now = time.time()
-    before = RedisStore(URL, prefix, max_entries=6)
-    await before.start()
-    for i in range(6):
-        await before.put(entry(f"old{i}", team="old", last_used=now - 100 + i), QuestionVectors(unit(i)))
-    await before.redis.delete(before._k("tkeep", "old"))  # stored by a release without the teams' own orders
-    await before.stop()
+    await stored_by_an_older_release(prefix, "old", [now - 100 + i for i in range(6)])
     store = RedisStore(URL, prefix, max_entries=6)
     await store.start()
     try:
