@@ -142,7 +142,8 @@ def request_keys(team_id: str, endpoint: str, body: dict[str, Any]) -> RequestKe
 
 def answer_of(body: dict[str, Any] | None, served_model: str) -> CachedAnswer | None:
     """The answer to keep from an upstream's non-streamed response; None for anything that
-    must not be replayed (tool or function calls, several choices, a missing usage)."""
+    must not be replayed (tool or function calls, several choices, no text: a model that spent
+    its tokens reasoning, as a streamed answer without text is not kept either)."""
     if not body or not isinstance(body.get("choices"), list) or len(body["choices"]) != 1:
         return None
     choice = body["choices"][0]
@@ -153,7 +154,11 @@ def answer_of(body: dict[str, Any] | None, served_model: str) -> CachedAnswer | 
         text = message.get("content")
     else:
         text = choice.get("text")
-    if not isinstance(text, str) or choice.get("finish_reason") in ("tool_calls", "function_call", "content_filter"):
+    if (
+        not isinstance(text, str)
+        or not text
+        or choice.get("finish_reason") in ("tool_calls", "function_call", "content_filter")
+    ):
         return None
     usage = body.get("usage") or {}
     return CachedAnswer(

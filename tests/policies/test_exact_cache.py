@@ -118,6 +118,7 @@ def _chat(message: dict, finish: str = "stop", choices: int = 1) -> dict:
         (_chat({"role": "assistant", "content": "x", "function_call": {"name": "f"}}), False),
         (_chat({"role": "assistant", "content": "Paris."}, choices=2), False),
         (_chat({"role": "assistant", "content": "blocked"}, "content_filter"), False),
+        (_chat({"role": "assistant", "content": "", "reasoning_content": "all of max_tokens"}, "length"), False),
         (None, False),
         ({"error": {"message": "bad"}}, False),
     ],
