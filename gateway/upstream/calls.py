@@ -67,7 +67,7 @@ def charge(
     ctx: RequestContext,
     dep: Deployment,
     usage: Usage | None,
-    completion_text: str | list[str] = "",
+    generated: str | list[str] = "",
     tier: Tier = Tier.STANDARD,
 ) -> Usage:
     """Add one call's cost to the request, as its provider bills it at `tier`; when the upstream
@@ -75,7 +75,7 @@ def charge(
     pieces, joined only then: `ctx.generated`)."""
     if usage is None:
         model = dep.config.upstream_model
-        text = completion_text if isinstance(completion_text, str) else "".join(completion_text)
+        text = generated if isinstance(generated, str) else "".join(generated)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
     billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
     ctx.meter.add_call(dep.name, usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider), billed_at)
@@ -180,7 +180,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
             text = chunk_text(ctx.endpoint, data)
             if text:
                 ctx.completion_text.append(text)
-            field = add_generated(ctx.generated, choice_fields(choices), field)
+            generated = list(choice_fields(choices))  # read once: the charge's count and the meter's
+            field = add_generated(ctx.generated, generated, field)
             last = data
             tier = billed_tier(data) if "service_tier" in data else tier
             if reported is None:
@@ -190,7 +191,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
                 if choices:  # usage riding on a content chunk: forward the content only
                     yield sse_event({k: v for k, v in data.items() if k != "usage"})
             if meter is not None:
-                meter.feed(ctx.endpoint, data, dep.config.upstream_model)
+                meter.feed(data, generated, dep.config.upstream_model)
                 if meter.over and usage is None:
                     cut = True
                     break

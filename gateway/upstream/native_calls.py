@@ -38,6 +38,8 @@ from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import StreamMeter, cut_reason
 from policies.pricing import Usage, format_usd
 
+BLOCK_KEYS = ("index", "output_index", "content_index")  # where an event's block sits (Messages; Responses)
+
 
 class StreamUsage(Protocol):
     @property
@@ -174,9 +176,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
                 ctx.completion_text.append(text)
             if (ending := api.finish_of(data)) is not None:
                 ctx.outcome.ended(ending)
-            if text or other:  # a content block (Messages `index`, Responses output and content index) is a field
-                where = ("index", "output_index", "content_index")
-                block = (*(data.get(k) for k in where), "other" if other else "text")
+            if text or other:  # a content block is a field of its own
+                block = (*(data.get(k) for k in BLOCK_KEYS), "other" if other else "text")
                 field = add_generated(ctx.generated, [(block, text + other)], field)
             mended = api.as_asked(data, native.body)
             if api.held(data):

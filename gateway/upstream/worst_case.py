@@ -20,10 +20,11 @@ cost is charged, and the budget refuses what comes after.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from gateway.core.bodies import generated_fields
+from gateway.core.bodies import Field
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
@@ -115,8 +116,9 @@ class StreamMeter:
         left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * dep.price.input
         return cls(int(left / dep.price.output), prompt)
 
-    def feed(self, endpoint: Endpoint, data: dict[str, Any], model: str) -> None:
-        tokens = 0
+    def feed(self, data: dict[str, Any], generated: Iterable[tuple[Field, str]], model: str) -> None:
+        """One chunk event: which choices are open, and the tokens of what it `generated`
+        (core/bodies.py choice_fields of its choices)."""
         for choice in data.get("choices") or ():
             if not isinstance(choice, dict):
                 continue
@@ -125,9 +127,7 @@ class StreamMeter:
                 self.open_choices.pop(index, None)
             else:
                 self.open_choices.setdefault(index)
-            output = choice.get("delta") if endpoint is Endpoint.CHAT else choice.get("text")
-            tokens += sum(count_delta(text, model) for _, text in generated_fields(output))
-        self.tokens += tokens
+        self.tokens += sum(count_delta(text, model) for _, text in generated)
 
     @property
     def over(self) -> bool:

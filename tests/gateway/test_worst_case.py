@@ -14,6 +14,7 @@ from PIL import Image
 
 from gateway.config.models_config import ModelConfig
 from gateway.core.asked import Asked
+from gateway.core.bodies import choice_fields
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.images import GPT_4O, data_url_size, rule_for, tile_count
 from gateway.core.request_view import completion_count
@@ -244,14 +245,19 @@ def chunk(text: str | None, index: int = 0, finish: str | None = None) -> dict:
     }
 
 
+def feed(meter: StreamMeter, event: dict) -> None:
+    """As the relay feeds it: the event and what its choices generated."""
+    meter.feed(event, choice_fields(event["choices"]), "gpt-4o")
+
+
 def test_the_meter_ends_a_stream_at_its_hold() -> None:
     meter = StreamMeter(10)
     for _ in range(4):
-        meter.feed(Endpoint.CHAT, chunk(" x x"), "gpt-4o")  # 2 tokens each
+        feed(meter, chunk(" x x"))  # 2 tokens each
     assert meter.tokens == 8 and not meter.over
-    meter.feed(Endpoint.CHAT, chunk(" x", 1), "gpt-4o")
+    feed(meter, chunk(" x", 1))
     assert not meter.over
-    meter.feed(Endpoint.CHAT, chunk(" x", 1), "gpt-4o")
+    feed(meter, chunk(" x", 1))
     assert meter.over  # 10 of 10
     assert meter.closing_chunks(Endpoint.CHAT, chunk(None)) == [chunk(None, i, "length") for i in (0, 1)]
 
@@ -264,7 +270,7 @@ def test_the_meter_counts_tool_calls_and_reasoning_too() -> None:
         "reasoning_content": " x x",
         "tool_calls": [{"index": 0, "function": {"arguments": " x x x"}}],
     }
-    meter.feed(Endpoint.CHAT, event, "gpt-4o")
+    feed(meter, event)
     assert meter.tokens == 5
 
 
