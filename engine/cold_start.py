@@ -12,8 +12,8 @@ The expected remaining time comes from a measured start of the same kind: a proc
 start (cold: nothing of vLLM in the page cache; the bundled model is converted first) takes
 about twice as long as a restart after an idle shutdown (82 s against 35 s here), so a restart
 is estimated from the last restart, never from the first start. The first start is estimated
-from the first start a previous process measured on this machine (engine/launcher.py
-`first_start_record`), else from the model's configured `expected_start_s` (the bundled model
+from the first start a previous process measured on this machine (engine/first_start.py),
+else from the model's configured `expected_start_s` (the bundled model
 has one); with neither there is no estimate, and the request waits its bound.
 
 `retry-after` stays within what the SDKs honour: openai-python 1.x and 2.x take at most 60 s

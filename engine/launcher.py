@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import json
 import logging
 import os
 import time
@@ -49,6 +48,7 @@ from engine.command import (
 )
 from engine.config import on_cpu_build
 from engine.cost import ThroughputMeter
+from engine.first_start import record_first_start
 from engine.health import EngineStats, is_healthy, scrape, served_max_model_len, warm_up
 from engine.kv_cache import reported_kv_tokens
 from engine.server_process import free_port, spawn, terminate
@@ -73,29 +73,6 @@ def _retrieve(task: asyncio.Task[str]) -> None:
     not left as 'exception was never retrieved'."""
     if not task.cancelled() and task.exception() is not None:
         log.warning("%s", task.exception())
-
-
-def first_start_record(log_dir: Path, served_name: str) -> Path:
-    """Where a model's first start on this machine is kept: the next process's first start is
-    estimated from it rather than from the prior (engine/cold_start.py)."""
-    return log_dir / f"{served_name.replace('/', '_')}.first-start.json"
-
-
-def measured_first_start(record: Path) -> float | None:
-    """The engine's own first start, as a previous process measured it here; None if none was."""
-    try:
-        value = json.loads(record.read_text())["first_start_s"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
-
-
-def record_first_start(record: Path, seconds: float) -> None:
-    try:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"first_start_s": round(seconds, 1)}))
-    except OSError as err:  # an estimate for later, not worth failing a ready engine over
-        log.warning("could not keep the engine's first start in %s: %s", record, err)
 
 
 class Replica:

@@ -28,7 +28,8 @@ from engine.config import EngineSettings
 from engine.cost import LivePrice
 from engine.embeddings import BUNDLED as BUNDLED_EMBEDDINGS
 from engine.embeddings import EmbedderSettings, LocalEmbedder
-from engine.launcher import EngineUnavailable, Replica, first_start_record, measured_first_start
+from engine.first_start import first_start_record, measured_first_start
+from engine.launcher import EngineUnavailable, Replica
 from engine.model_facts import ModelFacts, check_max_model_len
 from gateway.config.models_config import ModelConfig
 from gateway.core.context import Endpoint

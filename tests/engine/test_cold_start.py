@@ -11,7 +11,8 @@ import pytest
 from engine.cold_start import EngineStarting, expected_remaining, retry_after, wait_bound
 from engine.command import LaunchSpec
 from engine.config import EngineSettings
-from engine.launcher import Replica, State, first_start_record, measured_first_start
+from engine.first_start import first_start_record, measured_first_start
+from engine.launcher import Replica, State
 from tests.engine.test_launcher import STAND_IN, _until
 
 pytestmark = pytest.mark.slow  # starts stand-in vLLM processes

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.launcher import State, first_start_record, record_first_start
+from engine.first_start import first_start_record, record_first_start
+from engine.launcher import State
 from gateway.config.models_config import ModelConfig
 from gateway.config.settings import Settings
 from gateway.providers.local import LocalProvider, local_provider
