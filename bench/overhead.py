@@ -224,6 +224,9 @@ def parse_args() -> argparse.Namespace:
         default=180.0,
         help="the streaming row's control: whole answers this far apart (a stream's length); 0 skips it",
     )
+    parser.add_argument(
+        "--ledger-flush-s", type=float, help="costgate's ledger_flush_interval_s (default: the product's)"
+    )
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument(
         "--profile",
@@ -269,7 +272,7 @@ def main() -> int:
             upstream = f"http://127.0.0.1:{port}/v1"
             wait_http(upstream + "/models", fake, 30)
             direct_url = upstream + "/chat/completions"
-            cg_url, cg_key, cg_pid = start_costgate(procs, args.gateway_cpu, upstream)
+            cg_url, cg_key, cg_pid = start_costgate(procs, args.gateway_cpu, upstream, args.ledger_flush_s)
             print(
                 f"costgate (cpu {args.gateway_cpu}), load + fake upstream (cpu {args.load_cpu}), "
                 f"{args.runs} x {args.duration:g} s",

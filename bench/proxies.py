@@ -15,8 +15,11 @@ from bench.harness import ADMIN_KEY, MODEL, Processes, base_env, bench_model, fr
 LITELLM_MASTER_KEY = "sk-bench-master-0123456789"
 
 
-def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str, int]:
-    """costgate with the bench model; returns (its chat URL, a key made through the admin API, its pid)."""
+def start_costgate(
+    procs: Processes, cpu: int, upstream: str, ledger_flush_s: float | None = None
+) -> tuple[str, str, int]:
+    """costgate with the bench model (`ledger_flush_s`: the ledger writer's interval, its default
+    when None); returns (its chat URL, a key made through the admin API, its pid)."""
     workdir = procs.workdir / "costgate"
     workdir.mkdir()
     config = {
@@ -26,6 +29,8 @@ def start_costgate(procs: Processes, cpu: int, upstream: str) -> tuple[str, str,
         "models": [bench_model(upstream)],
         "cache": {"exact": {"enabled": False}, "semantic": {"enabled": False}},
     }
+    if ledger_flush_s is not None:
+        config["ledger_flush_interval_s"] = ledger_flush_s
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
     proc = procs.start(
