@@ -169,6 +169,7 @@ class RedisStore:
         pipe.hset(self._k("e", entry.key), mapping=fields)
         pipe.pexpireat(self._k("e", entry.key), int(entry.expires_at * 1000))
         pipe.sadd(self._k("team", entry.team_id), entry.key)
+        pipe.sadd(self._k("teams"), entry.team_id)  # the teams that have entries: eviction reads their orders
         score = keep_score(entry.last_used or entry.created_at, entry.hits)
         pipe.zadd(self._k("keep"), {entry.key: score})
         pipe.zadd(self._k("tkeep", entry.team_id), {entry.key: score})  # the team's own order, for eviction
@@ -269,8 +270,8 @@ class RedisStore:
         removed = (await pipe.execute())[0]
         for team_key in [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]:
             await self.redis.srem(team_key, *expired)
-        for order in [k async for k in self.redis.scan_iter(match=self._k("tkeep", "*"))]:
-            await self.redis.zrem(order, *expired)
+        for team in await self._teams():
+            await self.redis.zrem(self._k("tkeep", team), *expired)
         for namespace, index in list(self.indexes.items()):
             for key in expired:
                 if key in index:
@@ -280,7 +281,7 @@ class RedisStore:
     async def _evict(self, n: int) -> None:
         """`n` entries go, taken from the teams that hold the most (`fair_eviction`), each team's
         lowest keep scores first (its own sorted set, popped)."""
-        orders = [k async for k in self.redis.scan_iter(match=self._k("tkeep", "*"))]
+        orders = [self._k("tkeep", team) for team in await self._teams()]
         pipe = self.redis.pipeline(transaction=False)
         for order in orders:
             pipe.zcard(order)
@@ -288,11 +289,16 @@ class RedisStore:
         for order, count in fair_eviction(sizes, n).items():
             await self._delete([key.decode() for key, _ in await self.redis.zpopmin(order, count)])
 
+    async def _teams(self) -> list[str]:
+        return [t.decode() for t in await self.redis.smembers(self._k("teams"))]
+
     async def _order_teams(self) -> None:
-        """Give every team without one its own keep order (entries stored before it existed), from
-        the shared one."""
+        """Give every team without one its own keep order and its place in the teams' set
+        (entries stored before they existed), from the shared order: once, at start, not at
+        each eviction (a scan reads the whole keyspace)."""
         async for team_key in self.redis.scan_iter(match=self._k("team", "*")):
             team = team_key.decode()[len(self._k("team", "")) :]
+            await self.redis.sadd(self._k("teams"), team)
             if await self.redis.exists(self._k("tkeep", team)):
                 continue
             members = [m.decode() for m in await self.redis.smembers(team_key)]
@@ -310,7 +316,9 @@ class RedisStore:
         for team_key in teams:
             members = [m.decode() for m in await self.redis.smembers(team_key)]
             removed += await self._delete(members)
-            await self.redis.delete(team_key, team_key.replace(self._k("team", ""), self._k("tkeep", ""), 1))
+            team = team_key[len(self._k("team", "")) :]
+            await self.redis.delete(team_key, self._k("tkeep", team))
+            await self.redis.srem(self._k("teams"), team)
         return removed
 
     async def count(self) -> int:

@@ -110,12 +110,12 @@ async def test_ttl_hits_and_eviction(prefix: str) -> None:
 
 
 async def stored_by_an_older_release(prefix: str, team: str, last_used: list[float]) -> None:
-    """Entries of `team` as a release without the teams' own keep orders left them."""
+    """Entries of `team` as a release without the teams' own keep orders (and their set) left them."""
     before = RedisStore(URL, prefix, max_entries=len(last_used))
     await before.start()
     for i, used in enumerate(last_used):
         await before.put(entry(f"{team}{i}", team=team, last_used=used), QuestionVectors(unit(i)))
-    await before.redis.delete(before._k("tkeep", team))
+    await before.redis.delete(before._k("tkeep", team), before._k("teams"))
     await before.stop()
 
 
