@@ -268,9 +268,8 @@ class RedisStore:
         pipe.zrem(self._k("keep"), *expired)
         pipe.zrem(self._k("expiry"), *expired)
         removed = (await pipe.execute())[0]
-        for team_key in [k async for k in self.redis.scan_iter(match=self._k("team", "*"))]:
-            await self.redis.srem(team_key, *expired)
         for team in await self._teams():
+            await self.redis.srem(self._k("team", team), *expired)
             await self.redis.zrem(self._k("tkeep", team), *expired)
         for namespace, index in list(self.indexes.items()):
             for key in expired:
