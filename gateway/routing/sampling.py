@@ -64,6 +64,11 @@ class Sampling:
     tally: Tally
     learner: Learner | None = None
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    # Samples are stored one at a time, in the order they were recorded (asyncio.Lock is
+    # first come, first served): the store's row order is the controller's, so a refit's
+    # held-back share and folds (which follow the rows' order) do not depend on which of
+    # several concurrent inserts committed first.
+    _storing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def shadow_draw(
         self, ctx: RequestContext, controller: QualityController, tried: list[TierAnswer], weight: float = 1.0
@@ -111,9 +116,10 @@ class Sampling:
                 "query": tried[0].item.query if tried else "",
                 "answers": [a.item.answer for a in tried] + [last_text],
             }
-        await self.services.store.add(SampleRecord(self.name, request_id, sample, vectors, texts))
-        if self.learner is not None:  # once stored: the refit it may start reads it back
-            self.learner.sampled(request_id, sample, vectors)
+        async with self._storing:
+            await self.services.store.add(SampleRecord(self.name, request_id, sample, vectors, texts))
+            if self.learner is not None:  # once stored: the refit it may start reads it back
+                self.learner.sampled(request_id, sample, vectors)
 
     def worst_case(self, ctx: RequestContext, reached: int) -> Decimal:
         """The most a shadow sample that starts at tier `reached` can cost."""
