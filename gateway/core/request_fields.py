@@ -172,6 +172,18 @@ PRICED_APART = frozenset(
 # regional inference cost a multiple of it; a service tier another rate): forwarded only to
 # models whose config lists them in `extra_params`, as PRICED_APART.
 NATIVE_PRICED_APART = frozenset({"speed", "inference_geo", "service_tier", "prompt_cache_options", "background"})
+# Tools a provider runs itself and bills per use, apart from the tokens: on OpenAI's Responses
+# API web search, file search, the code interpreter and image generation; on Anthropic's Messages
+# API web search and code execution. No usage the gateway prices counts those uses and no hold
+# bounds how often a model makes them, so a native call leaves these tools out and names them
+# (`without_billed_tools`), as PRICED_APART fields are left out and as the translated APIs leave
+# every provider-run tool out. Matched on the tool's type, its date suffix included
+# (`web_search_preview_2025_03_11`, `web_search_20250305`); Anthropic's web fetch, tool search
+# and memory, and the client-run tools, cost only their tokens and go through.
+BILLED_TOOLS: Mapping[str, tuple[str, ...]] = {
+    "responses": ("web_search", "file_search", "code_interpreter", "image_generation"),
+    "messages": ("web_search_", "code_execution_"),
+}
 # OpenAI fields that litellm also reads as its own keyword arguments (`metadata` feeds its
 # logging callbacks): never passed to a litellm model.
 LITELLM_READS = frozenset({"metadata"})
@@ -271,6 +283,44 @@ class FieldPolicy:
             # chunk only if it asked for it.
             sent["stream_options"] = {**sent.get("stream_options", {}), "include_usage": True}
         return sent, dropped
+
+
+def without_billed_tools(api: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`body` for a native `api` call without the tools its provider bills per use (BILLED_TOOLS),
+    and their names (`tools[].<type>`). A `tool_choice` that names a tool left out, or that is
+    left with no tool to choose, is left out too: the provider would refuse it."""
+    tools = body.get("tools")
+    billed = BILLED_TOOLS.get(api, ())
+    if not isinstance(tools, list) or not billed:
+        return dict(body), ()
+    kept: list[Any] = []
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        (out if isinstance(tool, dict) and str(tool.get("type", "")).startswith(billed) else kept).append(tool)
+    if not out:
+        return dict(body), ()
+    sent = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}
+    if kept:
+        sent["tools"] = kept
+    dropped = {f"tools[].{t['type']}" for t in out}
+    if "tool_choice" in body:
+        if kept and not _chooses(body["tool_choice"], out):
+            sent["tool_choice"] = body["tool_choice"]
+        else:
+            dropped.add("tool_choice")
+    return sent, tuple(sorted(dropped))
+
+
+def _chooses(choice: Any, tools: list[dict[str, Any]]) -> bool:
+    """Does `tool_choice` name one of `tools` (by type, Responses; by name, Messages), or list one
+    among its allowed tools (Responses' `allowed_tools`)?"""
+    if not isinstance(choice, dict):
+        return False
+    types = {t.get("type") for t in tools}
+    names = {t.get("name") for t in tools if t.get("name")}
+    if choice.get("type") == "allowed_tools":
+        return any(_chooses(allowed, tools) for allowed in choice.get("tools") or ())
+    return choice.get("type") in types or (choice.get("type") == "tool" and choice.get("name") in names)
 
 
 def stream_options(value: Any) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from gateway.apis.responses import responses_native
 from gateway.core.bodies import Field, add_generated
 from gateway.core.context import Api, Endpoint, RequestContext
 from gateway.core.errors import BudgetExceeded, GatewayError
+from gateway.core.request_fields import without_billed_tools
 from gateway.core.sse import StreamEnd
 from gateway.core.tokens import count_delta, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
@@ -114,7 +115,8 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
     # litellm takes body fields as keyword arguments: allow-listed there (gateway/core/request_fields.py)
     litellm = dep.config.provider == "litellm"
     body, dropped = dep.fields.split(native.api.value, native.body) if litellm else dep.fields.native(native.body)
-    ctx.dropped_params.update(dropped)
+    body, billed = without_billed_tools(native.api.value, body)  # tools the provider bills per use
+    ctx.dropped_params.update(dropped + billed)
     model = dep.config.upstream_model
     if native.api is Api.RESPONSES:
         return dep.caching.responses(responses_native.native_body(body, model, native.history), ctx.principal)

@@ -117,6 +117,27 @@ async def test_claude_code_turns_pass_through_natively(
     assert Decimal(await gateway.spend_usd()) == fake.bill.dollars > 0
 
 
+@pytest.mark.parametrize("model", ["claude-opus-5-5", "native-claude"])
+async def test_a_server_tool_billed_per_use_never_reaches_a_native_upstream(
+    gw: tuple[InProcessGateway, str], provider: tuple[str, AgentFake], model: str
+) -> None:
+    """Claude Code with its web search on: Anthropic bills $10 per 1,000 searches apart from the
+    tokens, which the gateway could neither hold nor charge. The provider must not be offered it."""
+    gateway, key = gw
+    _, fake = provider
+    turn = copy.deepcopy(fixture("claude_code_turn1"))
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 8}
+    turn["body"]["tools"].append(search)
+    response = await post_messages(gateway, key, turn, model)
+    assert response.status_code == 200, response.text
+    sent = fake.requests[-1]["body"]
+    assert [t.get("name") for t in sent["tools"]] == [t.get("name") for t in turn["body"]["tools"][:-1]]
+    assert "web_search" not in orjson.dumps(sent["tools"]).decode()
+    dropped = set(response.headers["x-costgate-dropped-params"].split(","))
+    assert "tools%5B%5D.web_search_20250305" in dropped
+    assert Decimal(await gateway.spend_usd()) == fake.bill.dollars > 0
+
+
 async def test_claude_code_on_a_chat_upstream_is_mapped_not_refused(
     gw: tuple[InProcessGateway, str], provider: tuple[str, AgentFake]
 ) -> None:
@@ -150,9 +171,13 @@ async def test_codex_turns_are_answered(
     sent = fake.requests[-1]
     if model == "native-codex":
         assert sent["path"] == "/v1/responses"
-        assert {k: v for k, v in sent["body"].items() if k != "model"} == {
-            k: v for k, v in first["body"].items() if k != "model"
+        assert {k: v for k, v in sent["body"].items() if k not in ("model", "tools")} == {
+            k: v for k, v in first["body"].items() if k not in ("model", "tools")
         }
+        # but web search, which the provider bills per call apart from the tokens (no usage the
+        # gateway prices counts it, no hold bounds it): left out, and named
+        assert sent["body"]["tools"] == [t for t in first["body"]["tools"] if t["type"] != "web_search"]
+        assert response.headers["x-costgate-dropped-params"] == "tools%5B%5D.web_search"
         assert done["output"][0]["encrypted_content"] == ENCRYPTED
     else:
         assert sent["path"] == "/v1/chat/completions"

@@ -22,6 +22,7 @@ from gateway.core.request_fields import (
     dropped_header,
     for_provider,
     refusal,
+    without_billed_tools,
 )
 from gateway.providers.base import UpstreamCall
 from gateway.providers.litellm import LiteLLMProvider
@@ -257,3 +258,66 @@ def test_an_http_native_upstream_judges_the_body_itself() -> None:
     assert dropped == ("inference_geo", "service_tier", "speed")
     sent, dropped = FieldPolicy(extra=frozenset({"speed"}), drop=frozenset({"metadata"})).native(body)
     assert "speed" in sent and "metadata" not in sent and dropped == ("inference_geo", "metadata", "service_tier")
+
+
+FN = {"type": "function", "name": "exec_command", "parameters": {}}
+CLAUDE_FN = {"name": "Bash", "input_schema": {"type": "object"}}
+
+
+@pytest.mark.parametrize(
+    "api, tools, choice, kept, choice_kept, dropped",
+    [
+        # Codex's defaults: the function tools go, web search is left out; `auto` stays
+        ("responses", [FN, {"type": "web_search"}], "auto", [FN], True, ["tools[].web_search"]),
+        (
+            "responses",
+            [{"type": "web_search_preview_2025_03_11"}, {"type": "file_search", "vector_store_ids": ["vs_1"]}, FN],
+            None,
+            [FN],
+            False,
+            ["tools[].file_search", "tools[].web_search_preview_2025_03_11"],
+        ),
+        # a choice that forces a tool left out would be refused upstream
+        ("responses", [FN, {"type": "code_interpreter"}], {"type": "code_interpreter"}, [FN], False,
+         ["tool_choice", "tools[].code_interpreter"]),
+        ("responses", [FN, {"type": "image_generation"}],
+         {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "image_generation"}]}, [FN], False,
+         ["tool_choice", "tools[].image_generation"]),
+        ("responses", [FN, {"type": "web_search"}], {"type": "function", "name": "exec_command"}, [FN], True,
+         ["tools[].web_search"]),
+        # nothing left to choose from: tools and tool_choice both go
+        ("responses", [{"type": "web_search"}], "required", None, False, ["tool_choice", "tools[].web_search"]),
+        # tools that cost only their tokens go through
+        ("responses", [FN, {"type": "custom", "name": "apply_patch"}, {"type": "tool_search"}, {"type": "local_shell"}],
+         "auto", [FN, {"type": "custom", "name": "apply_patch"}, {"type": "tool_search"}, {"type": "local_shell"}],
+         True, []),
+        # Anthropic: web search and code execution are billed per use; web fetch, memory and the client tools are not
+        ("messages", [CLAUDE_FN, {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}], None,
+         [CLAUDE_FN], False, ["tools[].web_search_20250305"]),
+        ("messages", [CLAUDE_FN, {"type": "code_execution_20250825", "name": "code_execution"}],
+         {"type": "tool", "name": "code_execution"}, [CLAUDE_FN], False,
+         ["tool_choice", "tools[].code_execution_20250825"]),
+        ("messages", [CLAUDE_FN, {"type": "web_search_20250305", "name": "web_search"}],
+         {"type": "tool", "name": "Bash"}, [CLAUDE_FN], True, ["tools[].web_search_20250305"]),
+        ("messages", [CLAUDE_FN, {"type": "web_fetch_20250910", "name": "web_fetch"}, {"type": "memory_20250818",
+          "name": "memory"}, {"type": "bash_20250124", "name": "bash"}], {"type": "any"},
+         [CLAUDE_FN, {"type": "web_fetch_20250910", "name": "web_fetch"}, {"type": "memory_20250818", "name": "memory"},
+          {"type": "bash_20250124", "name": "bash"}], True, []),
+    ],
+)  # fmt: skip
+def test_tools_a_provider_bills_per_use_are_left_out_of_a_native_call(
+    api: str, tools: list, choice: object, kept: list | None, choice_kept: bool, dropped: list[str]
+) -> None:
+    """Provider-run tools billed per use (a web search, a code container) are priced apart from the
+    tokens: the ledger could not count them nor a hold bound them, so a native call leaves them out."""
+    body = {"model": "m", "input": "hi", "tools": tools} | ({"tool_choice": choice} if choice is not None else {})
+    sent, names = without_billed_tools(api, body)
+    assert sent.get("tools") == kept and list(names) == dropped
+    assert ("tool_choice" in sent) == choice_kept and (not choice_kept or sent["tool_choice"] == choice)
+    assert sent["input"] == "hi" and body["tools"] == tools  # the client's body is not changed
+
+
+def test_a_body_without_tools_is_sent_as_it_came() -> None:
+    body = {"model": "m", "messages": [], "tool_choice": {"type": "auto"}}
+    assert without_billed_tools("messages", body) == (body, ())
+    assert without_billed_tools("messages", body | {"tools": "not a list"}) == (body | {"tools": "not a list"}, ())
