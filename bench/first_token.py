@@ -128,6 +128,8 @@ def measure_stream(
     name: str, url: str, key: str, pid: int, direct_url: str, args: argparse.Namespace
 ) -> list[StreamRound]:
     first_tokens(url, key, 5)  # warm the connections
+    if getattr(args, "trace_phases", False):
+        trace_phases(name, url, key, pid, args)
     rounds = []
     for i in range(args.runs):
         direct = first_tokens(direct_url, "", args.stream_requests)
@@ -169,3 +171,15 @@ def report_stream(rows: dict[str, list[StreamRound]], interval_ms: float) -> Non
             f" {idle:>9.3f} ms"
         )
     print("whole, idle: a whole answer's added p50 when requests come as far apart as the streams (--idle-gap-ms)")
+
+
+def trace_phases(name: str, url: str, key: str, pid: int, args: argparse.Namespace) -> None:
+    """One extra round of streams under `perf trace` (bench/first_token_phases.py): the proxy's
+    part of the first token, cut at its syscalls into its two halves."""
+    from bench.first_token_phases import Tracer, summary
+
+    with Tracer(pid) as tracer:
+        first_tokens(url, key, args.stream_requests)
+    phases = tracer.phases(args.token_interval_ms)
+    print(f"  {name} phases (perf trace): request in -> upstream out {summary(phases.pre_call_ms)}")
+    print(f"  {name} phases (perf trace): first chunk in -> out       {summary(phases.first_chunk_ms)}")

@@ -24,6 +24,7 @@ runs several times slower than back to back, so wrk's whole-answer row is not it
 
     .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm] [--profile DIR]
     .venv/bin/python bench/overhead.py --stream-only --runs 3 --stream-requests 60
+    .venv/bin/python bench/overhead.py --stream-only --no-litellm --trace-phases  # needs perf
 
 `--profile DIR` adds one py-spy-sampled 32-connection run per product (py-spy from PyPI, in
 any venv on PATH or `--py-spy`), written as speedscope files: where the proxy's CPU goes.
@@ -226,6 +227,12 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--ledger-flush-s", type=float, help="costgate's ledger_flush_interval_s (default: the product's)"
+    )
+    parser.add_argument(
+        "--trace-phases",
+        action="store_true",
+        help="one extra round of streams a product under `perf trace`: the first token's two halves "
+        "in the proxy (bench/first_token_phases.py)",
     )
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument(
