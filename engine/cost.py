@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from engine.throughput import RateEstimate, Smoothing, observe_rate
-from policies.pricing import Price, Usage
+from policies.pricing import LongContext, Price, Usage
 
 SECONDS_PER_HOUR = Decimal(3600)
 JOULES_PER_KWH = 3_600_000.0
@@ -168,6 +168,10 @@ class LivePrice(Price):
     @property
     def flex(self) -> Price | None:
         return None
+
+    @property
+    def long_context(self) -> tuple[LongContext, ...]:  # the engine prices every prompt length alike
+        return ()
 
     def __repr__(self) -> str:
         return f"LivePrice(input={self.input}, output={self.output})"

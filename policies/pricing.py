@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from enum import StrEnum
@@ -48,12 +49,24 @@ WRITE_1H_OVER_5M = Decimal("1.6")  # a 1-hour cache write's rate over a 5-minute
 
 
 @dataclass(frozen=True, slots=True)
+class LongContext:
+    """A long prompt's price: a call whose prompt has more than `above_tokens` tokens is billed
+    at `price` for every token of it, prompt and output (Anthropic over 200k or 100k prompt
+    tokens, cache reads and writes counted; Gemini over 200k; OpenAI's GPT-5.4 and later over
+    272k: about 2x input and 1.5x output)."""
+
+    above_tokens: int
+    price: Price
+
+
+@dataclass(frozen=True, slots=True)
 class Price:
     """Dollars per token. `cached_input` applies to prompt tokens the upstream read from its
     prompt cache, `cache_write` / `cache_write_1h` to the ones it wrote there (Anthropic bills a
     5-minute write at 1.25x input, a 1-hour one at 2x), `reasoning_output` to output tokens a
     model spent reasoning; None: the plain rate. `batch` and `flex` are the same call's prices
-    at those tiers (None: the provider sells none)."""
+    at those tiers (None: the provider sells none); `long_context` the prices of longer prompts,
+    by rising threshold (`for_prompt`)."""
 
     input: Decimal
     output: Decimal
@@ -63,6 +76,7 @@ class Price:
     cache_write_1h: Decimal | None = None
     batch: Price | None = None
     flex: Price | None = None
+    long_context: tuple[LongContext, ...] = ()
 
     def __post_init__(self) -> None:
         # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
@@ -100,7 +114,17 @@ class Price:
             _times(self.cache_write_1h, factor),
             batch=None if self.batch is None else self.batch.scaled(factor),
             flex=None if self.flex is None else self.flex.scaled(factor),
+            long_context=tuple(LongContext(t.above_tokens, t.price.scaled(factor)) for t in self.long_context),
         )
+
+    def for_prompt(self, prompt_tokens: int) -> Price:
+        """The price a call with `prompt_tokens` of prompt is billed at: that of the highest
+        long-context threshold it passes, else this one."""
+        billed = self
+        for tier in self.long_context:
+            if prompt_tokens > tier.above_tokens:
+                billed = tier.price
+        return billed
 
     def at(self, tier: Tier) -> Price | None:
         """This price at `tier`; None when the provider sells no such tier."""
@@ -148,8 +172,10 @@ class Usage:
 def cost_of(usage: Usage, price: Price) -> Decimal:
     """The exact dollar cost of one call, as the provider bills it: cache reads, cache writes and
     reasoning tokens at their own rates where the price has them (as litellm's cost calculator
-    prices them), the rest at the plain rates. Claimed parts never exceed the whole, so an
-    upstream that over-reports them cannot make a cost negative."""
+    prices them), the rest at the plain rates, all at the long-context price when the prompt
+    passes one's threshold. Claimed parts never exceed the whole, so an upstream that
+    over-reports them cannot make a cost negative."""
+    price = price.for_prompt(usage.prompt_tokens)
     left = usage.prompt_tokens
     cost = ZERO
     for tokens, rate in (
@@ -192,7 +218,9 @@ def bill(usage: Usage, price: Price, tier: Tier = Tier.STANDARD) -> Bill:
 def worst_case_cost(prompt_tokens: int, max_output_tokens: int, price: Price) -> Decimal:
     """The most a call can cost: every prompt token at the dearest input rate (a provider may
     write the whole prompt to its cache, at up to 2x input for a 1-hour TTL), every allowed output
-    token used at the dearest output rate."""
+    token used at the dearest output rate, at the long-context price when `prompt_tokens` passes
+    one's threshold (a bound on the prompt: the call's own can only be lower, and so its rates)."""
+    price = price.for_prompt(prompt_tokens)
     prompt_rate = max(r for r in (price.input, price.cache_write, price.cache_write_1h) if r is not None)
     output_rate = max(r for r in (price.output, price.reasoning_output) if r is not None)
     return prompt_tokens * prompt_rate + max_output_tokens * output_rate
@@ -229,19 +257,38 @@ def lookup(model: str) -> ModelInfo | None:
     entry = table.get(model) or table.get(model.split("/", 1)[-1])
     if entry is None or entry.get("input_cost_per_token") is None:
         return None
-    price = _rates(entry, "")
+    price = _tiered(entry, "")
     assert price is not None
-    tiers = {tier: _rates(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
+    tiers = {tier: _tiered(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
     price = replace(price, batch=tiers["batch"], flex=tiers["flex"])
     return ModelInfo(
         price, entry.get("max_output_tokens"), entry.get("max_input_tokens"), entry.get("supports_reasoning") is True
     )
 
 
-def _rates(entry: dict, suffix: str) -> Price | None:
+LONG_CONTEXT_KEY = re.compile(r"^input_cost_per_token(_above_(\d+)(k?)_tokens)$")
+
+
+def _tiered(entry: dict, suffix: str) -> Price | None:
+    """`_rates` at `suffix`, with the long-context prices the map gives (`..._above_200k_tokens`,
+    read as litellm reads them: over the threshold every token is billed at the rates above it)."""
+    price = _rates(entry, suffix)
+    if price is None:
+        return None
+    found = sorted(
+        (int(m[2]) * (1000 if m[3] else 1), m[1]) for m in map(LONG_CONTEXT_KEY.match, entry) if m is not None
+    )
+    long_context = tuple(LongContext(tokens, over) for tokens, above in found if (over := _rates(entry, suffix, above)))
+    return replace(price, long_context=long_context)
+
+
+def _rates(entry: dict, suffix: str, above: str = "") -> Price | None:
     """The map's rates with `suffix` (``, `_batches`, `_flex`); None without that tier's input
     rate. A tier's cache rate the map lacks is the list cache rate at the tier's discount on
-    input: providers apply their batch discount to every kind of token (Anthropic, OpenAI)."""
+    input: providers apply their batch discount to every kind of token (Anthropic, OpenAI).
+    With `above` (`_above_200k_tokens`), a long prompt's rates: each the map's rate above the
+    threshold, at the tier's discount where the tier has none of its own, else (a kind of token
+    the map prices the same either side) the rate below it."""
     plain_input = _dec(entry.get("input_cost_per_token"))
     tier_input = _dec(entry.get("input_cost_per_token" + suffix))
     if tier_input is None or not plain_input:
@@ -249,12 +296,14 @@ def _rates(entry: dict, suffix: str) -> Price | None:
     ratio = tier_input / plain_input
 
     def rate(name: str) -> Decimal | None:
-        own = _dec(entry.get(name + suffix))
-        plain = _dec(entry.get(name))
-        return own if own is not None else (None if plain is None else plain * ratio)
+        for kind in (name + above, name) if above else (name,):
+            own, plain = _dec(entry.get(kind + suffix)), _dec(entry.get(kind))
+            if own is not None or plain is not None:
+                return own if own is not None else plain * ratio  # type: ignore[operator]
+        return None
 
     return Price(
-        tier_input,
+        rate("input_cost_per_token") or ZERO,
         rate("output_cost_per_token") or ZERO,
         rate("cache_read_input_token_cost"),
         rate("output_cost_per_reasoning_token"),

@@ -41,12 +41,20 @@ class TierPriceConfig(_Strict):
     cache_write_1h_per_mtok: Decimal | None = Field(default=None, ge=0)
 
 
+class LongContextPriceConfig(TierPriceConfig):
+    """The rates of a call whose prompt has more than `above_tokens` tokens: every token of it."""
+
+    above_tokens: int = Field(ge=1)
+
+
 class PriceConfig(TierPriceConfig):
-    """The list price, and the provider's Batch API and flex tier prices where it sells them
-    (docs/budgets.md). A `price:` replaces the whole of litellm's entry, tiers included."""
+    """The list price, the provider's Batch API and flex tier prices where it sells them, and
+    its long-prompt prices (docs/budgets.md). A `price:` replaces the whole of litellm's entry,
+    tiers and long-prompt prices included."""
 
     batch: TierPriceConfig | None = None
     flex: TierPriceConfig | None = None
+    long_context: list[LongContextPriceConfig] = Field(default_factory=list)  # at the tiers' discount on input
 
 
 class PromptCacheConfig(_Strict):

@@ -16,7 +16,7 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.upstream.prompt_markers import CachePlan
-from policies.pricing import FREE, Price, lookup
+from policies.pricing import FREE, LongContext, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 
@@ -42,8 +42,14 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
     limit = config.max_output_tokens or (info.max_output_tokens if info else None) or DEFAULT_MAX_OUTPUT_TOKENS
     if config.price is not None:
         p = config.price
-        batch, flex = (None if tier is None else _per_token(tier) for tier in (p.batch, p.flex))
-        return replace(_per_token(p), batch=batch, flex=flex), limit
+        listed = _per_token(p)
+        longer = tuple(
+            LongContext(t.above_tokens, _per_token(t)) for t in sorted(p.long_context, key=lambda t: t.above_tokens)
+        )
+        batch, flex = (
+            None if tier is None else _discounted(_per_token(tier), listed, longer) for tier in (p.batch, p.flex)
+        )
+        return replace(listed, batch=batch, flex=flex, long_context=longer), limit
     if info is not None:
         return info.price, limit
     if config.provider == "local":
@@ -51,6 +57,14 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
     raise ValueError(
         f"model {config.name!r}: {config.upstream_model!r} is not in the price map; give it a `price:` in the config"
     )
+
+
+def _discounted(tier: Price, listed: Price, longer: tuple[LongContext, ...]) -> Price:
+    """A tier's price with the long-prompt prices at its discount on input (batch: about half)."""
+    if not longer or not listed.input:
+        return tier
+    factor = tier.input / listed.input
+    return replace(tier, long_context=tuple(LongContext(t.above_tokens, t.price.scaled(factor)) for t in longer))
 
 
 def _per_token(p: TierPriceConfig) -> Price:

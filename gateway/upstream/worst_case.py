@@ -113,8 +113,9 @@ class StreamMeter:
         if hold is None or not hold.budgets or not dep.price.output:
             return None
         prompt = unreported_prompt(ctx, dep)
-        left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * dep.price.input
-        return cls(int(left / dep.price.output), prompt)
+        price = dep.price.for_prompt(prompt)  # a long prompt's rates, if it passes a threshold
+        left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * price.input
+        return cls(int(left / price.output), prompt)
 
     def feed(self, data: dict[str, Any], generated: Iterable[tuple[Field, str]], model: str) -> None:
         """One chunk event: which choices are open, and the tokens of what it `generated`

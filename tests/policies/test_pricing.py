@@ -165,3 +165,75 @@ def test_a_price_without_a_1h_write_rate_bills_1h_writes_at_2x_input_not_the_5m_
     assert worst_case_cost(1000, 0, price) == D("0.006")  # the hold covers a whole prompt written for an hour
     assert Price.per_million(D(3), D(15)).cache_write_1h is None  # a provider that bills no writes
     assert price.scaled(D("0.5")).cache_write_1h == D(3) / 10**6
+
+
+# Long prompts (the map's `..._above_200k_tokens` rates): over the threshold, every token of the
+# call is billed at the rates above it, prompt and output, cache reads and writes included.
+HAIKU = Price.per_million(D("0.1"), D("0.5"), D("0.01"), None, D("0.125"), D("0.2"))
+
+
+def long_haiku() -> Price:
+    found = lookup("claude-haiku-5-5")  # Anthropic's: over 100k prompt tokens, 5x every rate
+    assert found is not None
+    return found.price
+
+
+@pytest.mark.parametrize(
+    "usage, expected",
+    [
+        # at the threshold: the plain rates
+        (Usage(100_000, 1000), D("0.0105")),
+        # one token over: every token at the long-prompt rates, the output too
+        (Usage(100_001, 1000), D("0.0525005")),
+        # the threshold counts the cache reads and writes (Anthropic: they are prompt tokens)
+        (Usage(150_000, 0, cached_tokens=120_000, cache_write_tokens=20_000), D("0.0235")),
+        (Usage(90_000, 0, cached_tokens=80_000, cache_write_tokens=5_000), D("0.001925")),
+    ],
+)
+def test_a_long_prompt_is_billed_at_the_long_prompt_rates(usage: Usage, expected: Decimal) -> None:
+    price = long_haiku()
+    assert (price.input, price.output, price.cached_input, price.cache_write) == (
+        HAIKU.input,
+        HAIKU.output,
+        HAIKU.cached_input,
+        HAIKU.cache_write,
+    )
+    assert cost_of(usage, price) == expected
+    assert bill(usage, price).cost == expected
+
+
+def test_the_map_prices_long_prompts_of_each_provider() -> None:
+    for model, above, input_, output in (
+        ("gpt-5.4", 272_000, D("5E-6"), D("2.25E-5")),  # OpenAI: 2x input, 1.5x output
+        ("gemini-2.5-pro", 200_000, D("2.5E-6"), D("1.5E-5")),
+        ("claude-haiku-5-5", 100_000, D("5E-7"), D("2.5E-6")),
+    ):
+        found = lookup(model)
+        assert found is not None
+        (longer,) = found.price.long_context
+        assert (longer.above_tokens, longer.price.input, longer.price.output) == (above, input_, output)
+        assert found.price.for_prompt(above) is found.price and found.price.for_prompt(above + 1) is longer.price
+    assert lookup("gpt-4o").price.long_context == ()  # type: ignore[union-attr]
+
+
+def test_a_long_prompt_at_the_batch_tier_gets_the_batch_tiers_long_prompt_rates() -> None:
+    price = long_haiku()
+    assert price.batch is not None
+    usage = Usage(200_000, 1000)
+    assert bill(usage, price, Tier.BATCH) == Bill(D("0.05125"), D("0"), D("0.05125"))  # half of 0.1025
+    assert cost_of(usage, price) == D("0.1025")
+
+
+def test_the_hold_bounds_a_long_prompt_at_its_rates() -> None:
+    """A hold whose prompt bound passes the threshold is taken at the long-prompt rates, so it
+    still bounds the call: at the plain rates it would hold a fifth of what is billed."""
+    price = long_haiku()
+    # the dearest prompt rate (a 1-hour cache write) and output rate, above 100k: 1e-6 and 2.5e-6
+    assert worst_case_cost(150_000, 1000, price) == D("0.1525")
+    assert worst_case_cost(150_000, 1000, price) >= cost_of(Usage(150_000, 1000, cache_write_1h_tokens=150_000), price)
+    assert worst_case_cost(50_000, 1000, price) == D("0.0105")  # under it: the plain rates
+
+
+def test_scaling_a_price_scales_its_long_prompt_rates() -> None:
+    half = long_haiku().scaled(D("0.5"))
+    assert half.long_context[0].price.input == D("2.5E-7") and half.long_context[0].above_tokens == 100_000
