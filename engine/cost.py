@@ -170,6 +170,10 @@ class LivePrice(Price):
         return None
 
     @property
+    def priority(self) -> Price | None:
+        return None
+
+    @property
     def long_context(self) -> tuple[LongContext, ...]:  # the engine prices every prompt length alike
         return ()
 

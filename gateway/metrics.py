@@ -52,6 +52,12 @@ class Metrics:
             ["team", "model"],
             registry=r,
         )
+        self.tier_premium = Counter(  # OpenAI's priority tier: what it cost beyond list price
+            "costgate_provider_tier_premium_usd",
+            "Dollars a provider's priority tier cost beyond its list price",
+            ["team", "model"],
+            registry=r,
+        )
         self.latency = Histogram(
             "costgate_request_latency_seconds", "Whole-request latency", ["model"], buckets=LATENCY_BUCKETS, registry=r
         )
@@ -117,8 +123,10 @@ class Metrics:
             child(self.saved, team, model, "provider_cache").inc(float(meter.provider_cache_saved))
         elif meter.provider_cache_saved < 0:
             child(self.cache_write_premium, team, model).inc(float(-meter.provider_cache_saved))
-        if meter.provider_tier_saved:
+        if meter.provider_tier_saved > 0:
             child(self.saved, team, model, "provider_" + meter.tier.value).inc(float(meter.provider_tier_saved))
+        elif meter.provider_tier_saved < 0:
+            child(self.tier_premium, team, model).inc(float(-meter.provider_tier_saved))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

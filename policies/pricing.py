@@ -37,12 +37,14 @@ def from_pico(value: int | None) -> Decimal:
 
 class Tier(StrEnum):
     """The provider's service tier a call is billed at: its list price, its Batch API's (about
-    half, for work it may finish within a day) or its flex tier's (`service_tier: flex`,
-    synchronous but slower and sometimes refused, also about half)."""
+    half, for work it may finish within a day), its flex tier's (`service_tier: flex`,
+    synchronous but slower and sometimes refused, also about half) or its priority tier's
+    (OpenAI's `service_tier: priority`, or a project whose default is priority: 1.7-2x)."""
 
     STANDARD = "standard"
     BATCH = "batch"
     FLEX = "flex"
+    PRIORITY = "priority"
 
 
 WRITE_1H_OVER_5M = Decimal("1.6")  # a 1-hour cache write's rate over a 5-minute one's (2 / 1.25)
@@ -64,9 +66,9 @@ class Price:
     """Dollars per token. `cached_input` applies to prompt tokens the upstream read from its
     prompt cache, `cache_write` / `cache_write_1h` to the ones it wrote there (Anthropic bills a
     5-minute write at 1.25x input, a 1-hour one at 2x), `reasoning_output` to output tokens a
-    model spent reasoning; None: the plain rate. `batch` and `flex` are the same call's prices
-    at those tiers (None: the provider sells none); `long_context` the prices of longer prompts,
-    by rising threshold (`for_prompt`)."""
+    model spent reasoning; None: the plain rate. `batch`, `flex` and `priority` are the same
+    call's prices at those tiers (None: the provider sells none); `long_context` the prices of
+    longer prompts, by rising threshold (`for_prompt`)."""
 
     input: Decimal
     output: Decimal
@@ -77,6 +79,7 @@ class Price:
     batch: Price | None = None
     flex: Price | None = None
     long_context: tuple[LongContext, ...] = ()
+    priority: Price | None = None
 
     def __post_init__(self) -> None:
         # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
@@ -115,6 +118,7 @@ class Price:
             batch=None if self.batch is None else self.batch.scaled(factor),
             flex=None if self.flex is None else self.flex.scaled(factor),
             long_context=tuple(LongContext(t.above_tokens, t.price.scaled(factor)) for t in self.long_context),
+            priority=None if self.priority is None else self.priority.scaled(factor),
         )
 
     def for_prompt(self, prompt_tokens: int) -> Price:
@@ -128,9 +132,7 @@ class Price:
 
     def at(self, tier: Tier) -> Price | None:
         """This price at `tier`; None when the provider sells no such tier."""
-        if tier is Tier.STANDARD:
-            return self
-        return self.batch if tier is Tier.BATCH else self.flex
+        return {Tier.STANDARD: self, Tier.BATCH: self.batch, Tier.FLEX: self.flex, Tier.PRIORITY: self.priority}[tier]
 
 
 def _times(rate: Decimal | None, factor: Decimal) -> Decimal | None:
@@ -199,7 +201,8 @@ def cost_of(usage: Usage, price: Price) -> Decimal:
 class Bill:
     """One call as the provider bills it, and what its own discounts saved against list price:
     `cache_saved` what its prompt cache saved (negative while writes cost more than they have
-    saved yet), `tier_saved` what its batch or flex tier saved."""
+    saved yet), `tier_saved` what its batch or flex tier saved (negative at the priority tier:
+    what it cost beyond list price)."""
 
     cost: Decimal
     cache_saved: Decimal = ZERO
@@ -260,7 +263,7 @@ def lookup(model: str) -> ModelInfo | None:
     price = _tiered(entry, "")
     assert price is not None
     tiers = {tier: _tiered(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
-    price = replace(price, batch=tiers["batch"], flex=tiers["flex"])
+    price = replace(price, batch=tiers["batch"], flex=tiers["flex"], priority=_tiered(entry, "_priority"))
     return ModelInfo(
         price, entry.get("max_output_tokens"), entry.get("max_input_tokens"), entry.get("supports_reasoning") is True
     )

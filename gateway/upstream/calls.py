@@ -58,9 +58,15 @@ def wants_flex(ctx: RequestContext, dep: Deployment) -> bool:
     return dep.config.flex and dep.price.flex is not None and ctx.decided.priority is Priority.BATCH
 
 
+SERVED_TIERS = {"flex": Tier.FLEX, "priority": Tier.PRIORITY}  # OpenAI's names; any other: list price
+
+
 def billed_tier(answer: dict[str, Any]) -> Tier:
-    """The tier the provider says it served at (OpenAI's `service_tier` in the answer or chunk)."""
-    return Tier.FLEX if answer.get("service_tier") == "flex" else Tier.STANDARD
+    """The tier the provider says it served at (OpenAI's `service_tier` in the answer, a chunk or
+    a Response: `flex`, `priority`, or `default` / `auto` / `scale` at list price). A project whose
+    default tier is priority is billed at it whatever the request asked: the answer says so."""
+    served = answer.get("service_tier")
+    return SERVED_TIERS.get(served, Tier.STANDARD) if isinstance(served, str) else Tier.STANDARD
 
 
 def charge(

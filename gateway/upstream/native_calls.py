@@ -34,10 +34,10 @@ from gateway.core.sse import StreamEnd
 from gateway.core.tokens import count_delta, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
-from gateway.upstream.calls import billed_if_unread, charge, worst_usage
+from gateway.upstream.calls import billed_if_unread, billed_tier, charge, worst_usage
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.worst_case import StreamMeter, cut_reason
-from policies.pricing import Usage, format_usd
+from policies.pricing import Tier, Usage, format_usd
 
 BLOCK_KEYS = ("index", "output_index", "content_index")  # where an event's block sits (Messages; Responses)
 
@@ -134,7 +134,7 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
         answer = api.chat_answer(completion.body)
     ctx.outcome.answered(answer)
-    charge(ctx, dep, usage, api.generated_text(completion.body) if usage is None else "")
+    charge(ctx, dep, usage, api.generated_text(completion.body) if usage is None else "", billed_tier(completion.body))
     ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     if api.as_asked(completion.body, ctx.native.body):
         return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
@@ -167,10 +167,13 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
     model = dep.config.upstream_model
     failed, cut = True, False
     field: Field | None = None  # the content block the last generated piece belonged to
+    tier = Tier.STANDARD  # as a Response in the stream's events says it was served
     try:
         async for event in stream:
             data = event.data
             usage.feed(data)
+            if isinstance(response := data.get("response"), dict) and "service_tier" in response:
+                tier = billed_tier(response)
             text, other = api.event_text(data)
             if text or other:
                 ctx.outcome.first_token(only_first=True)
@@ -204,7 +207,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             elif final is not None and not usage.complete:  # it broke off: at least what was relayed
                 relayed = count_text("".join(ctx.generated), model)
                 final = replace(final, completion_tokens=max(final.completion_tokens, relayed))
-            charge(ctx, dep, final, ctx.generated)
+            charge(ctx, dep, final, ctx.generated, tier)
     if failed:
         return
     if cut:

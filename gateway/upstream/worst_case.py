@@ -85,10 +85,20 @@ def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None 
 
 def held_price(ctx: RequestContext, dep: Deployment) -> Price:
     """A Batch API line that its provider's Batch API answers is billed at the batch price
-    (gateway/upstream/calls.py call_in_batch), so that is what it holds; anything else, list price."""
+    (gateway/upstream/calls.py call_in_batch), so that is what it holds; a request that asks for
+    the priority tier, where the model's config forwards `service_tier`, the priority price;
+    anything else, list price. (An OpenAI project whose default tier is priority is charged at it,
+    as its answers say, but held at list price: nothing in the request tells.)"""
     if ctx.batch_line is not None and dep.batcher is not None and dep.price.batch is not None:
         return dep.price.batch
+    if dep.price.priority is not None and asks_priority(ctx, dep):
+        return dep.price.priority
     return dep.price
+
+
+def asks_priority(ctx: RequestContext, dep: Deployment) -> bool:
+    body = ctx.native.body if ctx.native is not None else ctx.body
+    return body.get("service_tier") == "priority" and "service_tier" in dep.fields.extra
 
 
 class StreamMeter:

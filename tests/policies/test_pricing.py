@@ -237,3 +237,19 @@ def test_the_hold_bounds_a_long_prompt_at_its_rates() -> None:
 def test_scaling_a_price_scales_its_long_prompt_rates() -> None:
     half = long_haiku().scaled(D("0.5"))
     assert half.long_context[0].price.input == D("2.5E-7") and half.long_context[0].above_tokens == 100_000
+
+
+def test_the_priority_tier_is_billed_at_its_own_rates_and_its_premium_is_no_saving() -> None:
+    found = lookup("gpt-5")
+    assert found is not None and found.price.priority is not None
+    price = found.price
+    assert (price.priority.input, price.priority.output, price.priority.cached_input) == (
+        D("2.5E-6"),
+        D("2E-5"),
+        D("2.5E-7"),
+    )
+    usage = Usage(1000, 100)
+    assert bill(usage, price, Tier.PRIORITY) == Bill(D("0.0045"), D("0"), D("-0.00225"))  # list: 0.00225
+    plain = Price.per_million(D(1), D(2))
+    assert bill(usage, plain, Tier.PRIORITY) == bill(usage, plain)  # a model sold without it: list price
+    assert lookup("gpt-5.4").price.priority.long_context[0].price.input == D("1E-5")  # type: ignore[union-attr]
