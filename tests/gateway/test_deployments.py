@@ -33,6 +33,7 @@ MINI = Price(
     Decimal("6e-7"),
     Decimal("7.5e-8"),
     batch=Price(Decimal("7.5e-8"), Decimal("3e-7"), Decimal("3.75e-8")),
+    priority=Price(Decimal("2.5e-7"), Decimal("1e-6"), Decimal("1.25e-7")),
 )
 
 
