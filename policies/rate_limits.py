@@ -47,6 +47,25 @@ class RateCheck:
         return f"rl:{self.limit.value}:{self.subject}:{index}"
 
 
+def shared_checks(
+    model: str, team: str, requests_per_minute: int | None, tokens_per_minute: int | None, share: float, tokens: int
+) -> tuple[RateCheck, ...]:
+    """A provider's per-minute limits on `model`'s key, which every team shares: the whole of
+    each (`model:<name>`) and `team`'s share of it (`model:<name>:team:<id>`, rounded up)."""
+    checks = []
+    for limit, maximum, amount in (
+        (Limit.REQUESTS_PER_MINUTE, requests_per_minute, 1),
+        (Limit.TOKENS_PER_MINUTE, tokens_per_minute, tokens),
+    ):
+        if maximum is not None:
+            checks.append(RateCheck(limit, f"{SHARED}{model}", maximum, amount))
+            checks.append(RateCheck(limit, f"{SHARED}{model}{TEAM_SHARE}{team}", math.ceil(maximum * share), amount))
+    return tuple(checks)
+
+
+SHARED, TEAM_SHARE = "model:", ":team:"  # the subjects of a model's shared limits
+
+
 def window_index(window_s: int, now: float) -> int:
     return int(now // window_s)
 

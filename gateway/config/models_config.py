@@ -81,6 +81,17 @@ class AdmissionConfig(_Strict):
     forward_priority: bool | None = None  # send vLLM's `priority` field; None: only for provider local
 
 
+class ProviderLimitsConfig(_Strict):
+    """The provider's own limits on this model's key (its rate-limit tier), which every team
+    shares (docs/budgets.md). The gateway counts them: a request over them gets the gateway's 429
+    with a retry-after rather than the provider's, and no team takes more than `team_share` of
+    either, so one team's flood leaves the others the rest."""
+
+    requests_per_minute: int | None = Field(default=None, ge=1)
+    tokens_per_minute: int | None = Field(default=None, ge=1)
+    team_share: float = Field(default=0.5, gt=0, le=1)
+
+
 class ModelConfig(_Strict):
     name: str
     provider: Literal["openai", "litellm", "local"] = "openai"
@@ -91,6 +102,7 @@ class ModelConfig(_Strict):
     fallbacks: list[str] = Field(default_factory=list)
     quality: int = 0  # rank for the cost router: higher is better
     max_output_tokens: int | None = None  # overrides the price map's limit
+    provider_limits: ProviderLimitsConfig | None = None  # the provider key's limits, shared by the teams
     timeout_s: float = 600.0
     connect_timeout_s: float = 5.0
     max_retries: int = Field(default=2, ge=0, le=2)

@@ -47,7 +47,7 @@ from policies.alerts import hour_key
 from policies.budgets import Budget, Clock, Hold, Period, Scope, Subjects, Window, applicable, window
 from policies.plans import Plan, plans_with
 from policies.pricing import format_usd, from_pico, to_pico
-from policies.rate_limits import Limit, RateCheck
+from policies.rate_limits import SHARED, TEAM_SHARE, Limit, RateCheck
 
 log = logging.getLogger("costgate.budgets")
 
@@ -177,9 +177,15 @@ class SpendControl:
     def rate_limited(self, check: RateCheck, retry_after_s: int | None) -> RateLimited:
         kind = check.subject.split(":")[0]
         self.metrics.refused.labels(check.limit.value, kind).inc()
-        return RateLimited(
-            f"rate limit reached: {check.maximum} {UNITS[check.limit]} for this {kind}", retry_after=retry_after_s
-        )
+        limit = f"{check.maximum} {UNITS[check.limit]}"
+        if check.subject.startswith(SHARED):  # a model's provider limits, shared by the teams
+            model, team_share, _ = check.subject.removeprefix(SHARED).rpartition(TEAM_SHARE)
+            model = model if team_share else check.subject.removeprefix(SHARED)
+            what = "this team's share" if team_share else "all teams' use"
+            return RateLimited(
+                f"rate limit reached: {what} of model {model!r}'s provider limit, {limit}", retry_after=retry_after_s
+            )
+        return RateLimited(f"rate limit reached: {limit} for this {kind}", retry_after=retry_after_s)
 
     async def refusal(self, ctx: RequestContext, err: GatewayError) -> GatewayError:
         """The error to answer a refused request with: `err`, or a 429 once the key (or team)

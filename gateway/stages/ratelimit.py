@@ -2,9 +2,11 @@
 
 Plan rules that need no counter are enforced here: the plan's model allowlist (free keys: cheap
 models only) and the tarpit delay. The counted limits — requests and tokens per minute per key
-and team, the plan's daily token quota — are only *named* here (`ctx.decided.limits`): the budget
-stage checks and counts them together with its reservation, in one store call (one Redis round
-trip), so a request refused for its budget is not counted against its rate limits either.
+and team, the plan's daily token quota, and a model's provider limits that every team shares
+(the whole of each, and a team's share of it: config `provider_limits`) — are only *named*
+here (`ctx.decided.limits`): the budget stage checks and counts them together with its
+reservation, in one store call (one Redis round trip), so a request refused for its budget is
+not counted against its rate limits either.
 Tokens are counted at admission as an estimate of the prompt's tokens and corrected to the true total at settle.
 
 What the per-minute limits left goes back in the answer's headers (`limit_headers`), in the
@@ -26,7 +28,7 @@ from gateway.core.context import Endpoint, RequestContext
 from gateway.core.errors import PermissionDenied
 from gateway.spend.spend_control import SpendControl
 from gateway.upstream.deployments import Deployment
-from policies.rate_limits import Headroom, Limit, RateCheck, RateHeadroom, estimate_tokens
+from policies.rate_limits import Headroom, Limit, RateCheck, RateHeadroom, estimate_tokens, shared_checks
 
 
 class RateLimit:
@@ -51,9 +53,22 @@ class RateLimit:
             (Limit.TOKENS_PER_DAY, key, plan.tokens_per_day),
             (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute),
         )
+        shared = dep.config.provider_limits if dep is not None else None
         ctx.decided.limits = (
             *self.control.request_checks(principal),
             *(RateCheck(limit, subject, maximum, tokens) for limit, subject, maximum in wanted if maximum is not None),
+            *(
+                shared_checks(
+                    model,
+                    principal.team_id,
+                    shared.requests_per_minute,
+                    shared.tokens_per_minute,
+                    shared.team_share,
+                    tokens,
+                )
+                if shared is not None
+                else ()
+            ),
         )
         if plan.tarpit_s and ctx.endpoint is not Endpoint.EMBEDDINGS:
             await asyncio.sleep(plan.tarpit_s)
