@@ -73,6 +73,14 @@ async def new_key(app: Any, team: str = "team-a", **fields: Any) -> str:
     return secret
 
 
+async def team_budget(app: Any, team: str, amount_usd: str, period: str = "monthly") -> None:
+    """A budget on `team`, through the admin API."""
+    async with http_client(app) as admin:
+        budget = {"scope": "team", "id": team, "amount_usd": amount_usd, "period": period}
+        put = await admin.put("/admin/budgets", json=budget, headers={"authorization": f"Bearer {ADMIN_KEY}"})
+        assert put.status_code in (200, 201), put.text
+
+
 def http_client(app: Any) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
 

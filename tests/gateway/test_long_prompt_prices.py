@@ -16,16 +16,15 @@ import pytest
 
 from policies.pricing import from_pico
 from tests.gateway.in_process import (
-    ADMIN_KEY,
     anthropic_client,
     chat_answer,
-    http_client,
     ledger_rows,
     new_key,
     openai_client,
     openai_model,
     running_app,
     settings_for,
+    team_budget,
 )
 
 HAIKU = {  # an upstream that serves the Messages API; priced from litellm's map (no `price:`)
@@ -128,10 +127,7 @@ async def test_a_hold_takes_a_long_prompt_at_its_rates(tmp_path: Path) -> None:
 
     async with running_app(settings_for(tmp_path, [LONG_PRICED]), httpx.MockTransport(answer)) as app:
         key = await new_key(app, team="long-team")
-        async with http_client(app) as admin:
-            budget = {"scope": "team", "id": "long-team", "amount_usd": "0.01", "period": "monthly"}
-            put = await admin.put("/admin/budgets", json=budget, headers={"authorization": f"Bearer {ADMIN_KEY}"})
-            assert put.status_code in (200, 201), put.text
+        await team_budget(app, "long-team", "0.01")
         client = openai_client(app, key)
         short = await client.chat.completions.with_raw_response.create(
             model="long", messages=[{"role": "user", "content": "hi"}], max_tokens=1000

@@ -17,7 +17,6 @@ import pytest
 
 from policies.pricing import from_pico
 from tests.gateway.in_process import (
-    ADMIN_KEY,
     chat_answer,
     http_client,
     ledger_rows,
@@ -25,6 +24,7 @@ from tests.gateway.in_process import (
     openai_client,
     running_app,
     settings_for,
+    team_budget,
 )
 
 GPT5 = {"name": "gpt-5", "provider": "openai", "api_base": "http://upstream.test/v1", "max_retries": 0}
@@ -119,10 +119,7 @@ async def test_a_request_that_asks_for_priority_is_held_at_it(tmp_path: Path) ->
     forwards = GPT5 | {"extra_params": ["service_tier"]}
     async with running_app(settings_for(tmp_path, [forwards]), httpx.MockTransport(counted)) as app:
         key = await new_key(app, team="prio")
-        async with http_client(app) as admin:
-            budget = {"scope": "team", "id": "prio", "amount_usd": "0.02", "period": "monthly"}
-            put = await admin.put("/admin/budgets", json=budget, headers={"authorization": f"Bearer {ADMIN_KEY}"})
-            assert put.status_code in (200, 201), put.text
+        await team_budget(app, "prio", "0.02")
         client = openai_client(app, key)
         prompt = "word " * 990
         ok = await client.chat.completions.with_raw_response.create(
