@@ -83,8 +83,14 @@ class FastPost:
             connector = aiohttp.TCPConnector(
                 limit=self._max_connections, keepalive_timeout=self._keepalive_s, ssl=self._ssl
             )
+            # No cookie jar: one session carries every team's calls, so a cookie the provider set
+            # on one team's answer (a CDN's bot or load-balancer cookie) would ride on the others'.
             self._session = aiohttp.ClientSession(
-                connector=connector, timeout=self._timeout, auto_decompress=True, trust_env=False
+                connector=connector,
+                timeout=self._timeout,
+                auto_decompress=True,
+                trust_env=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
             self._loop = loop
         return self._session

@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from http.cookiejar import CookieJar, DefaultCookiePolicy
 from typing import Any
 
 import httpx
@@ -239,6 +240,7 @@ class OpenAIProvider:
             transport=transport,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200),
+            cookies=CookieJar(DefaultCookiePolicy(allowed_domains=[])),  # keeps none (fast_post.py says why)
         )
         # Whole answers go through aiohttp when this provider owns the network (see fast_post).
         self._fast = (

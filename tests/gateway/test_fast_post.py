@@ -210,3 +210,48 @@ async def test_streams_reuse_the_pooled_connection(httpx_path: bool) -> None:
         await provider.aclose()
         server.close()
     assert upstream.connections == 1
+
+
+class CookieSettingUpstream:
+    """An upstream (a CDN in front of a provider) that sets a cookie on every answer and records
+    the Cookie header of each request."""
+
+    ANSWER = orjson.dumps({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]})
+
+    def __init__(self) -> None:
+        self.cookies: list[bytes | None] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                lines = head.lower().split(b"\r\n")
+                length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
+                await reader.readexactly(length)
+                self.cookies.append(next((line for line in lines if line.startswith(b"cookie:")), None))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + b"set-cookie: __cf_bm=team-a-session; Path=/\r\n"
+                    + f"content-length: {len(self.ANSWER)}\r\n\r\n".encode()
+                    + self.ANSWER
+                )
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+@pytest.mark.parametrize("httpx_path", [False, True])
+async def test_a_cookie_the_upstream_set_never_rides_on_the_next_call(httpx_path: bool) -> None:
+    """One client carries every team's calls: what the provider's CDN set on one answer must not
+    go up with the next (another team's) request."""
+    upstream = CookieSettingUpstream()
+    server = await asyncio.start_server(upstream.serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    transport = httpx.AsyncHTTPTransport() if httpx_path else None
+    provider = OpenAIProvider("m", f"http://127.0.0.1:{port}/v1", "sk-up", max_retries=0, transport=transport)
+    try:
+        for _ in range(3):
+            await provider.complete(UpstreamCall(Endpoint.CHAT, {"model": "m", "messages": HI}))
+    finally:
+        await provider.aclose()
+        server.close()
+    assert upstream.cookies == [None, None, None]
