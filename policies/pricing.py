@@ -235,6 +235,7 @@ class ModelInfo:
     max_output_tokens: int | None
     max_input_tokens: int | None
     reasons: bool = False  # the map's `supports_reasoning`: the model takes a reasoning effort
+    per_search: Decimal | None = None  # the map's `search_context_cost_per_query` (its dearest size): a web search
 
 
 def _price_map_path() -> Path:
@@ -264,8 +265,14 @@ def lookup(model: str) -> ModelInfo | None:
     assert price is not None
     tiers = {tier: _tiered(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
     price = replace(price, batch=tiers["batch"], flex=tiers["flex"], priority=_tiered(entry, "_priority"))
+    search = entry.get("search_context_cost_per_query")
+    searches = [_dec(v) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
     return ModelInfo(
-        price, entry.get("max_output_tokens"), entry.get("max_input_tokens"), entry.get("supports_reasoning") is True
+        price,
+        entry.get("max_output_tokens"),
+        entry.get("max_input_tokens"),
+        entry.get("supports_reasoning") is True,
+        max((s for s in searches if s is not None), default=None),
     )
 
 

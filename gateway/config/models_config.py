@@ -92,6 +92,14 @@ class ProviderLimitsConfig(_Strict):
     team_share: float = Field(default=0.5, gt=0, le=1)
 
 
+class ServerToolConfig(_Strict):
+    """A provider-run tool billed per use that this model may be offered (docs/compat.md): at
+    most `max_calls` uses a request, each charged `per_call_usd` (unset: litellm's map's price)."""
+
+    per_call_usd: Decimal | None = Field(default=None, ge=0)
+    max_calls: int = Field(default=5, ge=1, le=100)
+
+
 class ModelConfig(_Strict):
     name: str
     provider: Literal["openai", "litellm", "local"] = "openai"
@@ -103,6 +111,9 @@ class ModelConfig(_Strict):
     quality: int = 0  # rank for the cost router: higher is better
     max_output_tokens: int | None = None  # overrides the price map's limit
     provider_limits: ProviderLimitsConfig | None = None  # the provider key's limits, shared by the teams
+    # Provider-run tools billed per use that a native call may keep (gateway/upstream/server_tools.py);
+    # without one here, every such tool is left out of the call.
+    server_tools: dict[Literal["web_search"], ServerToolConfig] = Field(default_factory=dict)
     timeout_s: float = 600.0
     connect_timeout_s: float = 5.0
     max_retries: int = Field(default=2, ge=0, le=2)

@@ -285,18 +285,28 @@ class FieldPolicy:
         return sent, dropped
 
 
-def without_billed_tools(api: str, body: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """`body` for a native `api` call without the tools its provider bills per use (BILLED_TOOLS),
-    and their names (`tools[].<type>`). A `tool_choice` that names a tool left out, or that is
-    left with no tool to choose, is left out too: the provider would refuse it."""
+def billed_kind(api: str, tool: Any) -> str | None:
+    """The BILLED_TOOLS kind of one of `api`'s tools, without its date (`web_search`,
+    `code_execution`...); None: the tool costs only its tokens."""
+    kind = str(tool.get("type", "")) if isinstance(tool, dict) else ""
+    return next((billed.rstrip("_") for billed in BILLED_TOOLS.get(api, ()) if kind.startswith(billed)), None)
+
+
+def without_billed_tools(
+    api: str, body: Mapping[str, Any], priced: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`body` for a native `api` call without the tools its provider bills per use (BILLED_TOOLS)
+    but those of a kind the model's config prices (`priced`: gateway/upstream/server_tools.py),
+    and the names of those left out (`tools[].<type>`). A `tool_choice` that names a tool left
+    out, or that is left with no tool to choose, is left out too: the provider would refuse it."""
     tools = body.get("tools")
-    billed = BILLED_TOOLS.get(api, ())
-    if not isinstance(tools, list) or not billed:
+    if not isinstance(tools, list) or not BILLED_TOOLS.get(api):
         return dict(body), ()
     kept: list[Any] = []
     out: list[dict[str, Any]] = []
     for tool in tools:
-        (out if isinstance(tool, dict) and str(tool.get("type", "")).startswith(billed) else kept).append(tool)
+        kind = billed_kind(api, tool)
+        (out if kind is not None and kind not in priced else kept).append(tool)
     if not out:
         return dict(body), ()
     sent = {k: v for k, v in body.items() if k not in ("tools", "tool_choice")}

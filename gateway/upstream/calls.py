@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import anyio
@@ -75,16 +77,21 @@ def charge(
     usage: Usage | None,
     generated: str | list[str] = "",
     tier: Tier = Tier.STANDARD,
+    fees: Decimal = Decimal(0),
 ) -> Usage:
-    """Add one call's cost to the request, as its provider bills it at `tier`; when the upstream
-    reported no usage, its prompt at the hold's bound and all it generated counted (a stream's
-    pieces, joined only then: `ctx.generated`)."""
+    """Add one call's cost to the request, as its provider bills it at `tier`, with `fees` (its
+    provider-run tools' uses: gateway/upstream/server_tools.py); when the upstream reported no
+    usage, its prompt at the hold's bound and all it generated counted (a stream's pieces,
+    joined only then: `ctx.generated`)."""
     if usage is None:
         model = dep.config.upstream_model
         text = generated if isinstance(generated, str) else "".join(generated)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
     billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
-    ctx.meter.add_call(dep.name, usage, bill(usage, dep.price, tier), ctx.lane_factor(dep.config.provider), billed_at)
+    billed = bill(usage, dep.price, tier)
+    if fees:
+        billed = replace(billed, cost=billed.cost + fees)
+    ctx.meter.add_call(dep.name, usage, billed, ctx.lane_factor(dep.config.provider), billed_at)
     return usage
 
 

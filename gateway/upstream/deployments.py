@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -16,6 +16,7 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.upstream.prompt_markers import CachePlan
+from gateway.upstream.server_tools import NONE, ServerTool, resolve
 from policies.pricing import FREE, LongContext, Price, lookup
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
@@ -30,6 +31,8 @@ class Deployment:
     fields: FieldPolicy = FieldPolicy()  # what of a client's body this deployment is sent
     caching: CachePlan = CachePlan()  # the marks its provider's prompt cache needs (gateway/upstream/prompt_markers.py)
     batcher: ProviderBatcher | None = None  # its provider's Batch API, when config `batch_api` is on
+    # provider-run tools it is priced for (gateway/upstream/server_tools.py)
+    server_tools: Mapping[str, ServerTool] = field(default_factory=lambda: NONE)
 
     @property
     def name(self) -> str:
@@ -139,7 +142,11 @@ def build_deployments(
         if config.provider == "local" and config.price is None and hasattr(provider, "price"):
             price = provider.price  # the local engine's measured price (engine/cost.py LivePrice)
         caching = CachePlan.of(config, teams or {}, share_provider_cache)
-        deployments[config.name] = Deployment(config, provider, price, limit, field_policy(config), caching)
+        info = lookup(config.upstream_model)
+        tools = resolve(config, info.per_search if info is not None else None)
+        deployments[config.name] = Deployment(
+            config, provider, price, limit, field_policy(config), caching, server_tools=tools
+        )
     for dep in deployments.values():
         unknown = [f for f in dep.config.fallbacks if f not in deployments]
         if unknown:

@@ -36,6 +36,7 @@ from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
 from gateway.upstream.calls import billed_if_unread, billed_tier, charge, worst_usage
 from gateway.upstream.deployments import Deployment
+from gateway.upstream.server_tools import Uses, capped
 from gateway.upstream.worst_case import StreamMeter, cut_reason
 from policies.pricing import Tier, Usage, format_usd
 
@@ -115,7 +116,9 @@ def native_body(ctx: RequestContext, dep: Deployment) -> dict[str, Any]:
     # litellm takes body fields as keyword arguments: allow-listed there (gateway/core/request_fields.py)
     litellm = dep.config.provider == "litellm"
     body, dropped = dep.fields.split(native.api.value, native.body) if litellm else dep.fields.native(native.body)
-    body, billed = without_billed_tools(native.api.value, body)  # tools the provider bills per use
+    # tools the provider bills per use: left out, but those the config prices, capped
+    body, billed = without_billed_tools(native.api.value, body, frozenset(dep.server_tools))
+    body = capped(native.api.value, body, dep.server_tools)
     ctx.dropped_params.update(dropped + billed)
     model = dep.config.upstream_model
     if native.api is Api.RESPONSES:
@@ -134,7 +137,15 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
         answer = api.chat_answer(completion.body)
     ctx.outcome.answered(answer)
-    charge(ctx, dep, usage, api.generated_text(completion.body) if usage is None else "", billed_tier(completion.body))
+    fees = Uses(ctx.native.api.value).of_answer(completion.body).fee(dep.server_tools)
+    charge(
+        ctx,
+        dep,
+        usage,
+        api.generated_text(completion.body) if usage is None else "",
+        billed_tier(completion.body),
+        fees,
+    )
     ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     if api.as_asked(completion.body, ctx.native.body):
         return Completion(completion.body, orjson.dumps(completion.body), completion.usage)
@@ -168,10 +179,12 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
     failed, cut = True, False
     field: Field | None = None  # the content block the last generated piece belonged to
     tier = Tier.STANDARD  # as a Response in the stream's events says it was served
+    uses = Uses(native.api.value)  # the provider-run tools' uses (server_tools.py)
     try:
         async for event in stream:
             data = event.data
             usage.feed(data)
+            uses.feed(data)
             if isinstance(response := data.get("response"), dict) and "service_tier" in response:
                 tier = billed_tier(response)
             text, other = api.event_text(data)
@@ -207,7 +220,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             elif final is not None and not usage.complete:  # it broke off: at least what was relayed
                 relayed = count_text("".join(ctx.generated), model)
                 final = replace(final, completion_tokens=max(final.completion_tokens, relayed))
-            charge(ctx, dep, final, ctx.generated, tier)
+            charge(ctx, dep, final, ctx.generated, tier, uses.fee(dep.server_tools))
     if failed:
         return
     if cut:

@@ -28,6 +28,7 @@ from gateway.core.bodies import Field
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
+from gateway.upstream.server_tools import fee_bound
 from policies.pricing import PICO_USD, Price, Usage, format_usd, worst_case_cost
 
 
@@ -80,7 +81,15 @@ def worst_case(ctx: RequestContext, dep: Deployment, per_completion: int | None 
         return worst_case_cost(prompt, 0, price)
     cap = output_cap(ctx, dep) if per_completion is None else per_completion
     each = cap + count_slack(cap) + predicted_tokens(ctx.body, dep.config.upstream_model)
-    return worst_case_cost(prompt, ctx.view.completions * each, price)
+    return worst_case_cost(prompt, ctx.view.completions * each, price) + tool_fees_bound(ctx, dep)
+
+
+def tool_fees_bound(ctx: RequestContext, dep: Deployment) -> Decimal:
+    """The most the provider-run tools a native call to `dep` keeps can cost (server_tools.py)."""
+    native = ctx.native
+    if native is None or not dep.server_tools or native.api.value not in dep.config.native_apis:
+        return Decimal(0)
+    return fee_bound(native.api.value, native.body, dep.server_tools)
 
 
 def held_price(ctx: RequestContext, dep: Deployment) -> Price:
@@ -124,7 +133,7 @@ class StreamMeter:
             return None
         prompt = unreported_prompt(ctx, dep)
         price = dep.price.for_prompt(prompt)  # a long prompt's rates, if it passes a threshold
-        left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * price.input
+        left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * price.input - tool_fees_bound(ctx, dep)
         return cls(int(left / price.output), prompt)
 
     def feed(self, data: dict[str, Any], generated: Iterable[tuple[Field, str]], model: str) -> None:
