@@ -9,8 +9,9 @@ call (gateway/core/request_fields.py `without_billed_tools`).
   with `max_tool_calls` at most `max_calls` (it counts every built-in tool call of the answer).
 - Held: the worst case counts `max_calls` uses at their price (`fee_bound`).
 - Charged: the uses the answer reports, at their price: Anthropic's
-  `usage.server_tool_use.web_search_requests`, the Responses API's `web_search_call` output items
-  (a stream's as they are announced, or its last Response's).
+  `usage.server_tool_use.web_search_requests` (or a stream's `server_tool_use` blocks, if more),
+  the Responses API's `web_search_call` output items (a stream's as they are announced, or its
+  last Response's).
 """
 
 from __future__ import annotations
@@ -108,6 +109,10 @@ class Uses:
             message = event.get("message")
             if isinstance(message, dict):
                 self._read_usage(message.get("usage"))  # message_start
+            block = event.get("content_block")  # a search begun: counted even if no usage follows
+            if isinstance(block, dict) and block.get("type") == "server_tool_use" and block.get("name") == "web_search":
+                self._items.add(str(block.get("id") or len(self._items)))
+                self.counts["web_search"] = max(self.counts.get("web_search", 0), len(self._items))
         elif event.get("type") in ITEM_EVENTS:
             self._read_output([event.get("item")])
         elif isinstance(response := event.get("response"), dict):
@@ -117,7 +122,7 @@ class Uses:
         server = usage.get("server_tool_use") if isinstance(usage, dict) else None
         searches = server.get("web_search_requests") if isinstance(server, dict) else None
         if isinstance(searches, int) and not isinstance(searches, bool) and searches >= 0:
-            self.counts["web_search"] = max(self.counts.get("web_search", 0), searches)
+            self.counts["web_search"] = max(self.counts.get("web_search", 0), searches, len(self._items))
 
     def _read_output(self, output: Any) -> None:
         for item in output if isinstance(output, list) else ():

@@ -180,3 +180,20 @@ def test_the_price_of_a_search_comes_from_the_map_or_the_config() -> None:
     unknown = ModelConfig.model_validate({"name": "x", "model": "my-model", "server_tools": {"web_search": {}}})
     with pytest.raises(ValueError, match="per_call_usd"):
         resolve(unknown, None)
+
+
+def test_a_messages_stream_that_breaks_off_is_charged_the_searches_it_began() -> None:
+    from gateway.upstream.server_tools import ServerTool, Uses
+
+    uses = Uses("messages")
+    for i in range(2):
+        uses.feed(
+            {
+                "type": "content_block_start",
+                "index": i,
+                "content_block": {"type": "server_tool_use", "id": f"srvtoolu_{i}", "name": "web_search", "input": {}},
+            }
+        )
+    assert uses.fee({"web_search": ServerTool(Decimal("0.01"), 5)}) == Decimal("0.02")  # no usage ever came
+    uses.feed({"type": "message_delta", "usage": {"output_tokens": 9, "server_tool_use": {"web_search_requests": 3}}})
+    assert uses.counts == {"web_search": 3}
