@@ -102,14 +102,17 @@ def worst_usage(ctx: RequestContext, dep: Deployment) -> Usage:
 
 
 @contextmanager
-def billed_if_unread(ctx: RequestContext, dep: Deployment, usage: Callable[[], Usage]) -> Iterator[None]:
+def billed_if_unread(
+    ctx: RequestContext, dep: Deployment, usage: Callable[[], Usage], fees: Decimal = Decimal(0)
+) -> Iterator[None]:
     """An answer the upstream sent as 2xx but the gateway cannot read (`UnreadableAnswer`) was
-    billed by the provider all the same: the call is charged `usage()`, its worst case, before
-    the error goes on (to a fallback, or to the client). The meter fails closed."""
+    billed by the provider all the same: the call is charged `usage()`, its worst case, and
+    `fees` (its provider-run tools' at their cap) before the error goes on (to a fallback, or to
+    the client). The meter fails closed."""
     try:
         yield
     except UnreadableAnswer:
-        charge(ctx, dep, usage())
+        charge(ctx, dep, usage(), fees=fees)
         raise
 
 

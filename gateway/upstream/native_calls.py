@@ -37,7 +37,7 @@ from gateway.upstream import tracing
 from gateway.upstream.calls import billed_if_unread, billed_tier, charge, worst_usage
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.server_tools import Uses, capped
-from gateway.upstream.worst_case import StreamMeter, cut_reason
+from gateway.upstream.worst_case import StreamMeter, cut_reason, tool_fees_bound
 from policies.pricing import Tier, Usage, format_usd
 
 BLOCK_KEYS = ("index", "output_index", "content_index")  # where an event's block sits (Messages; Responses)
@@ -130,11 +130,12 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
     assert ctx.native is not None
     api = NATIVE[ctx.native.api]
     call = UpstreamCall(api.endpoint, native_body(ctx, dep), priority=ctx.decided.priority, headers=ctx.native.headers)
-    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+    tools = tool_fees_bound(ctx, dep)  # what its provider-run tools can cost, if unread
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep), tools):
         completion = await tracing.complete(ctx, dep, call)
     ctx.meter.call_answered()
     usage = api.usage_of(completion.body)
-    with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep)):  # billed, answer or not
+    with billed_if_unread(ctx, dep, lambda: usage or worst_usage(ctx, dep), tools):  # billed, answer or not
         answer = api.chat_answer(completion.body)
     ctx.outcome.answered(answer)
     fees = Uses(ctx.native.api.value).of_answer(completion.body).fee(dep.server_tools)
@@ -159,7 +160,7 @@ async def open_native_relay(ctx: RequestContext, dep: Deployment) -> AsyncIterat
     call = UpstreamCall(
         api.endpoint, native_body(ctx, dep), True, priority=ctx.decided.priority, headers=ctx.native.headers
     )
-    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep)):
+    with billed_if_unread(ctx, dep, lambda: worst_usage(ctx, dep), tool_fees_bound(ctx, dep)):
         stream = await tracing.open_stream(ctx, dep, call)
     ctx.meter.call_answered()
     ctx.outcome.served_by(dep.name, dep.config.provider, native=True)

@@ -197,3 +197,20 @@ def test_a_messages_stream_that_breaks_off_is_charged_the_searches_it_began() ->
     assert uses.fee({"web_search": ServerTool(Decimal("0.01"), 5)}) == Decimal("0.02")  # no usage ever came
     uses.feed({"type": "message_delta", "usage": {"output_tokens": 9, "server_tool_use": {"web_search_requests": 3}}})
     assert uses.counts == {"web_search": 3}
+
+
+async def test_an_answer_the_gateway_cannot_read_is_charged_the_searches_cap(tmp_path: Path) -> None:
+    """A 2xx the gateway cannot read was billed all the same, searches included: charged its worst
+    case, the searches at their cap with it, never $0 for them."""
+    unreadable = httpx.MockTransport(lambda _r: httpx.Response(200, text="<html>oops</html>"))
+    async with running_app(settings_for(tmp_path, [CLAUDE]), unreadable) as app:
+        client = anthropic_client(app, await new_key(app))
+        with pytest.raises(Exception):
+            await client.messages.create(
+                model="claude",
+                max_tokens=100,
+                messages=[{"role": "user", "content": "hi"}],
+                tools=[{"type": "web_search_20250305", "name": "web_search"}],
+            )
+        (row,) = await ledger_rows(app)
+    assert from_pico(row["cost_pusd"]) > 3 * Decimal("0.01")
