@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import orjson
 import pytest
@@ -205,7 +206,7 @@ async def test_an_answer_the_gateway_cannot_read_is_charged_the_searches_cap(tmp
     unreadable = httpx.MockTransport(lambda _r: httpx.Response(200, text="<html>oops</html>"))
     async with running_app(settings_for(tmp_path, [CLAUDE]), unreadable) as app:
         client = anthropic_client(app, await new_key(app))
-        with pytest.raises(Exception):
+        with pytest.raises(anthropic.APIStatusError):
             await client.messages.create(
                 model="claude",
                 max_tokens=100,

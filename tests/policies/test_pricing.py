@@ -253,3 +253,38 @@ def test_the_priority_tier_is_billed_at_its_own_rates_and_its_premium_is_no_savi
     plain = Price.per_million(D(1), D(2))
     assert bill(usage, plain, Tier.PRIORITY) == bill(usage, plain)  # a model sold without it: list price
     assert lookup("gpt-5.4").price.priority.long_context[0].price.input == D("1E-5")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "model, usage, tier",
+    [
+        ("gpt-5.4", Usage(300_000, 1000), Tier.STANDARD),
+        ("gpt-5.4", Usage(200_000, 1000, 50_000), Tier.STANDARD),
+        ("gemini-2.5-pro", Usage(250_000, 2000), Tier.STANDARD),
+        ("claude-haiku-5-5", Usage(120_000, 500, 60_000), Tier.STANDARD),
+        ("claude-haiku-5-5", Usage(90_000, 500), Tier.STANDARD),
+        ("anthropic.claude-sonnet-4-5-20250929-v1:0", Usage(210_000, 300), Tier.STANDARD),
+        ("gpt-5", Usage(1000, 200), Tier.PRIORITY),
+        ("gpt-4.1", Usage(5000, 100, 1000), Tier.PRIORITY),
+    ],
+)
+def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
+    model: str, usage: Usage, tier: Tier
+) -> None:
+    """The same map read by litellm's own cost calculator: the ledger's figure to the pico-dollar."""
+    from litellm import cost_per_token
+    from litellm.types.utils import PromptTokensDetailsWrapper
+    from litellm.types.utils import Usage as LitellmUsage
+
+    found = lookup(model)
+    assert found is not None
+    details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
+    theirs = LitellmUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        prompt_tokens_details=details,
+    )
+    service_tier = "priority" if tier is Tier.PRIORITY else None
+    prompt, completion = cost_per_token(model=model, usage_object=theirs, service_tier=service_tier)
+    assert in_picos(bill(usage, found.price, tier).cost) == in_picos(D(str(prompt)) + D(str(completion)))
