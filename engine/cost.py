@@ -174,6 +174,10 @@ class LivePrice(Price):
         return None
 
     @property
+    def ultrafast(self) -> Price | None:
+        return None
+
+    @property
     def long_context(self) -> tuple[LongContext, ...]:  # the engine prices every prompt length alike
         return ()
 

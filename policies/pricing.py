@@ -38,13 +38,15 @@ def from_pico(value: int | None) -> Decimal:
 class Tier(StrEnum):
     """The provider's service tier a call is billed at: its list price, its Batch API's (about
     half, for work it may finish within a day), its flex tier's (`service_tier: flex`,
-    synchronous but slower and sometimes refused, also about half) or its priority tier's
-    (OpenAI's `service_tier: priority`, or a project whose default is priority: 1.7-2x)."""
+    synchronous but slower and sometimes refused, also about half), its priority tier's
+    (OpenAI's `service_tier: priority`, renamed `fast` in 2026, or a project whose default it is:
+    1.7-2x) or its ultrafast tier's (GPT-6 Astra and 6.1 Sol: 6x)."""
 
     STANDARD = "standard"
     BATCH = "batch"
     FLEX = "flex"
     PRIORITY = "priority"
+    ULTRAFAST = "ultrafast"
 
 
 WRITE_1H_OVER_5M = Decimal("1.6")  # a 1-hour cache write's rate over a 5-minute one's (2 / 1.25)
@@ -66,8 +68,8 @@ class Price:
     """Dollars per token. `cached_input` applies to prompt tokens the upstream read from its
     prompt cache, `cache_write` / `cache_write_1h` to the ones it wrote there (Anthropic bills a
     5-minute write at 1.25x input, a 1-hour one at 2x), `reasoning_output` to output tokens a
-    model spent reasoning; None: the plain rate. `batch`, `flex` and `priority` are the same
-    call's prices at those tiers (None: the provider sells none); `long_context` the prices of
+    model spent reasoning; None: the plain rate. `batch`, `flex`, `priority` and `ultrafast` are
+    the same call's prices at those tiers (None: the provider sells none); `long_context` the prices of
     longer prompts, by rising threshold (`for_prompt`)."""
 
     input: Decimal
@@ -80,6 +82,7 @@ class Price:
     flex: Price | None = None
     long_context: tuple[LongContext, ...] = ()
     priority: Price | None = None
+    ultrafast: Price | None = None
 
     def __post_init__(self) -> None:
         # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
@@ -119,6 +122,7 @@ class Price:
             flex=None if self.flex is None else self.flex.scaled(factor),
             long_context=tuple(LongContext(t.above_tokens, t.price.scaled(factor)) for t in self.long_context),
             priority=None if self.priority is None else self.priority.scaled(factor),
+            ultrafast=None if self.ultrafast is None else self.ultrafast.scaled(factor),
         )
 
     def for_prompt(self, prompt_tokens: int) -> Price:
@@ -132,7 +136,13 @@ class Price:
 
     def at(self, tier: Tier) -> Price | None:
         """This price at `tier`; None when the provider sells no such tier."""
-        return {Tier.STANDARD: self, Tier.BATCH: self.batch, Tier.FLEX: self.flex, Tier.PRIORITY: self.priority}[tier]
+        return {
+            Tier.STANDARD: self,
+            Tier.BATCH: self.batch,
+            Tier.FLEX: self.flex,
+            Tier.PRIORITY: self.priority,
+            Tier.ULTRAFAST: self.ultrafast,
+        }[tier]
 
 
 def _times(rate: Decimal | None, factor: Decimal) -> Decimal | None:
@@ -264,7 +274,13 @@ def lookup(model: str) -> ModelInfo | None:
     price = _tiered(entry, "")
     assert price is not None
     tiers = {tier: _tiered(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
-    price = replace(price, batch=tiers["batch"], flex=tiers["flex"], priority=_tiered(entry, "_priority"))
+    price = replace(
+        price,
+        batch=tiers["batch"],
+        flex=tiers["flex"],
+        priority=_tiered(entry, "_priority"),
+        ultrafast=_tiered(entry, "_ultrafast"),
+    )
     search = entry.get("search_context_cost_per_query")
     searches = [_dec(v) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
     return ModelInfo(

@@ -48,13 +48,14 @@ class LongContextPriceConfig(TierPriceConfig):
 
 
 class PriceConfig(TierPriceConfig):
-    """The list price, the provider's Batch API, flex and priority tier prices where it sells
-    them, and its long-prompt prices (docs/budgets.md). A `price:` replaces the whole of litellm's entry,
+    """The list price, the provider's Batch API, flex, priority and ultrafast tier prices where
+    it sells them, and its long-prompt prices (docs/budgets.md). A `price:` replaces the whole of litellm's entry,
     tiers and long-prompt prices included."""
 
     batch: TierPriceConfig | None = None
     flex: TierPriceConfig | None = None
     priority: TierPriceConfig | None = None
+    ultrafast: TierPriceConfig | None = None
     long_context: list[LongContextPriceConfig] = Field(default_factory=list)  # at the tiers' discount on input
 
 

@@ -49,11 +49,14 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
         longer = tuple(
             LongContext(t.above_tokens, _per_token(t)) for t in sorted(p.long_context, key=lambda t: t.above_tokens)
         )
-        batch, flex, priority = (
+        batch, flex, priority, ultrafast = (
             None if tier is None else _discounted(_per_token(tier), listed, longer)
-            for tier in (p.batch, p.flex, p.priority)
+            for tier in (p.batch, p.flex, p.priority, p.ultrafast)
         )
-        return replace(listed, batch=batch, flex=flex, priority=priority, long_context=longer), limit
+        return (
+            replace(listed, batch=batch, flex=flex, priority=priority, ultrafast=ultrafast, long_context=longer),
+            limit,
+        )
     if info is not None:
         return info.price, limit
     if config.provider == "local":

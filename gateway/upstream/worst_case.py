@@ -29,7 +29,7 @@ from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.server_tools import fee_bound
-from policies.pricing import PICO_USD, Price, Usage, format_usd, worst_case_cost
+from policies.pricing import PICO_USD, Price, Tier, Usage, format_usd, worst_case_cost
 
 
 def count_slack(cap: int) -> int:
@@ -95,19 +95,25 @@ def tool_fees_bound(ctx: RequestContext, dep: Deployment) -> Decimal:
 def held_price(ctx: RequestContext, dep: Deployment) -> Price:
     """A Batch API line that its provider's Batch API answers is billed at the batch price
     (gateway/upstream/calls.py call_in_batch), so that is what it holds; a request that asks for
-    the priority tier, where the model's config forwards `service_tier`, the priority price;
+    the priority (`fast`) or ultrafast tier, where the model's config forwards `service_tier`, its price;
     anything else, list price. (An OpenAI project whose default tier is priority is charged at it,
     as its answers say, but held at list price: nothing in the request tells.)"""
     if ctx.batch_line is not None and dep.batcher is not None and dep.price.batch is not None:
         return dep.price.batch
-    if dep.price.priority is not None and asks_priority(ctx, dep):
-        return dep.price.priority
-    return dep.price
+    asked = asked_tier(ctx, dep)
+    return (dep.price.at(asked) or dep.price) if asked is not None else dep.price
 
 
-def asks_priority(ctx: RequestContext, dep: Deployment) -> bool:
+ASKED_TIERS = {"priority": Tier.PRIORITY, "fast": Tier.PRIORITY, "ultrafast": Tier.ULTRAFAST}
+
+
+def asked_tier(ctx: RequestContext, dep: Deployment) -> Tier | None:
+    """The dearer tier a request asks for by `service_tier`, where its model's config forwards it."""
+    if "service_tier" not in dep.fields.extra:
+        return None
     body = ctx.native.body if ctx.native is not None else ctx.body
-    return body.get("service_tier") == "priority" and "service_tier" in dep.fields.extra
+    asked = body.get("service_tier")
+    return ASKED_TIERS.get(asked) if isinstance(asked, str) else None
 
 
 class StreamMeter:

@@ -79,7 +79,8 @@ def response_object(tier: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("tier, rates", [("priority", PRIORITY), ("default", LIST)])
+# `fast` is what OpenAI has called priority since 2026-07-30: the same tier, the same rates
+@pytest.mark.parametrize("tier, rates", [("priority", PRIORITY), ("fast", PRIORITY), ("default", LIST)])
 async def test_each_call_is_charged_at_the_tier_its_answer_names(
     tmp_path: Path, tier: str, rates: tuple[Decimal, Decimal]
 ) -> None:
@@ -101,9 +102,9 @@ async def test_each_call_is_charged_at_the_tier_its_answer_names(
     assert Decimal(whole.headers["x-costgate-cost-usd"]) == expected
     assert Decimal(native.headers["x-costgate-cost-usd"]) == expected
     assert sorted(from_pico(r["cost_pusd"]) for r in rows) == [expected] * 3
-    assert {r["tier"] for r in rows} == {"priority" if tier == "priority" else "standard"}
+    assert {r["tier"] for r in rows} == {"standard" if tier == "default" else "priority"}
     premium = 'costgate_provider_tier_premium_usd_total{model="gpt-5",team="team-a"}'
-    assert (premium in metrics) == (tier == "priority")  # the premium is no saving
+    assert (premium in metrics) == (tier != "default")  # the premium is no saving
 
 
 async def test_a_request_that_asks_for_priority_is_held_at_it(tmp_path: Path) -> None:

@@ -266,6 +266,8 @@ def test_the_priority_tier_is_billed_at_its_own_rates_and_its_premium_is_no_savi
         ("anthropic.claude-sonnet-4-5-20250929-v1:0", Usage(210_000, 300), Tier.STANDARD),
         ("gpt-5", Usage(1000, 200), Tier.PRIORITY),
         ("gpt-4.1", Usage(5000, 100, 1000), Tier.PRIORITY),
+        ("gpt-6-astra", Usage(10_000, 500, 2000), Tier.ULTRAFAST),  # 6x every rate
+        ("gpt-6.1-sol", Usage(300_000, 500), Tier.ULTRAFAST),  # and its own rates over 272k
     ],
 )
 def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
@@ -285,6 +287,6 @@ def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
         total_tokens=usage.total_tokens,
         prompt_tokens_details=details,
     )
-    service_tier = "priority" if tier is Tier.PRIORITY else None
+    service_tier = None if tier is Tier.STANDARD else tier.value
     prompt, completion = cost_per_token(model=model, usage_object=theirs, service_tier=service_tier)
     assert in_picos(bill(usage, found.price, tier).cost) == in_picos(D(str(prompt)) + D(str(completion)))
