@@ -138,7 +138,7 @@ class StreamMeter:
         if hold is None or not hold.budgets or not dep.price.output:
             return None
         prompt = unreported_prompt(ctx, dep)
-        price = dep.price.for_prompt(prompt)  # a long prompt's rates, if it passes a threshold
+        price = held_price(ctx, dep).for_prompt(prompt)  # the tier it is held at, a long prompt's rates
         left = hold.want_pusd * PICO_USD - ctx.meter.cost - prompt * price.input - tool_fees_bound(ctx, dep)
         return cls(int(left / price.output), prompt)
 

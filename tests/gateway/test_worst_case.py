@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+from dataclasses import replace
 from decimal import Decimal
 
 import orjson
@@ -17,6 +18,7 @@ from gateway.core.asked import Asked
 from gateway.core.bodies import choice_fields
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.images import GPT_4O, data_url_size, rule_for, tile_count
+from gateway.core.request_fields import FieldPolicy
 from gateway.core.request_view import completion_count
 from gateway.core.tokens import billed_prompt_tokens, count_prompt
 from gateway.providers.openai_compatible import OpenAIProvider
@@ -281,6 +283,26 @@ def test_a_meter_only_where_a_budget_holds_the_request() -> None:
     want = worst_case(ctx, dep)
     ctx.decided.hold = Hold("h", 0.0, (), 1)
     assert StreamMeter.for_call(ctx, dep) is None  # rate limits only: no money held
+    budget = Budget(Scope.TEAM, "t", Period.TOTAL, 10**12, ())
+    ctx.decided.hold = Hold("h", 0.0, (budget,), int(want * 10**12))
+    meter = StreamMeter.for_call(ctx, dep)
+    assert meter is not None and meter.allowed == 10 + count_slack(10)
+
+
+def test_a_stream_asked_at_priority_is_metered_at_the_priority_rates_it_is_held_at() -> None:
+    """Held at priority (2x), the meter must count output at those rates too: at list price it
+    would let the stream run to twice what the hold covers."""
+    listed = Price.per_million(Decimal("2.5"), Decimal("10"))
+    dep = replace(
+        deployment(),
+        price=replace(listed, priority=listed.scaled(Decimal(2))),
+        fields=FieldPolicy(extra=frozenset({"service_tier"})),
+    )
+    ctx = context(
+        {"model": "d", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 10, "service_tier": "priority"}
+    )
+    want = worst_case(ctx, dep)
+    assert want == 2 * worst_case(context({**ctx.body, "service_tier": "default"}), dep)
     budget = Budget(Scope.TEAM, "t", Period.TOTAL, 10**12, ())
     ctx.decided.hold = Hold("h", 0.0, (budget,), int(want * 10**12))
     meter = StreamMeter.for_call(ctx, dep)
