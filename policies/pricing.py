@@ -49,6 +49,11 @@ class Tier(StrEnum):
     ULTRAFAST = "ultrafast"
 
 
+# OpenAI's `service_tier` names, in a request or an answer, for the tiers sold apart from list
+# price (priority was renamed fast on 2026-07-30; both are served); any other name: list price.
+SERVICE_TIERS = {"flex": Tier.FLEX, "priority": Tier.PRIORITY, "fast": Tier.PRIORITY, "ultrafast": Tier.ULTRAFAST}
+
+
 WRITE_1H_OVER_5M = Decimal("1.6")  # a 1-hour cache write's rate over a 5-minute one's (2 / 1.25)
 
 
@@ -136,13 +141,7 @@ class Price:
 
     def at(self, tier: Tier) -> Price | None:
         """This price at `tier`; None when the provider sells no such tier."""
-        return {
-            Tier.STANDARD: self,
-            Tier.BATCH: self.batch,
-            Tier.FLEX: self.flex,
-            Tier.PRIORITY: self.priority,
-            Tier.ULTRAFAST: self.ultrafast,
-        }[tier]
+        return self if tier is Tier.STANDARD else getattr(self, tier.value)  # each tier's field is named so
 
 
 def _times(rate: Decimal | None, factor: Decimal) -> Decimal | None:
@@ -273,22 +272,21 @@ def lookup(model: str) -> ModelInfo | None:
         return None
     price = _tiered(entry, "")
     assert price is not None
-    tiers = {tier: _tiered(entry, "_" + suffix) for tier, suffix in (("batch", "batches"), ("flex", "flex"))}
     price = replace(
         price,
-        batch=tiers["batch"],
-        flex=tiers["flex"],
+        batch=_tiered(entry, "_batches"),
+        flex=_tiered(entry, "_flex"),
         priority=_tiered(entry, "_priority"),
         ultrafast=_tiered(entry, "_ultrafast"),
     )
     search = entry.get("search_context_cost_per_query")
-    searches = [_dec(v) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
+    searches = [Decimal(str(v)) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
     return ModelInfo(
         price,
         entry.get("max_output_tokens"),
         entry.get("max_input_tokens"),
         entry.get("supports_reasoning") is True,
-        max((s for s in searches if s is not None), default=None),
+        max(searches, default=None),
     )
 
 
@@ -324,8 +322,10 @@ def _rates(entry: dict, suffix: str, above: str = "") -> Price | None:
     def rate(name: str) -> Decimal | None:
         for kind in (name + above, name) if above else (name,):
             own, plain = _dec(entry.get(kind + suffix)), _dec(entry.get(kind))
-            if own is not None or plain is not None:
-                return own if own is not None else plain * ratio  # type: ignore[operator]
+            if own is not None:
+                return own
+            if plain is not None:
+                return plain * ratio
         return None
 
     return Price(

@@ -47,6 +47,9 @@ class RateCheck:
         return f"rl:{self.limit.value}:{self.subject}:{index}"
 
 
+SHARED, TEAM_SHARE = "model:", ":team:"  # the subjects of a model's shared limits
+
+
 def shared_checks(
     model: str, team: str, requests_per_minute: int | None, tokens_per_minute: int | None, share: float, tokens: int
 ) -> tuple[RateCheck, ...]:
@@ -61,9 +64,6 @@ def shared_checks(
             checks.append(RateCheck(limit, f"{SHARED}{model}", maximum, amount))
             checks.append(RateCheck(limit, f"{SHARED}{model}{TEAM_SHARE}{team}", math.ceil(maximum * share), amount))
     return tuple(checks)
-
-
-SHARED, TEAM_SHARE = "model:", ":team:"  # the subjects of a model's shared limits
 
 
 def window_index(window_s: int, now: float) -> int:

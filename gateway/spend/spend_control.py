@@ -179,9 +179,9 @@ class SpendControl:
         self.metrics.refused.labels(check.limit.value, kind).inc()
         limit = f"{check.maximum} {UNITS[check.limit]}"
         if check.subject.startswith(SHARED):  # a model's provider limits, shared by the teams
-            model, team_share, _ = check.subject.removeprefix(SHARED).rpartition(TEAM_SHARE)
-            model = model if team_share else check.subject.removeprefix(SHARED)
-            what = "this team's share" if team_share else "all teams' use"
+            whole = check.subject.removeprefix(SHARED)
+            model, share, _ = whole.rpartition(TEAM_SHARE)
+            what, model = ("this team's share", model) if share else ("all teams' use", whole)
             return RateLimited(
                 f"rate limit reached: {what} of model {model!r}'s provider limit, {limit}", retry_after=retry_after_s
             )

@@ -54,21 +54,13 @@ class RateLimit:
             (Limit.TOKENS_PER_MINUTE, team, team_limits.tokens_per_minute),
         )
         shared = dep.config.provider_limits if dep is not None else None
+        provider = () if shared is None else shared_checks(
+            model, principal.team_id, shared.requests_per_minute, shared.tokens_per_minute, shared.team_share, tokens
+        )  # fmt: skip
         ctx.decided.limits = (
             *self.control.request_checks(principal),
             *(RateCheck(limit, subject, maximum, tokens) for limit, subject, maximum in wanted if maximum is not None),
-            *(
-                shared_checks(
-                    model,
-                    principal.team_id,
-                    shared.requests_per_minute,
-                    shared.tokens_per_minute,
-                    shared.team_share,
-                    tokens,
-                )
-                if shared is not None
-                else ()
-            ),
+            *provider,
         )
         if plan.tarpit_s and ctx.endpoint is not Endpoint.EMBEDDINGS:
             await asyncio.sleep(plan.tarpit_s)

@@ -40,7 +40,7 @@ from gateway.upstream.worst_case import (
     runs_tiktoken,
     unreported_prompt,
 )
-from policies.pricing import Tier, Usage, bill, format_usd
+from policies.pricing import SERVICE_TIERS, Tier, Usage, bill, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
@@ -60,17 +60,13 @@ def wants_flex(ctx: RequestContext, dep: Deployment) -> bool:
     return dep.config.flex and dep.price.flex is not None and ctx.decided.priority is Priority.BATCH
 
 
-# OpenAI's names (priority was renamed fast on 2026-07-30; both are served); any other: list price
-SERVED_TIERS = {"flex": Tier.FLEX, "priority": Tier.PRIORITY, "fast": Tier.PRIORITY, "ultrafast": Tier.ULTRAFAST}
-
-
 def billed_tier(answer: dict[str, Any]) -> Tier:
     """The tier the provider says it served at (OpenAI's `service_tier` in the answer, a chunk or
     a Response: `flex`, `priority` or `fast`, `ultrafast`; `default`, `auto`, `scale`: list price).
     A project whose default tier is priority is billed at it whatever the request asked: the
     answer says so."""
     served = answer.get("service_tier")
-    return SERVED_TIERS.get(served, Tier.STANDARD) if isinstance(served, str) else Tier.STANDARD
+    return SERVICE_TIERS.get(served, Tier.STANDARD) if isinstance(served, str) else Tier.STANDARD
 
 
 def charge(

@@ -29,7 +29,7 @@ from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.server_tools import fee_bound
-from policies.pricing import PICO_USD, Price, Tier, Usage, format_usd, worst_case_cost
+from policies.pricing import PICO_USD, SERVICE_TIERS, Price, Tier, Usage, format_usd, worst_case_cost
 
 
 def count_slack(cap: int) -> int:
@@ -104,16 +104,15 @@ def held_price(ctx: RequestContext, dep: Deployment) -> Price:
     return (dep.price.at(asked) or dep.price) if asked is not None else dep.price
 
 
-ASKED_TIERS = {"priority": Tier.PRIORITY, "fast": Tier.PRIORITY, "ultrafast": Tier.ULTRAFAST}
-
-
 def asked_tier(ctx: RequestContext, dep: Deployment) -> Tier | None:
-    """The dearer tier a request asks for by `service_tier`, where its model's config forwards it."""
+    """The dearer tier a request asks for by `service_tier`, where its model's config forwards it
+    (flex, cheaper, is held at list price: it may be served at list)."""
     if "service_tier" not in dep.fields.extra:
         return None
     body = ctx.native.body if ctx.native is not None else ctx.body
-    asked = body.get("service_tier")
-    return ASKED_TIERS.get(asked) if isinstance(asked, str) else None
+    named = body.get("service_tier")
+    asked = SERVICE_TIERS.get(named) if isinstance(named, str) else None
+    return asked if asked in (Tier.PRIORITY, Tier.ULTRAFAST) else None
 
 
 class StreamMeter:
