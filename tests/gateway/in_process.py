@@ -37,6 +37,22 @@ def chat_answer(text: str = "ok", model: str = "upstream-model", prompt: int = 5
     }
 
 
+def message_answer(
+    usage: dict, content: list[dict] | None = None, model: str = "claude-haiku-5-5", stop: str = "end_turn"
+) -> dict:
+    """An Anthropic Messages answer: `content` (one text block by default) and `usage` as given."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content if content is not None else [{"type": "text", "text": "done"}],
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": usage,
+    }
+
+
 def settings_for(work: Path, models: list[dict[str, Any]], **extra: Any) -> Settings:
     return Settings.model_validate(
         {

@@ -5,6 +5,7 @@ real fake upstream, a refused port and an upstream slower than the timeout."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -165,6 +166,14 @@ async def test_a_stream_slower_than_the_timeout_times_out_on_both_paths(fake_ups
             await provider.aclose()
 
 
+async def requests_of(reader: asyncio.StreamReader) -> AsyncIterator[list[bytes]]:
+    """Each request on a keep-alive connection, as its header lines (lower case), its body read."""
+    while head := await reader.readuntil(b"\r\n\r\n"):
+        lines = head.lower().split(b"\r\n")
+        await reader.readexactly(next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length")))
+        yield lines
+
+
 class CountingUpstream:
     """An upstream that streams every request the same SSE answer (chunked, keep-alive) and
     counts the connections it accepts."""
@@ -177,13 +186,7 @@ class CountingUpstream:
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.lower().split(b"\r\n")
-                    if line.startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+            async for _ in requests_of(reader):
                 chunk = f"{len(self.EVENTS):x}\r\n".encode() + self.EVENTS + b"\r\n0\r\n\r\n"
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
@@ -223,10 +226,7 @@ class CookieSettingUpstream:
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while head := await reader.readuntil(b"\r\n\r\n"):
-                lines = head.lower().split(b"\r\n")
-                length = next(int(line.split(b":")[1]) for line in lines if line.startswith(b"content-length"))
-                await reader.readexactly(length)
+            async for lines in requests_of(reader):
                 self.cookies.append(next((line for line in lines if line.startswith(b"cookie:")), None))
                 writer.write(
                     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"

@@ -19,6 +19,7 @@ from tests.gateway.in_process import (
     anthropic_client,
     chat_answer,
     ledger_rows,
+    message_answer,
     new_key,
     openai_client,
     openai_model,
@@ -41,25 +42,15 @@ LONG = (Decimal("0.50"), Decimal("2.50"), Decimal("0.05"), Decimal("0.625"))  # 
 
 
 def message(input_tokens: int, cache_read: int, cache_write: int, output: int) -> httpx.MockTransport:
+    usage = {
+        "input_tokens": input_tokens,
+        "cache_read_input_tokens": cache_read,
+        "cache_creation_input_tokens": cache_write,
+        "output_tokens": output,
+    }
+
     def answer(_request: httpx.Request) -> httpx.Response:
-        return httpx.Response(
-            200,
-            json={
-                "id": "msg_1",
-                "type": "message",
-                "role": "assistant",
-                "model": "claude-haiku-5-5",
-                "content": [{"type": "text", "text": "done"}],
-                "stop_reason": "end_turn",
-                "stop_sequence": None,
-                "usage": {
-                    "input_tokens": input_tokens,
-                    "cache_read_input_tokens": cache_read,
-                    "cache_creation_input_tokens": cache_write,
-                    "output_tokens": output,
-                },
-            },
-        )
+        return httpx.Response(200, json=message_answer(usage))
 
     return httpx.MockTransport(answer)
 

@@ -20,6 +20,7 @@ from policies.pricing import from_pico
 from tests.gateway.in_process import (
     anthropic_client,
     ledger_rows,
+    message_answer,
     new_key,
     openai_client,
     running_app,
@@ -29,26 +30,14 @@ from tests.gateway.in_process import (
 
 SEARCH = {"web_search": {"per_call_usd": "0.01", "max_calls": 3}}
 PRICE = {"input_per_mtok": "1", "output_per_mtok": "2"}
-CLAUDE = {
+NATIVE = {"provider": "openai", "price": PRICE, "max_retries": 0, "server_tools": SEARCH}
+CLAUDE = NATIVE | {
     "name": "claude",
-    "provider": "openai",
     "model": "claude-haiku-5-5",
     "api_base": "http://anthropic.test/v1",
     "apis": ["chat", "messages"],
-    "price": PRICE,
-    "max_retries": 0,
-    "server_tools": SEARCH,
 }
-GPT = {
-    "name": "gpt",
-    "provider": "openai",
-    "model": "gpt-5",
-    "api_base": "http://openai.test/v1",
-    "apis": ["chat", "responses"],
-    "price": PRICE,
-    "max_retries": 0,
-    "server_tools": SEARCH,
-}
+GPT = NATIVE | {"name": "gpt", "model": "gpt-5", "api_base": "http://openai.test/v1", "apis": ["chat", "responses"]}
 BASH = {"name": "Bash", "input_schema": {"type": "object"}}
 TOKENS = Decimal(1000 * 1 + 100 * 2) / 1_000_000  # 1,000 prompt and 100 output tokens at $1 / $2
 
@@ -69,19 +58,7 @@ class Provider:
                 "output_tokens": 100,
                 "server_tool_use": {"web_search_requests": self.searches},
             }
-            return httpx.Response(
-                200,
-                json={
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "claude-haiku-5-5",
-                    "content": [{"type": "text", "text": "found it"}],
-                    "stop_reason": "end_turn",
-                    "stop_sequence": None,
-                    "usage": usage,
-                },
-            )
+            return httpx.Response(200, json=message_answer(usage, [{"type": "text", "text": "found it"}]))
         searches = [
             {"type": "web_search_call", "id": f"ws_{i}", "status": "completed", "action": {"type": "search"}}
             for i in range(self.searches)

@@ -22,6 +22,7 @@ from gateway.apis.responses import responses_native
 from tests.gateway.in_process import (
     anthropic_client,
     ledger_rows,
+    message_answer,
     new_key,
     openai_client,
     openai_model,
@@ -110,22 +111,12 @@ async def test_an_answer_of_tool_calls_without_usage_is_charged_its_output(tmp_p
 
 def message_upstream(request: httpx.Request) -> httpx.Response:
     """A Messages upstream whose usage is no usage (a negative count: tests/gateway/test_usage_counts.py)."""
-    return httpx.Response(
-        200,
-        json={
-            "id": "msg_1",
-            "type": "message",
-            "role": "assistant",
-            "model": "claude-sonnet-4-5",
-            "content": [
-                {"type": "thinking", "thinking": REASONING, "signature": "sig"},
-                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": json.loads(ARGUMENTS)},
-            ],
-            "stop_reason": "tool_use",
-            "stop_sequence": None,
-            "usage": {"input_tokens": -1, "output_tokens": 61},
-        },
-    )
+    content = [
+        {"type": "thinking", "thinking": REASONING, "signature": "sig"},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": json.loads(ARGUMENTS)},
+    ]
+    usage = {"input_tokens": -1, "output_tokens": 61}
+    return httpx.Response(200, json=message_answer(usage, content, model="claude-sonnet-4-5", stop="tool_use"))
 
 
 async def test_a_native_message_of_tool_use_without_usage_is_charged_its_output(tmp_path: Path) -> None:
