@@ -59,10 +59,32 @@ def _cancel_all_tasks_within(loop: asyncio.AbstractEventLoop) -> None:
             )
 
 
+# The files that take longest (`--durations`, 2026-12-03: 25-60 s each, a third of a worker's
+# time between them), started first so that no worker is left running one alone at the end.
+LONGEST_FILES = (
+    "tests/engine/test_bundled_model.py",
+    "tests/engine/test_engine_e2e.py",
+    "tests/reliability/test_bad_input.py",
+    "tests/reliability/test_crash_holds.py",
+    "tests/gateway/storage/test_migrations.py",
+    "tests/reliability/test_hostile_fields.py",
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Slow tests first (stable: files keep their order): the workers (pytest-xdist, whole files
-    a worker) end on short in-process files, not one waiting for the other's long boot."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Longest files first, then the other files with slow tests, then the rest (stable: files
+    keep their order otherwise), so the workers (pytest-xdist, whole files a worker, in this
+    order: `--no-loadscope-reorder` in pyproject.toml) end on short in-process files rather than
+    one waiting on the other's long boot."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+
+    def rank(item: pytest.Item) -> int:
+        path = item.path.relative_to(item.config.rootpath).as_posix()
+        if path in LONGEST_FILES:
+            return LONGEST_FILES.index(path)
+        return len(LONGEST_FILES) + (item.path not in slow_files)
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(wrapper=True)
