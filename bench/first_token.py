@@ -47,9 +47,10 @@ def _p90(values: list[float]) -> float:
     return statistics.quantiles(values, n=10)[-1]
 
 
-async def _first_tokens(url: str, key: str, requests: int) -> list[float]:
+async def _first_tokens(url: str, key: str, requests: int, gap_s: float = 0.0) -> list[float]:
     """Each request's first-token latency, in ms, one request at a time on one keep-alive
-    connection: from its first byte sent to the arrival of the bytes holding the first token."""
+    connection (`gap_s` idle before each): from its first byte sent to the arrival of the bytes
+    holding the first token."""
     parsed = httpx.URL(url)
     reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
     auth = f"authorization: Bearer {key}\r\n".encode() if key else b""
@@ -62,6 +63,8 @@ async def _first_tokens(url: str, key: str, requests: int) -> list[float]:
     times = []
     try:
         for _ in range(requests):
+            if gap_s:
+                await asyncio.sleep(gap_s)
             seen, first = bytearray(), None
             start = time.perf_counter()
             writer.write(request)
@@ -80,8 +83,8 @@ async def _first_tokens(url: str, key: str, requests: int) -> list[float]:
     return times
 
 
-def first_tokens(url: str, key: str, requests: int) -> list[float]:
-    return asyncio.run(_first_tokens(url, key, requests))
+def first_tokens(url: str, key: str, requests: int, gap_s: float = 0.0) -> list[float]:
+    return asyncio.run(_first_tokens(url, key, requests, gap_s))
 
 
 async def _whole_answers(url: str, key: str, requests: int, gap_s: float) -> list[float]:
@@ -132,9 +135,10 @@ def measure_stream(
         trace_phases(name, url, key, pid, args)
     rounds = []
     for i in range(args.runs):
-        direct = first_tokens(direct_url, "", args.stream_requests)
+        gap_s = getattr(args, "stream_gap_ms", 0.0) / 1000
+        direct = first_tokens(direct_url, "", args.stream_requests, gap_s)
         cpu_before = cpu_ms(pid)
-        proxied = first_tokens(url, key, args.stream_requests)
+        proxied = first_tokens(url, key, args.stream_requests, gap_s)
         cpu = (cpu_ms(pid) - cpu_before) * 1000 / args.stream_requests
         idle_direct: list[float] = []
         idle_proxied: list[float] = []

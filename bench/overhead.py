@@ -25,6 +25,7 @@ runs several times slower than back to back, so wrk's whole-answer row is not it
     .venv/bin/python bench/overhead.py [--runs 3] [--duration 8] [--no-litellm] [--profile DIR]
     .venv/bin/python bench/overhead.py --stream-only --runs 3 --stream-requests 60
     .venv/bin/python bench/overhead.py --stream-only --no-litellm --trace-phases  # needs perf
+    .venv/bin/python bench/overhead.py --stream-only --no-litellm --floor  # and the stack's floor
 
 `--profile DIR` adds one py-spy-sampled 32-connection run per product (py-spy from PyPI, in
 any venv on PATH or `--py-spy`), written as speedscope files: where the proxy's CPU goes.
@@ -64,7 +65,7 @@ from bench.harness import (  # noqa: E402
     run_wrk,
     wait_http,
 )
-from bench.proxies import LITELLM_MASTER_KEY, start_costgate, start_litellm  # noqa: E402
+from bench.proxies import LITELLM_MASTER_KEY, start_costgate, start_floor, start_litellm  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -220,6 +221,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--stream-requests", type=int, default=60, help="streamed requests per product per run")
     parser.add_argument("--token-interval-ms", type=float, default=20.0, help="the fake's time between tokens")
     parser.add_argument(
+        "--stream-gap-ms",
+        type=float,
+        default=0.0,
+        help="idle before each streamed request (default 0: each follows the previous one's last byte)",
+    )
+    parser.add_argument(
         "--idle-gap-ms",
         type=float,
         default=180.0,
@@ -233,6 +240,11 @@ def parse_args() -> argparse.Namespace:
         action="store_true",
         help="one extra round of streams a product under `perf trace`: the first token's two halves "
         "in the proxy (bench/first_token_phases.py)",
+    )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="the streaming row also for bench/floor_proxy.py: costgate's HTTP stack relaying with no gateway in it",
     )
     parser.add_argument("--json", type=Path, help="also write the medians here")
     parser.add_argument(
@@ -289,6 +301,9 @@ def main() -> int:
                 costgate = Summary.of(measure("costgate", cg_url, cg_key, cg_pid, direct_url, args))
             if not args.no_stream:
                 streams["costgate"] = measure_stream("costgate", cg_url, cg_key, cg_pid, direct_url, args)
+            if args.floor and not args.no_stream:
+                floor_url, floor_pid = start_floor(procs, args.gateway_cpu, upstream)
+                streams["floor"] = measure_stream("floor", floor_url, "", floor_pid, direct_url, args)
             if not args.no_litellm:
                 ll_url, ll_pid = start_litellm(procs, args.gateway_cpu, upstream, args.litellm_venv)
                 if not args.stream_only:

@@ -1,6 +1,7 @@
 """The proxies bench/overhead.py compares, each started pinned to a core behind the same fake
 upstream: costgate (a key made through its admin API, the caches off so that every request is
-an upstream call) and LiteLLM's proxy (from its own venv, a master key, no database)."""
+an upstream call), LiteLLM's proxy (from its own venv, a master key, no database) and the floor
+(bench/floor_proxy.py: costgate's HTTP stack relaying with nothing else, no key)."""
 
 from __future__ import annotations
 
@@ -97,4 +98,19 @@ def start_litellm(procs: Processes, cpu: int, upstream: str, venv: Path) -> tupl
     )
     url = f"http://127.0.0.1:{port}"
     wait_http(url + "/health/liveliness", proc, 300)
+    return url + "/v1/chat/completions", proc.pid
+
+
+def start_floor(procs: Processes, cpu: int, upstream: str) -> tuple[str, int]:
+    """bench/floor_proxy.py; returns (its chat URL, its pid)."""
+    port = free_port()
+    proc = procs.start(
+        "floor",
+        cpu,
+        [sys.executable, str(Path(__file__).with_name("floor_proxy.py")), "--port", str(port), "--upstream", upstream],
+        base_env(),
+        procs.workdir,
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_http(url + "/healthz", proc, 60)
     return url + "/v1/chat/completions", proc.pid
