@@ -134,8 +134,8 @@ def measure_stream(
     if getattr(args, "trace_phases", False):
         trace_phases(name, url, key, pid, args)
     rounds = []
+    gap_s = getattr(args, "stream_gap_ms", 0.0) / 1000
     for i in range(args.runs):
-        gap_s = getattr(args, "stream_gap_ms", 0.0) / 1000
         direct = first_tokens(direct_url, "", args.stream_requests, gap_s)
         cpu_before = cpu_ms(pid)
         proxied = first_tokens(url, key, args.stream_requests, gap_s)

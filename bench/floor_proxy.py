@@ -1,7 +1,8 @@
 """The floor under any proxy built on costgate's HTTP stack (issue 28): a relay with no gateway
 in it, on the same parts `costgate serve` runs — uvicorn on uvloop with httptools, a Starlette
-route, one pooled aiohttp session to the upstream — that reads the client's body, posts it
-upstream and hands back the answer, a stream chunk by chunk. No key, no ledger, no policy.
+route, and the gateway's own upstream client (gateway/providers/fast_post.py: one pooled aiohttp
+session) — that reads the client's body, posts it upstream and hands back the answer, a stream
+chunk by chunk. No key, no ledger, no policy.
 
 `bench/overhead.py --floor` measures it beside costgate in the same run: what costgate adds on
 top of the floor is the gateway's own work; the floor itself is the stack's (two HTTP parsers,
@@ -15,28 +16,23 @@ from __future__ import annotations
 import argparse
 from collections.abc import AsyncIterator
 
-import aiohttp
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from gateway.providers.fast_post import FastPost, finish, read
+
 
 def build_app(upstream: str) -> Starlette:
-    session: aiohttp.ClientSession | None = None
+    client = FastPost(upstream, {}, timeout_s=600, connect_timeout_s=10)
 
     async def chat(request: Request) -> Response:
-        nonlocal session
-        if session is None:  # made in the server's loop
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1000))
-        body = await request.body()
-        answer = await session.post(
-            upstream + "/chat/completions", data=body, headers={"content-type": "application/json"}
-        )
+        answer = await client.open("/chat/completions", await request.body())
         if answer.content_type != "text/event-stream":
-            payload = await answer.read()
-            answer.release()
+            payload = await read(answer)
+            await finish(answer)
             return Response(payload, status_code=answer.status, media_type="application/json")
 
         async def chunks() -> AsyncIterator[bytes]:
@@ -44,7 +40,7 @@ def build_app(upstream: str) -> Starlette:
                 async for chunk in answer.content.iter_any():
                     yield chunk
             finally:
-                answer.release()
+                await finish(answer)
 
         return StreamingResponse(chunks(), status_code=answer.status, media_type="text/event-stream")
 
@@ -60,7 +56,7 @@ def main() -> None:
     parser.add_argument("--upstream", required=True, help="the upstream's base URL, ending in /v1")
     args = parser.parse_args()
     uvicorn.run(
-        build_app(args.upstream.rstrip("/")),
+        build_app(args.upstream),
         host="127.0.0.1",
         port=args.port,
         loop="uvloop",
