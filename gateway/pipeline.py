@@ -99,6 +99,8 @@ def build_stages(parts: StageParts) -> list[Stage]:
     """The whole pipeline, in order. Later policies slot in here, nowhere else."""
     p = parts
     keep = [p.keep_text] if p.keep_text is not None else []
+    # Built either way, so a config naming an unknown summarizer is refused even while off.
+    compressing = compress.Compress(p.compression, p.deployments, p.policy_metrics, p.upstream)
     return [
         # First in, so its settle runs last; the body is read once it was entered, so a bad body
         # is refused and recorded like any other refusal.
@@ -109,7 +111,7 @@ def build_stages(parts: StageParts) -> list[Stage]:
         budget.ReserveBudget(p.spend, p.targets),  # limits + worst-case hold, one store call
         priority.Prioritize(),  # realtime | interactive | batch: replica admission and vLLM's priority
         *cache.cache_stages(p.cache, p.deployments),  # exact, then semantic: a hit answers at $0
-        compress.Compress(p.compression, p.deployments, p.policy_metrics, p.upstream),  # keep last before route
+        *([compressing] if p.compression.enabled else []),  # keep last before route
         *keep,  # reads the answer once settled: a team's cascade escalations, for distillation
         route.Route(p.targets),
     ]

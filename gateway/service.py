@@ -240,7 +240,8 @@ def build_gateway(settings: Settings, transport: httpx.AsyncBaseTransport | None
             tracing,
         )
     )
-    pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams, settled=routing.settled)
+    settled = routing.settled if routing.cascades else None  # with no cascade, nothing to tell
+    pipeline = Pipeline(stages, on_refusal=spend.refusal, streams=streams, settled=settled)
     batch_lane = BatchRunner(
         settings.batch,
         db,

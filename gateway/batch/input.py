@@ -16,7 +16,7 @@ import orjson
 
 from gateway.core.context import Endpoint
 from gateway.core.errors import InvalidRequest
-from gateway.core.json_body import check_depth
+from gateway.core.wire import check_depth
 
 ENDPOINTS: dict[str, Endpoint] = {
     "/v1/chat/completions": Endpoint.CHAT,

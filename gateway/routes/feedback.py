@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.responses import Response
 
 from gateway.core.errors import GatewayError, InvalidRequest, error_response
-from gateway.core.json_body import parse_json_body
+from gateway.core.wire import parse_json_body
 from gateway.routes.admin import require_admin
 from gateway.routes.openai import bearer
 from gateway.service import gateway_of

@@ -19,8 +19,8 @@ from gateway.apis.anthropic.messages_to_chat import conversation_body
 from gateway.compat.messages_api import MessagesShape
 from gateway.core.context import Endpoint
 from gateway.core.errors import GatewayError
-from gateway.core.json_body import parse_json_body
 from gateway.core.tokens import count_conversation
+from gateway.core.wire import parse_json_body
 from gateway.edge import request_ids
 from gateway.routes.openai import read_body, serve
 from gateway.service import gateway_of

@@ -18,8 +18,7 @@ from gateway.apis.anthropic.headers import api_key as anthropic_key
 from gateway.apis.anthropic.models import model_info, model_page
 from gateway.core.context import Endpoint, RequestContext
 from gateway.core.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, error_response
-from gateway.core.json_body import parse_json_body
-from gateway.core.wire import REQUEST_MODELS
+from gateway.core.wire import REQUEST_MODELS, parse_json_body
 from gateway.edge import request_ids
 from gateway.edge.guard import bearer_token
 from gateway.pipeline import AnswerShape

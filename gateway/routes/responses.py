@@ -25,8 +25,8 @@ from gateway.apis.responses.responses_to_chat import to_chat_request
 from gateway.compat.responses_api import ResponsesShape
 from gateway.core.context import Endpoint
 from gateway.core.errors import GatewayError, InvalidRequest, error_response
-from gateway.core.json_body import parse_json_body
 from gateway.core.tokens import count_conversation
+from gateway.core.wire import parse_json_body
 from gateway.routes.openai import bearer, read_body, serve
 from gateway.service import gateway_of
 from gateway.stages.authenticate import check_model

@@ -1,4 +1,4 @@
-"""Reading a client's JSON body (gateway/core/json_body.py): what orjson reads, the gateway can write
+"""Reading a client's JSON body (gateway/core/wire.py): what orjson reads, the gateway can write
 again — a body nested deeper than orjson writes is a 400 here, not a 500 later."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from gateway.core.errors import InvalidRequest
-from gateway.core.json_body import MAX_DEPTH, parse_json_body
+from gateway.core.wire import MAX_DEPTH, parse_json_body
 
 
 def nested(depth: int) -> bytes:

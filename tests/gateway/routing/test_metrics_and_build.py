@@ -13,6 +13,7 @@ from gateway.routing.cascade_metrics import PolicyMetrics
 from gateway.routing.confidence import PureConfidence
 from gateway.routing.judge import JudgeScorer
 from gateway.service import build_gateway
+from gateway.stages.compress import Compress
 from policies.breaker import BreakerConfig, Breakers
 from policies.quality_controller import Estimate, Mode
 from policies.scorers.learned import LearnedScorer
@@ -127,3 +128,29 @@ async def test_the_cache_and_the_cascades_share_one_minilm(tmp_path) -> None:
     finally:
         gateway.cache.minilm.close()
         await gateway.db.dispose()
+
+
+@pytest.mark.parametrize("on", [False, True])
+async def test_a_feature_left_off_is_not_on_the_request_path(tmp_path, on: bool) -> None:
+    """Compression off: no compress stage; no cascade: nothing to tell when a request settles
+    (the tally and shadow sample are a cascade's). On, both are there. An unknown summarizer is
+    a config error either way."""
+    models = [model("weak", "w", "http://127.0.0.1:9/v1"), model("strong", "s", "http://127.0.0.1:9/v1")]
+    config = {
+        "admin_key": "k",
+        "database_url": f"sqlite:///{tmp_path}/costgate.db",
+        "data_dir": str(tmp_path / "data"),
+        "models": models,
+        "compression": {"enabled": on},
+        "cascades": [{"name": "auto", "tiers": ["weak", "strong"], "scorer": "rules"}] if on else [],
+    }
+    gateway = build_gateway(Settings.model_validate(config))
+    try:
+        stages = [type(stage) for stage in gateway.pipeline.stages]
+        assert (Compress in stages) is on
+        assert (gateway.pipeline.settled is not None) is on
+    finally:
+        await gateway.db.dispose()
+    config["compression"] = {"enabled": on, "summarizer": "nobody"}
+    with pytest.raises(ValueError, match="unknown summarizer"):
+        build_gateway(Settings.model_validate(config))
