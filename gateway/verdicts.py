@@ -18,10 +18,9 @@ import logging
 import time
 from dataclasses import dataclass
 
-from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.caching.response_cache import ResponseCache
+from gateway.caching.response_cache import ResponseCache, backend_errors
 from gateway.core.errors import NotFound, Unavailable
 from gateway.storage.keys import KeyStore
 from gateway.storage.ledger import LedgerWriter
@@ -78,7 +77,7 @@ class Feedback:
                 purged = hit is not None and await self.cache.remove(hit)
                 team = reporter.team_name or (await self.keys.find_team(request.team_id)).name
                 self.cache.metrics.reported_false_hits.labels(team, request.cache_status).inc()
-        except (SQLAlchemyError, RedisError, OSError) as err:
+        except backend_errors(SQLAlchemyError) as err:
             log.warning("feedback on %s not recorded: %s", request_id, err)
             raise Unavailable("feedback cannot be recorded right now; try again shortly", retry_after=1) from None
         return Reported(row, recorded, purged)

@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import re
+import sys
 import time
 import zipfile
 from collections.abc import Callable
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from redis.exceptions import RedisError
 
 from gateway.caching.minilm import MiniLM
 from gateway.config.settings import CacheConfig
@@ -52,7 +52,17 @@ LOOKUP_BUCKETS = (
     0.05,
     0.1,
 )
-BACKEND_ERRORS = (RedisError, OSError)
+
+
+def backend_errors(*also: type[Exception]) -> tuple[type[Exception], ...]:
+    """What a store raises when its backend is away: OSError, and redis-py's errors once the
+    Redis backend is in use, and `also`. Read when an error is caught (`except
+    backend_errors()`), so a gateway on SQLite and memory never imports redis (~0.2 s of every
+    start)."""
+    redis = sys.modules.get("redis.exceptions")
+    return (OSError, *also) if redis is None else (OSError, redis.RedisError, *also)
+
+
 # Stored questions' parses kept for the verifier, least recently used out first. A parse is
 # ~4.6 KB (tokens, content words, compounds as Python strings in frozensets): at 50,000 the memo
 # alone was 2.3 KB a question at 100k stored (bench/cache_memory.py). 8,192 hold the questions
@@ -185,7 +195,7 @@ class ResponseCache:
     async def lookup_exact(self, keys: RequestKeys) -> Entry | None:
         try:
             return await self.store.get(keys.key, time.time())
-        except BACKEND_ERRORS as err:
+        except backend_errors() as err:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
 
@@ -204,7 +214,7 @@ class ResponseCache:
         )
         try:
             nearest = await self._searcher().nearest(self.store, keys.namespace, keys.question, vectors, now, judge)
-        except BACKEND_ERRORS as err:
+        except backend_errors() as err:
             log.warning("cache lookup failed (served as a miss): %s", err)
             return None
         self.metrics.lookup_seconds.observe(time.perf_counter() - started)
@@ -263,7 +273,7 @@ class ResponseCache:
     async def record_hit(self, entry: Entry, served: ServedHit | None = None) -> None:
         try:
             await self.store.record_hit(entry, time.time(), served)
-        except BACKEND_ERRORS as err:
+        except backend_errors() as err:
             log.warning("cache hit not recorded: %s", err)
 
     async def served_hit(self, request_id: str) -> ServedHit | None:

@@ -13,7 +13,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from tokenizers import Tokenizer
 
 MODEL_DIR = Path(__file__).with_name("model")
@@ -23,6 +22,8 @@ MAX_TOKENS = 128  # queries past this are cut: the head of a question carries it
 
 class Embedder:
     def __init__(self, model_dir: Path = MODEL_DIR, threads: int = 1, max_tokens: int = MAX_TOKENS) -> None:
+        import onnxruntime as ort  # here, not at the top: a gateway that embeds nothing starts without it
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

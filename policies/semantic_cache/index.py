@@ -22,17 +22,13 @@ cached question (docs/benchmarks.md, each with its command).
 
 from __future__ import annotations
 
+import functools
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import faiss as _faiss
 import numpy as np
-
-# faiss-cpu's stubs type its SWIG layer, not the numpy wrappers its Python layer puts over it
-# (remove_ids, search, add_with_ids take arrays): read as untyped.
-faiss: Any = _faiss
 
 IVF_MIN = 4096
 NPROBE = 20
@@ -41,24 +37,37 @@ KMEANS_SAMPLE = 16_384
 KMEANS_ROUNDS = 8
 
 log = logging.getLogger("costgate.cache")
-faiss.omp_set_num_threads(1)
 _TRAINER = ThreadPoolExecutor(1, thread_name_prefix="ivf-train")
+
+
+@functools.cache
+def _faiss() -> Any:
+    """FAISS, imported when the first index is built: a gateway whose cache holds no question
+    vectors (the semantic cache off) starts without it (~0.1 s of every start). faiss-cpu's stubs
+    type its SWIG layer, not the numpy wrappers its Python layer puts over it (remove_ids,
+    search, add_with_ids take arrays): read as untyped."""
+    import faiss
+
+    faiss.omp_set_num_threads(1)
+    return faiss
 
 
 def kmeans(vectors: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS, seed: int = 0) -> np.ndarray:
     """Spherical k-means: unit centroids that maximise the summed cosine of their members."""
-    clustering = faiss.Kmeans(vectors.shape[1], k, niter=rounds, seed=seed, spherical=True, verbose=False)
+    clustering = _faiss().Kmeans(vectors.shape[1], k, niter=rounds, seed=seed, spherical=True, verbose=False)
     clustering.cp.min_points_per_centroid = 1  # ~sqrt(n)/4 points a list is the design, not a mistake to warn of
     clustering.train(np.ascontiguousarray(vectors, dtype=np.float32))
     return np.asarray(clustering.centroids, dtype=np.float32)
 
 
-def _exhaustive(dim: int) -> faiss.Index:
+def _exhaustive(dim: int) -> Any:  # a faiss.Index
+    faiss = _faiss()
     return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))
 
 
-def _inverted(ids: np.ndarray, vectors: np.ndarray, lists_per_root: float, nprobe: int) -> faiss.Index:
+def _inverted(ids: np.ndarray, vectors: np.ndarray, lists_per_root: float, nprobe: int) -> Any:  # a faiss.Index
     """k-means over (a sample of) the vectors, then every vector into its nearest list."""
+    faiss = _faiss()
     sample = (
         vectors
         if len(vectors) <= KMEANS_SAMPLE
@@ -79,7 +88,7 @@ def _inverted(ids: np.ndarray, vectors: np.ndarray, lists_per_root: float, nprob
 class _Training:
     """A training in flight: its result, and the keys added or removed since its snapshot."""
 
-    future: Future[faiss.Index]
+    future: Future[Any]  # a faiss.Index
     ids: dict[str, int]  # the snapshot's key -> id
     touched: set[str] = field(default_factory=set)
 
@@ -114,7 +123,7 @@ class VectorIndex:
     @property
     def lists(self) -> int:
         """How many lists a search chooses among: 1 while the index is exhaustive."""
-        return int(self._index.nlist) if isinstance(self._index, faiss.IndexIVFFlat) else 1
+        return int(self._index.nlist) if isinstance(self._index, _faiss().IndexIVFFlat) else 1
 
     def add(self, key: str, vector: np.ndarray) -> None:
         self._adopt()
