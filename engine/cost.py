@@ -181,5 +181,9 @@ class LivePrice(Price):
     def long_context(self) -> tuple[LongContext, ...]:  # the engine prices every prompt length alike
         return ()
 
+    @property
+    def premiums(self) -> tuple[tuple[str, Decimal], ...]:  # nor sells a region or a speed apart
+        return ()
+
     def __repr__(self) -> str:
         return f"LivePrice(input={self.input}, output={self.output})"

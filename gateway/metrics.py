@@ -52,7 +52,7 @@ class Metrics:
             ["team", "model"],
             registry=r,
         )
-        self.tier_premium = Counter(  # OpenAI's priority tier: what it cost beyond list price
+        self.tier_premium = Counter(  # a priority tier, Anthropic's regions and fast mode: beyond list price
             "costgate_provider_tier_premium_usd",
             "Dollars a provider's priority tier cost beyond its list price",
             ["team", "model"],

@@ -88,6 +88,9 @@ class Price:
     long_context: tuple[LongContext, ...] = ()
     priority: Price | None = None
     ultrafast: Price | None = None
+    # Factors on every rate, by what an answer says it was served at: a region (Anthropic's
+    # `inference_geo`, `us`: 1.1x on its models since February 2026) or fast mode (`fast`).
+    premiums: tuple[tuple[str, Decimal], ...] = ()
 
     def __post_init__(self) -> None:
         # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
@@ -139,6 +142,24 @@ class Price:
                 billed = tier.price
         return billed
 
+    def premium(self, geo: str | None = None, speed: str | None = None) -> Decimal:
+        """The factor on every rate of a call whose answer says it was served in region `geo`
+        (`global`: none) at `speed` (`fast`: fast mode), as litellm's map gives them
+        (`provider_specific_entry`) and its cost calculator applies them; 1 for what the map
+        names no premium for."""
+        rates = dict(self.premiums)
+        factor = Decimal(1)
+        if geo is not None and geo.lower() not in ("global", "not_available", FAST):
+            factor *= rates.get(geo.lower(), Decimal(1))
+        if speed == FAST:
+            factor *= rates.get(FAST, Decimal(1))
+        return factor
+
+    def dearest_region(self) -> Decimal:
+        """The highest regional premium: the factor a hold takes when nothing in the request says
+        where it is served (Anthropic serves a workspace's `default_inference_geo`)."""
+        return max((f for name, f in self.premiums if name != FAST), default=Decimal(1))
+
     def at(self, tier: Tier) -> Price | None:
         """This price at `tier`; None when the provider sells no such tier."""
         return self if tier is Tier.STANDARD else getattr(self, tier.value)  # each tier's field is named so
@@ -153,6 +174,7 @@ def _per_token(per_mtok: Decimal | None) -> Decimal | None:
 
 
 FREE = Price(ZERO, ZERO)
+FAST = "fast"  # Anthropic's fast mode: `speed: fast` in a request, and in its answer's usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,17 +232,20 @@ def cost_of(usage: Usage, price: Price) -> Decimal:
 class Bill:
     """One call as the provider bills it, and what its own discounts saved against list price:
     `cache_saved` what its prompt cache saved (negative while writes cost more than they have
-    saved yet), `tier_saved` what its batch or flex tier saved (negative at the priority tier:
-    what it cost beyond list price)."""
+    saved yet), `tier_saved` what its batch or flex tier saved (negative at the priority tier or
+    at a premium: what it cost beyond list price)."""
 
     cost: Decimal
     cache_saved: Decimal = ZERO
     tier_saved: Decimal = ZERO
 
 
-def bill(usage: Usage, price: Price, tier: Tier = Tier.STANDARD) -> Bill:
-    """The call's cost at `tier` (the list price when the provider sells no such tier)."""
+def bill(usage: Usage, price: Price, tier: Tier = Tier.STANDARD, premium: Decimal = Decimal(1)) -> Bill:
+    """The call's cost at `tier` (the list price when the provider sells no such tier), times
+    `premium` (`Price.premium`: a region's or fast mode's), which is no saving either."""
     billed = price.at(tier) or price
+    if premium != 1:
+        billed = billed.scaled(premium)
     cost = cost_of(usage, billed)
     cache_saved = cost_of(usage.uncached(), billed) - cost
     tier_saved = cost_of(usage, price) - cost if billed is not price else ZERO
@@ -278,6 +303,7 @@ def lookup(model: str) -> ModelInfo | None:
         flex=_tiered(entry, "_flex"),
         priority=_tiered(entry, "_priority"),
         ultrafast=_tiered(entry, "_ultrafast"),
+        premiums=_premiums(entry),
     )
     search = entry.get("search_context_cost_per_query")
     searches = [Decimal(str(v)) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
@@ -287,6 +313,20 @@ def lookup(model: str) -> ModelInfo | None:
         entry.get("max_input_tokens"),
         entry.get("supports_reasoning") is True,
         max(searches, default=None),
+    )
+
+
+def _premiums(entry: dict) -> tuple[tuple[str, Decimal], ...]:
+    """An Anthropic model's premiums (`provider_specific_entry`: `{"us": 1.1, "fast": 2}`), which
+    litellm's cost calculator applies to its calls; other providers' entries there are not
+    prices (`realtime_ga_only`, a count of free images) and are not read."""
+    named = entry.get("provider_specific_entry")
+    if entry.get("litellm_provider") != "anthropic" or not isinstance(named, dict):
+        return ()
+    return tuple(
+        (name.lower(), Decimal(str(f)))
+        for name, f in sorted(named.items())
+        if isinstance(f, int | float) and not isinstance(f, bool) and f > 0
     )
 
 

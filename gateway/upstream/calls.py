@@ -40,7 +40,7 @@ from gateway.upstream.worst_case import (
     runs_tiktoken,
     unreported_prompt,
 )
-from policies.pricing import SERVICE_TIERS, Tier, Usage, bill, format_usd
+from policies.pricing import SERVICE_TIERS, Price, Tier, Usage, bill, format_usd
 
 
 def upstream_body(ctx: RequestContext, dep: Deployment, stream: bool) -> dict[str, Any]:
@@ -69,6 +69,19 @@ def billed_tier(answer: dict[str, Any]) -> Tier:
     return SERVICE_TIERS.get(served, Tier.STANDARD) if isinstance(served, str) else Tier.STANDARD
 
 
+def billed_premium(usage: Any, price: Price, current: Decimal | None = None) -> Decimal | None:
+    """The premium the provider says it billed a call at: the region and speed an Anthropic
+    answer's usage names (`inference_geo`, `speed`: in a whole answer, a stream's first event,
+    a chat answer through litellm), at the model's factors (`Price.premium`); None when it names
+    neither (`current`: what an earlier event of the same stream said)."""
+    if not price.premiums or not isinstance(usage, dict):
+        return current
+    geo, speed = usage.get("inference_geo"), usage.get("speed")
+    if not isinstance(geo, str) and not isinstance(speed, str):
+        return current
+    return price.premium(geo if isinstance(geo, str) else None, speed if isinstance(speed, str) else None)
+
+
 def charge(
     ctx: RequestContext,
     dep: Deployment,
@@ -76,17 +89,22 @@ def charge(
     generated: str | list[str] = "",
     tier: Tier = Tier.STANDARD,
     fees: Decimal = Decimal(0),
+    premium: Decimal | None = None,
 ) -> Usage:
-    """Add one call's cost to the request, as its provider bills it at `tier`, with `fees` (its
-    provider-run tools' uses: gateway/upstream/server_tools.py); when the upstream reported no
-    usage, its prompt at the hold's bound and all it generated counted (a stream's pieces,
-    joined only then: `ctx.generated`)."""
+    """Add one call's cost to the request, as its provider bills it at `tier` and `premium`
+    (`billed_premium`; None: the answer named none, list price), with `fees` (its provider-run
+    tools' uses: gateway/upstream/server_tools.py). When the upstream reported no usage, its
+    prompt at the hold's bound and all it generated are counted (a stream's pieces, joined only
+    then: `ctx.generated`), at the dearest region the model is sold in unless the answer named
+    its own: the meter errs on the closed side."""
     if usage is None:
         model = dep.config.upstream_model
         text = generated if isinstance(generated, str) else "".join(generated)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
+        premium = dep.price.dearest_region() if premium is None else premium
+    premium = Decimal(1) if premium is None else premium
     billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
-    billed = bill(usage, dep.price, tier)
+    billed = bill(usage, dep.price, tier, premium)
     if fees:
         billed = replace(billed, cost=billed.cost + fees)
     ctx.meter.add_call(dep.name, usage, billed, ctx.lane_factor(dep.config.provider), billed_at)
@@ -110,7 +128,7 @@ def billed_if_unread(
     try:
         yield
     except UnreadableAnswer:
-        charge(ctx, dep, usage(), fees=fees)
+        charge(ctx, dep, usage(), fees=fees, premium=dep.price.dearest_region())
         raise
 
 
@@ -123,7 +141,8 @@ async def call(ctx: RequestContext, dep: Deployment) -> Completion:
         )
     ctx.meter.call_answered()
     text = generated_text(completion.body) if completion.usage is None else ""
-    charge(ctx, dep, completion.usage, text, billed_tier(completion.body))
+    premium = billed_premium(completion.body.get("usage"), dep.price)
+    charge(ctx, dep, completion.usage, text, billed_tier(completion.body), premium=premium)
     ctx.outcome.served_by(dep.name, dep.config.provider)
     return completion
 
@@ -143,7 +162,7 @@ async def call_in_batch(
     ctx.meter.call_answered()
     usage = usage_from(answer.body.get("usage"))
     text = generated_text(answer.body) if usage is None else ""
-    charge(ctx, dep, usage, text, Tier.BATCH)
+    charge(ctx, dep, usage, text, Tier.BATCH, premium=billed_premium(answer.body.get("usage"), dep.price))
     ctx.outcome.served_by(dep.name, dep.config.provider)
     return Completion(answer.body, raw, usage)
 
@@ -176,6 +195,7 @@ def as_asked(raw: bytes, data: dict[str, Any], asked: str) -> bytes:
 async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -> AsyncIterator[bytes]:
     usage: Usage | None = None
     tier = Tier.STANDARD
+    premium: Decimal | None = None  # as a usage chunk says (billed_premium)
     reported_raw: Any = None  # the upstream's own usage object, whose details the tail keeps
     last: dict[str, Any] = {}
     failed, cut = True, False
@@ -202,6 +222,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
                 yield b"data: " + raw + b"\n\n"
             else:
                 usage, reported_raw = reported, data["usage"]
+                premium = billed_premium(reported_raw, dep.price, premium)
                 if choices:  # usage riding on a content chunk: forward the content only
                     yield sse_event({k: v for k, v in data.items() if k != "usage"})
             if meter is not None:
@@ -222,8 +243,9 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
         with anyio.CancelScope(shield=True):
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                usage = meter.usage()
-            final = charge(ctx, dep, usage, ctx.generated, tier)
+                usage = meter.usage()  # at the dearest region: no usage named one
+                premium = dep.price.dearest_region()
+            final = charge(ctx, dep, usage, ctx.generated, tier, premium=premium)
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.view.include_usage, reported_raw):
@@ -254,9 +276,11 @@ async def complete(
         completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.decided.priority))
     ctx.meter.call_answered()
     usage = completion.usage
-    if usage is None:
+    premium = billed_premium(completion.body.get("usage"), dep.price)
+    if usage is None:  # counted here: at the dearest region, unless the answer named its own
         usage = Usage(prompt(), count_text(generated_text(completion.body), model))
-    charge(ctx, dep, usage)
+        premium = dep.price.dearest_region() if premium is None else premium
+    charge(ctx, dep, usage, tier=billed_tier(completion.body), premium=premium)
     return completion
 
 

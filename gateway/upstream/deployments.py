@@ -53,8 +53,17 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
             None if tier is None else _discounted(_per_token(tier), listed, longer)
             for tier in (p.batch, p.flex, p.priority, p.ultrafast)
         )
+        premiums = info.price.premiums if info is not None else ()  # the provider's, on the config's rates
         return (
-            replace(listed, batch=batch, flex=flex, priority=priority, ultrafast=ultrafast, long_context=longer),
+            replace(
+                listed,
+                batch=batch,
+                flex=flex,
+                priority=priority,
+                ultrafast=ultrafast,
+                long_context=longer,
+                premiums=premiums,
+            ),
             limit,
         )
     if info is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Protocol
 
 import anyio
@@ -34,7 +35,7 @@ from gateway.core.sse import StreamEnd
 from gateway.core.tokens import count_delta, count_text
 from gateway.providers.base import Completion, UpstreamCall, UpstreamStream
 from gateway.upstream import tracing
-from gateway.upstream.calls import billed_if_unread, billed_tier, charge, worst_usage
+from gateway.upstream.calls import billed_if_unread, billed_premium, billed_tier, charge, worst_usage
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.server_tools import Uses, capped
 from gateway.upstream.worst_case import StreamMeter, cut_reason, tool_fees_bound
@@ -146,6 +147,7 @@ async def call_native(ctx: RequestContext, dep: Deployment) -> Completion:
         api.generated_text(completion.body) if usage is None else "",
         billed_tier(completion.body),
         fees,
+        billed_premium(completion.body.get("usage"), dep.price),
     )
     ctx.outcome.served_by(dep.name, dep.config.provider, native=True)
     if api.as_asked(completion.body, ctx.native.body):
@@ -180,6 +182,7 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
     failed, cut = True, False
     field: Field | None = None  # the content block the last generated piece belonged to
     tier = Tier.STANDARD  # as a Response in the stream's events says it was served
+    premium: Decimal | None = None  # as a Message's usage in its events says (billed_premium)
     uses = Uses(native.api.value)  # the provider-run tools' uses (server_tools.py)
     try:
         async for event in stream:
@@ -188,6 +191,9 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             uses.feed(data)
             if isinstance(response := data.get("response"), dict) and "service_tier" in response:
                 tier = billed_tier(response)
+            message = data.get("message")  # Messages' message_start; message_delta carries usage itself
+            premium = billed_premium(data.get("usage"), dep.price, premium)
+            premium = billed_premium(message.get("usage") if isinstance(message, dict) else None, dep.price, premium)
             text, other = api.event_text(data)
             if text or other:
                 ctx.outcome.first_token(only_first=True)
@@ -218,10 +224,11 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 final = meter.usage()
+                premium = dep.price.dearest_region() if premium is None else premium  # as message_start said
             elif final is not None and not usage.complete:  # it broke off: at least what was relayed
                 relayed = count_text("".join(ctx.generated), model)
                 final = replace(final, completion_tokens=max(final.completion_tokens, relayed))
-            charge(ctx, dep, final, ctx.generated, tier, uses.fee(dep.server_tools))
+            charge(ctx, dep, final, ctx.generated, tier, uses.fee(dep.server_tools), premium)
     if failed:
         return
     if cut:

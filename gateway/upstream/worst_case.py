@@ -29,7 +29,7 @@ from gateway.core.context import Endpoint, RequestContext
 from gateway.core.tokens import billed_prompt_tokens, count_delta, predicted_tokens
 from gateway.upstream.deployments import Deployment
 from gateway.upstream.server_tools import fee_bound
-from policies.pricing import PICO_USD, SERVICE_TIERS, Price, Tier, Usage, format_usd, worst_case_cost
+from policies.pricing import FAST, PICO_USD, SERVICE_TIERS, Price, Tier, Usage, format_usd, worst_case_cost
 
 
 def count_slack(cap: int) -> int:
@@ -97,11 +97,30 @@ def held_price(ctx: RequestContext, dep: Deployment) -> Price:
     (gateway/upstream/calls.py call_in_batch), so that is what it holds; a request that asks for
     the priority (`fast`) or ultrafast tier, where the model's config forwards `service_tier`, its price;
     anything else, list price. (An OpenAI project whose default tier is priority is charged at it,
-    as its answers say, but held at list price: nothing in the request tells.)"""
+    as its answers say, but held at list price: nothing in the request tells.) Each times the
+    premium it is held at (`held_premium`)."""
+    premium = held_premium(ctx, dep)
     if ctx.batch_line is not None and dep.batcher is not None and dep.price.batch is not None:
-        return dep.price.batch
-    asked = asked_tier(ctx, dep)
-    return (dep.price.at(asked) or dep.price) if asked is not None else dep.price
+        price = dep.price.batch
+    else:
+        asked = asked_tier(ctx, dep)
+        price = (dep.price.at(asked) or dep.price) if asked is not None else dep.price
+    return price if premium == 1 else price.scaled(premium)
+
+
+def held_premium(ctx: RequestContext, dep: Deployment) -> Decimal:
+    """The premium a call is held at (`Price.premium`): the region the request pins
+    (`inference_geo`, where its model's config forwards it), else the dearest the model is sold
+    in, since Anthropic serves a workspace's `default_inference_geo` and nothing in the request
+    tells which; times fast mode's where the request asks for it (`speed: fast`, forwarded)."""
+    price = dep.price
+    if not price.premiums:
+        return Decimal(1)
+    body = ctx.native.body if ctx.native is not None else ctx.body
+    pinned = body.get("inference_geo") if "inference_geo" in dep.fields.extra else None
+    region = price.premium(geo=pinned) if isinstance(pinned, str) else price.dearest_region()
+    fast = "speed" in dep.fields.extra and body.get("speed") == FAST
+    return region * (price.premium(speed=FAST) if fast else Decimal(1))
 
 
 def asked_tier(ctx: RequestContext, dep: Deployment) -> Tier | None:

@@ -4,7 +4,19 @@ from decimal import Decimal
 
 import pytest
 
-from policies.pricing import Bill, Price, Tier, Usage, bill, cost_of, format_usd, in_picos, lookup, worst_case_cost
+from policies.pricing import (
+    FREE,
+    Bill,
+    Price,
+    Tier,
+    Usage,
+    bill,
+    cost_of,
+    format_usd,
+    in_picos,
+    lookup,
+    worst_case_cost,
+)
 
 D = Decimal
 
@@ -290,3 +302,51 @@ def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
     service_tier = None if tier is Tier.STANDARD else tier.value
     prompt, completion = cost_per_token(model=model, usage_object=theirs, service_tier=service_tier)
     assert in_picos(bill(usage, found.price, tier).cost) == in_picos(D(str(prompt)) + D(str(completion)))
+
+
+@pytest.mark.parametrize(
+    "model, usage, geo, speed",
+    [
+        ("claude-opus-5-5", Usage(10_000, 500, 2000), "us", None),  # 1.1x every rate
+        ("claude-opus-5-5", Usage(10_000, 500), "us", "fast"),  # and fast mode's 2x on top
+        ("claude-opus-5-5", Usage(10_000, 500), "global", "fast"),
+        ("claude-opus-5-5", Usage(10_000, 500), "global", "standard"),
+        ("claude-haiku-5-5", Usage(120_000, 500, 60_000), "US", None),  # a long prompt's rates, 1.1x
+        ("claude-haiku-5-5", Usage(1000, 500), "eu", None),  # a region the map names no premium for
+    ],
+)
+def test_anthropic_regions_and_fast_mode_cost_what_litellms_calculator_says(
+    model: str, usage: Usage, geo: str, speed: str | None
+) -> None:
+    """Anthropic bills US-only inference at 1.1x on its models since February 2026, and fast mode
+    at the map's factor, as the answer's usage says (`inference_geo`, `speed`): the ledger's
+    figure is litellm's to the pico-dollar."""
+    from litellm import cost_per_token
+    from litellm.types.utils import PromptTokensDetailsWrapper
+    from litellm.types.utils import Usage as LitellmUsage
+
+    found = lookup(model)
+    assert found is not None
+    details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
+    theirs = LitellmUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        prompt_tokens_details=details,
+        cache_read_input_tokens=usage.cached_tokens,
+        inference_geo=geo,
+        speed=speed,
+    )
+    prompt, completion = cost_per_token(model=model, usage_object=theirs, custom_llm_provider="anthropic")
+    ours = bill(usage, found.price, premium=found.price.premium(geo, speed)).cost
+    assert in_picos(ours) == in_picos(D(str(prompt)) + D(str(completion)))
+    assert (ours > bill(usage, found.price).cost) == (geo == "us" or (geo == "US") or speed == "fast")
+
+
+def test_only_anthropics_entries_are_read_as_premiums() -> None:
+    opus = lookup("claude-opus-5-5")
+    assert opus is not None and dict(opus.price.premiums) == {"us": D("1.1"), "fast": D("2")}
+    assert opus.price.dearest_region() == D("1.1")  # a hold's region when the request pins none
+    gpt = lookup("gpt-realtime-2")  # `realtime_ga_only: 1` there is a flag, not a price
+    assert gpt is None or gpt.price.premiums == ()
+    assert FREE.premium("us", "fast") == 1 and FREE.dearest_region() == 1
