@@ -293,10 +293,11 @@ def lookup(model: str) -> ModelInfo | None:
     """Price and limits of `model` in litellm's map; tries the name without a provider prefix."""
     table = _price_map()
     entry = table.get(model) or table.get(model.split("/", 1)[-1])
-    if entry is None or entry.get("input_cost_per_token") is None:
+    if entry is None:
         return None
-    price = _tiered(entry, "")
-    assert price is not None
+    price = _by_prompt_length(entry) or _tiered(entry, "")
+    if price is None:
+        return None
     price = replace(
         price,
         batch=_tiered(entry, "_batches"),
@@ -328,6 +329,43 @@ def _premiums(entry: dict) -> tuple[tuple[str, Decimal], ...]:
         for name, f in sorted(named.items())
         if isinstance(f, int | float) and not isinstance(f, bool) and f > 0
     )
+
+
+def _by_prompt_length(entry: dict) -> Price | None:
+    """A `tiered_pricing` table (Alibaba's Qwen models, Volcengine's, OpenCode Go's): the tier
+    whose range holds the prompt's length (`start < tokens <= end`; past the last, the last)
+    prices every token of the call, as litellm's calculator reads it: the long-prompt prices of
+    `Price.for_prompt`. A rate the tier leaves out is its input rate (cache reads and writes)
+    or the model's own output rate; None without a tier that prices input."""
+    tiers = sorted(
+        (int(t["range"][0]), t)
+        for t in entry.get("tiered_pricing") or ()
+        if isinstance(t, dict)
+        and _dec(t.get("input_cost_per_token")) is not None
+        and isinstance(t.get("range"), list)
+        and len(t["range"]) == 2
+    )
+    if not tiers:
+        return None
+
+    def price(tier: dict) -> Price:
+        tier_input = _dec(tier["input_cost_per_token"])
+        assert tier_input is not None
+        output = _dec(tier.get("output_cost_per_token"))
+        output = output if output is not None else (_dec(entry.get("output_cost_per_token")) or ZERO)
+        read, write = (_dec(tier.get(k)) for k in ("cache_read_input_token_cost", "cache_creation_input_token_cost"))
+        write = write if write is not None else tier_input
+        return Price(
+            tier_input,
+            output,
+            read if read is not None else tier_input,
+            _dec(tier.get("output_cost_per_reasoning_token")),
+            write,
+            write,  # one write rate whatever its TTL: these providers sell no 1-hour write apart
+        )
+
+    (_, first), *longer = tiers
+    return replace(price(first), long_context=tuple(LongContext(start, price(t)) for start, t in longer))
 
 
 LONG_CONTEXT_KEY = re.compile(r"^input_cost_per_token(_above_(\d+)(k?)_tokens)$")

@@ -350,3 +350,37 @@ def test_only_anthropics_entries_are_read_as_premiums() -> None:
     gpt = lookup("gpt-realtime-2")  # `realtime_ga_only: 1` there is a flag, not a price
     assert gpt is None or gpt.price.premiums == ()
     assert FREE.premium("us", "fast") == 1 and FREE.dearest_region() == 1
+
+
+@pytest.mark.parametrize(
+    "model, usage",
+    [
+        ("dashscope/qwen3-max", Usage(1000, 500)),
+        ("dashscope/qwen3-max", Usage(32_000, 500)),  # a range's end stays in it
+        ("dashscope/qwen3-max", Usage(32_001, 500)),
+        ("dashscope/qwen3-max", Usage(300_000, 500)),  # past the last range: the last tier
+        ("dashscope/qwen-flash", Usage(300_000, 100, 100_000)),  # cache reads at the tier's input rate
+        ("volcengine/doubao-seed-2-0-pro-260215", Usage(140_000, 1000)),
+        ("opencode_go/grok-4.7", Usage(250_000, 1000, 50_000)),  # a flat price too: the tiers win
+        ("opencode_go/grok-4.7", Usage(20_000, 1000, 5000)),
+    ],
+)
+def test_a_tiered_price_table_costs_what_litellms_calculator_says(model: str, usage: Usage) -> None:
+    """litellm's `tiered_pricing` (Alibaba's Qwen, Volcengine, OpenCode Go): the tier the prompt's
+    length falls in prices every token of the call. The map's Qwen models have no flat price, so
+    they could not be served without a `price:` in the config."""
+    from litellm import cost_per_token
+    from litellm.types.utils import PromptTokensDetailsWrapper
+    from litellm.types.utils import Usage as LitellmUsage
+
+    found = lookup(model)
+    assert found is not None
+    details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
+    theirs = LitellmUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        prompt_tokens_details=details,
+    )
+    prompt, completion = cost_per_token(model=model, usage_object=theirs)
+    assert in_picos(bill(usage, found.price).cost) == in_picos(D(str(prompt)) + D(str(completion)))
