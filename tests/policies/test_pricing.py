@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -286,22 +287,10 @@ def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
     model: str, usage: Usage, tier: Tier
 ) -> None:
     """The same map read by litellm's own cost calculator: the ledger's figure to the pico-dollar."""
-    from litellm import cost_per_token
-    from litellm.types.utils import PromptTokensDetailsWrapper
-    from litellm.types.utils import Usage as LitellmUsage
-
     found = lookup(model)
     assert found is not None
-    details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
-    theirs = LitellmUsage(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        prompt_tokens_details=details,
-    )
     service_tier = None if tier is Tier.STANDARD else tier.value
-    prompt, completion = cost_per_token(model=model, usage_object=theirs, service_tier=service_tier)
-    assert in_picos(bill(usage, found.price, tier).cost) == in_picos(D(str(prompt)) + D(str(completion)))
+    assert in_picos(bill(usage, found.price, tier).cost) == litellms_cost(model, usage, service_tier=service_tier)
 
 
 @pytest.mark.parametrize(
@@ -321,25 +310,13 @@ def test_anthropic_regions_and_fast_mode_cost_what_litellms_calculator_says(
     """Anthropic bills US-only inference at 1.1x on its models since February 2026, and fast mode
     at the map's factor, as the answer's usage says (`inference_geo`, `speed`): the ledger's
     figure is litellm's to the pico-dollar."""
-    from litellm import cost_per_token
-    from litellm.types.utils import PromptTokensDetailsWrapper
-    from litellm.types.utils import Usage as LitellmUsage
-
     found = lookup(model)
     assert found is not None
-    details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
-    theirs = LitellmUsage(
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens,
-        prompt_tokens_details=details,
-        cache_read_input_tokens=usage.cached_tokens,
-        inference_geo=geo,
-        speed=speed,
-    )
-    prompt, completion = cost_per_token(model=model, usage_object=theirs, custom_llm_provider="anthropic")
     ours = bill(usage, found.price, premium=found.price.premium(geo, speed)).cost
-    assert in_picos(ours) == in_picos(D(str(prompt)) + D(str(completion)))
+    theirs = litellms_cost(
+        model, usage, "anthropic", cache_read_input_tokens=usage.cached_tokens, inference_geo=geo, speed=speed
+    )
+    assert in_picos(ours) == theirs
     assert (ours > bill(usage, found.price).cost) == (geo == "us" or (geo == "US") or speed == "fast")
 
 
@@ -369,18 +346,29 @@ def test_a_tiered_price_table_costs_what_litellms_calculator_says(model: str, us
     """litellm's `tiered_pricing` (Alibaba's Qwen, Volcengine, OpenCode Go): the tier the prompt's
     length falls in prices every token of the call. The map's Qwen models have no flat price, so
     they could not be served without a `price:` in the config."""
+    found = lookup(model)
+    assert found is not None
+    assert in_picos(bill(usage, found.price).cost) == litellms_cost(model, usage)
+
+
+def litellms_cost(
+    model: str, usage: Usage, provider: str | None = None, service_tier: str | None = None, **fields: Any
+) -> Decimal:
+    """What litellm's own cost calculator makes of `usage` on `model`, from the same bundled map,
+    in pico-dollars; `fields` go into its usage object as a provider's answer fills them."""
     from litellm import cost_per_token
     from litellm.types.utils import PromptTokensDetailsWrapper
     from litellm.types.utils import Usage as LitellmUsage
 
-    found = lookup(model)
-    assert found is not None
     details = PromptTokensDetailsWrapper(cached_tokens=usage.cached_tokens) if usage.cached_tokens else None
     theirs = LitellmUsage(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.total_tokens,
         prompt_tokens_details=details,
+        **fields,
     )
-    prompt, completion = cost_per_token(model=model, usage_object=theirs)
-    assert in_picos(bill(usage, found.price).cost) == in_picos(D(str(prompt)) + D(str(completion)))
+    prompt, completion = cost_per_token(
+        model=model, usage_object=theirs, custom_llm_provider=provider, service_tier=service_tier
+    )
+    return in_picos(D(str(prompt)) + D(str(completion)))
