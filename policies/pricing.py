@@ -319,15 +319,17 @@ def lookup(model: str) -> ModelInfo | None:
 
 def _premiums(entry: dict) -> tuple[tuple[str, Decimal], ...]:
     """An Anthropic model's premiums (`provider_specific_entry`: `{"us": 1.1, "fast": 2}`), which
-    litellm's cost calculator applies to its calls; other providers' entries there are not
-    prices (`realtime_ga_only`, a count of free images) and are not read."""
-    named = entry.get("provider_specific_entry")
-    if entry.get("litellm_provider") != "anthropic" or not isinstance(named, dict):
+    litellm's cost calculator applies to its calls; on Bedrock (Anthropic's models there) the
+    regions' only, as litellm's Bedrock calculator applies them. Other providers' entries there
+    are not prices (`realtime_ga_only`, a count of free images) and are not read."""
+    named, provider = entry.get("provider_specific_entry"), entry.get("litellm_provider")
+    if provider not in ("anthropic", "bedrock") or not isinstance(named, dict):
         return ()
+    speeds = provider == "anthropic"
     return tuple(
         (name.lower(), Decimal(str(f)))
         for name, f in sorted(named.items())
-        if isinstance(f, int | float) and not isinstance(f, bool) and f > 0
+        if isinstance(f, int | float) and not isinstance(f, bool) and f > 0 and (speeds or name != FAST)
     )
 
 

@@ -302,6 +302,7 @@ def test_long_prompts_and_the_priority_tier_cost_what_litellms_calculator_says(
         ("claude-opus-5-5", Usage(10_000, 500), "global", "standard"),
         ("claude-haiku-5-5", Usage(120_000, 500, 60_000), "US", None),  # a long prompt's rates, 1.1x
         ("claude-haiku-5-5", Usage(1000, 500), "eu", None),  # a region the map names no premium for
+        ("bedrock/claude_platform/claude-opus-5", Usage(10_000, 500), "us", None),  # Bedrock: the region's
     ],
 )
 def test_anthropic_regions_and_fast_mode_cost_what_litellms_calculator_says(
@@ -313,16 +314,19 @@ def test_anthropic_regions_and_fast_mode_cost_what_litellms_calculator_says(
     found = lookup(model)
     assert found is not None
     ours = bill(usage, found.price, premium=found.price.premium(geo, speed)).cost
+    provider = "bedrock" if model.startswith("bedrock/") else "anthropic"
     theirs = litellms_cost(
-        model, usage, "anthropic", cache_read_input_tokens=usage.cached_tokens, inference_geo=geo, speed=speed
+        model, usage, provider, cache_read_input_tokens=usage.cached_tokens, inference_geo=geo, speed=speed
     )
     assert in_picos(ours) == theirs
     assert (ours > bill(usage, found.price).cost) == (geo == "us" or (geo == "US") or speed == "fast")
 
 
-def test_only_anthropics_entries_are_read_as_premiums() -> None:
+def test_only_anthropics_and_bedrocks_entries_are_read_as_premiums() -> None:
     opus = lookup("claude-opus-5-5")
     assert opus is not None and dict(opus.price.premiums) == {"us": D("1.1"), "fast": D("2")}
+    on_bedrock = lookup("bedrock/claude_platform/claude-opus-5-5")  # regions only: Bedrock sells no fast mode
+    assert on_bedrock is not None and dict(on_bedrock.price.premiums) == {"us": D("1.1")}
     assert opus.price.dearest_region() == D("1.1")  # a hold's region when the request pins none
     gpt = lookup("gpt-realtime-2")  # `realtime_ga_only: 1` there is a flag, not a price
     assert gpt is None or gpt.price.premiums == ()
