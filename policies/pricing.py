@@ -270,6 +270,20 @@ class ModelInfo:
     max_input_tokens: int | None
     reasons: bool = False  # the map's `supports_reasoning`: the model takes a reasoning effort
     per_search: Decimal | None = None  # the map's `search_context_cost_per_query` (its dearest size): a web search
+    # OpenAI's uplift on every rate of a call its regional host served (`regional_host`):
+    # `regional_processing_uplift_multiplier_eu` / `_us`, `fedramp_uplift_multiplier`
+    regions: tuple[tuple[str, Decimal], ...] = ()
+
+    def at_host(self, host: str | None) -> Price:
+        """The price of this model's calls to `host`: OpenAI bills a project with data residency,
+        served from eu./us.api.openai.com, and its FedRAMP host gov.api.openai.com, at an uplift
+        on every rate (10% where the map names one), as litellm's calculator infers it from the
+        host; any other host, the price."""
+        factor = dict(self.regions).get(REGIONAL_HOSTS.get((host or "").lower(), ""))
+        return self.price if factor is None else self.price.scaled(factor)
+
+
+REGIONAL_HOSTS = {"eu.api.openai.com": "eu", "us.api.openai.com": "us", "gov.api.openai.com": "fedramp"}
 
 
 def _price_map_path() -> Path:
@@ -308,12 +322,21 @@ def lookup(model: str) -> ModelInfo | None:
     )
     search = entry.get("search_context_cost_per_query")
     searches = [Decimal(str(v)) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
+    uplifts = (
+        (region, _dec(entry.get(key)))
+        for region, key in (
+            ("eu", "regional_processing_uplift_multiplier_eu"),
+            ("us", "regional_processing_uplift_multiplier_us"),
+            ("fedramp", "fedramp_uplift_multiplier"),
+        )
+    )
     return ModelInfo(
         price,
         entry.get("max_output_tokens"),
         entry.get("max_input_tokens"),
         entry.get("supports_reasoning") is True,
         max(searches, default=None),
+        tuple((region, factor) for region, factor in uplifts if factor is not None),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from urllib.parse import urlparse
 
 import httpx
 
@@ -66,8 +67,8 @@ def price_for(config: ModelConfig) -> tuple[Price, int]:
             ),
             limit,
         )
-    if info is not None:
-        return info.price, limit
+    if info is not None:  # at the uplift OpenAI's regional hosts bill (a configured price is what the host bills)
+        return info.at_host(urlparse(config.api_base).hostname if config.api_base else None), limit
     if config.provider == "local":
         return FREE, limit
     raise ValueError(

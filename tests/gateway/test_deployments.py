@@ -18,7 +18,7 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import ReplicaSet
 from gateway.upstream.deployments import DEFAULT_MAX_OUTPUT_TOKENS, build_deployments, build_provider, price_for
-from policies.pricing import FREE, Price
+from policies.pricing import FREE, Price, lookup
 
 MILLION = Decimal(1_000_000)
 
@@ -101,6 +101,28 @@ MINI = Price(
 )
 def test_price_and_output_cap(fields: dict[str, Any], price: Price, cap: int) -> None:
     assert price_for(config(**fields)) == (price, cap)
+
+
+@pytest.mark.parametrize(
+    "api_base, factor",
+    [
+        ("https://eu.api.openai.com/v1", Decimal("1.1")),  # a project with EU data residency
+        ("https://us.api.openai.com/v1", Decimal("1.1")),
+        ("https://gov.api.openai.com/v1", Decimal("1.1")),  # FedRAMP
+        ("https://api.openai.com/v1", Decimal(1)),
+        ("http://eu.api.openai.com.example/v1", Decimal(1)),  # the host, not a prefix of it
+    ],
+)
+def test_openais_regional_hosts_bill_the_maps_uplift(api_base: str, factor: Decimal) -> None:
+    listed = lookup("gpt-5.5")
+    assert listed is not None
+    price, _ = price_for(config(model="gpt-5.5", api_base=api_base))
+    assert price == listed.price.scaled(factor)
+    assert price.batch == (None if listed.price.batch is None else listed.price.batch.scaled(factor))
+    configured, _ = price_for(
+        config(model="gpt-5.5", api_base=api_base, price={"input_per_mtok": 1, "output_per_mtok": 2})
+    )
+    assert configured.input == Decimal(1) / MILLION  # a configured price is what the host bills
 
 
 def test_an_unpriced_model_outside_the_map_is_refused_at_startup() -> None:

@@ -356,7 +356,12 @@ def test_a_tiered_price_table_costs_what_litellms_calculator_says(model: str, us
 
 
 def litellms_cost(
-    model: str, usage: Usage, provider: str | None = None, service_tier: str | None = None, **fields: Any
+    model: str,
+    usage: Usage,
+    provider: str | None = None,
+    service_tier: str | None = None,
+    data_residency: str | None = None,
+    **fields: Any,
 ) -> Decimal:
     """What litellm's own cost calculator makes of `usage` on `model`, from the same bundled map,
     in pico-dollars; `fields` go into its usage object as a provider's answer fills them."""
@@ -373,6 +378,33 @@ def litellms_cost(
         **fields,
     )
     prompt, completion = cost_per_token(
-        model=model, usage_object=theirs, custom_llm_provider=provider, service_tier=service_tier
+        model=model,
+        usage_object=theirs,
+        custom_llm_provider=provider,
+        service_tier=service_tier,
+        data_residency=data_residency,
     )
     return in_picos(D(str(prompt)) + D(str(completion)))
+
+
+@pytest.mark.parametrize(
+    "host, residency",
+    [
+        ("eu.api.openai.com", "eu"),
+        ("us.api.openai.com", "us"),
+        ("gov.api.openai.com", "fedramp"),
+        ("api.openai.com", None),
+    ],
+)
+@pytest.mark.parametrize("model", ["gpt-5.5", "gpt-5"])
+def test_openais_regional_hosts_cost_what_litellms_calculator_says(
+    model: str, host: str, residency: str | None
+) -> None:
+    """OpenAI bills data-residency projects (eu., us.api.openai.com) and FedRAMP (gov.) at the
+    map's uplift, which litellm infers from the host; gpt-5 has the FedRAMP one only."""
+    found = lookup(model)
+    assert found is not None
+    usage = Usage(10_000, 500, 2000)
+    assert in_picos(bill(usage, found.at_host(host)).cost) == litellms_cost(
+        model, usage, "openai", data_residency=residency
+    )
