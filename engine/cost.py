@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Protocol
 
 from engine.throughput import RateEstimate, Smoothing, observe_rate
-from policies.pricing import LongContext, Price, Usage
+from policies.pricing import LongContext, OffPeak, Price, Usage
 
 SECONDS_PER_HOUR = Decimal(3600)
 JOULES_PER_KWH = 3_600_000.0
@@ -184,6 +184,10 @@ class LivePrice(Price):
     @property
     def premiums(self) -> tuple[tuple[str, Decimal], ...]:  # nor sells a region or a speed apart
         return ()
+
+    @property
+    def off_peak(self) -> OffPeak | None:  # nor cheaper hours
+        return None
 
     def __repr__(self) -> str:
         return f"LivePrice(input={self.input}, output={self.output})"

@@ -10,10 +10,12 @@ import importlib.util
 import json
 import re
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
 from decimal import Decimal
 from enum import StrEnum
 from functools import cache
 from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MILLION = Decimal(1_000_000)
 ZERO = Decimal(0)
@@ -91,6 +93,7 @@ class Price:
     # Factors on every rate, by what an answer says it was served at: a region (Anthropic's
     # `inference_geo`, `us`: 1.1x on its models since February 2026) or fast mode (`fast`).
     premiums: tuple[tuple[str, Decimal], ...] = ()
+    off_peak: OffPeak | None = None  # the provider's cheaper hours (DeepSeek's), of its list price
 
     def __post_init__(self) -> None:
         # A provider that bills 5-minute cache writes bills 1-hour ones too, at 2x input where the
@@ -131,6 +134,7 @@ class Price:
             long_context=tuple(LongContext(t.above_tokens, t.price.scaled(factor)) for t in self.long_context),
             priority=None if self.priority is None else self.priority.scaled(factor),
             ultrafast=None if self.ultrafast is None else self.ultrafast.scaled(factor),
+            off_peak=None if self.off_peak is None else self.off_peak.scaled(factor),
         )
 
     def for_prompt(self, prompt_tokens: int) -> Price:
@@ -171,6 +175,49 @@ def _times(rate: Decimal | None, factor: Decimal) -> Decimal | None:
 
 def _per_token(per_mtok: Decimal | None) -> Decimal | None:
     return None if per_mtok is None else Decimal(per_mtok) / MILLION
+
+
+Window = tuple[int, int]  # minutes of the day, UTC: [start, end); start >= end wraps past midnight
+
+
+@dataclass(frozen=True, slots=True)
+class OffPeak:
+    """A provider's off-peak hours and its price in them (litellm's `off_peak_pricing`; DeepSeek
+    sells about half price 16 hours of a weekday and all weekend). `daily` windows hold every day;
+    each of `by_weekday` on its ISO weekdays (None: every day), read on the calendar of
+    `weekday_zone` (None: UTC)."""
+
+    price: Price
+    daily: tuple[Window, ...] = ()
+    by_weekday: tuple[tuple[frozenset[int] | None, tuple[Window, ...]], ...] = ()
+    weekday_zone: str | None = None
+
+    def scaled(self, factor: Decimal) -> OffPeak:
+        return replace(self, price=self.price.scaled(factor))
+
+    def covers(self, when: datetime) -> bool:
+        """Whether `when` (aware; naive is read as UTC) falls in these hours, as litellm reads them."""
+        utc = when.astimezone(UTC) if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        minute = utc.hour * 60 + utc.minute
+        if any(_within(window, minute) for window in self.daily):
+            return True
+        day = utc.astimezone(_calendar(self.weekday_zone)).isoweekday()
+        return any(
+            (days is None or day in days) and any(_within(window, minute) for window in windows)
+            for days, windows in self.by_weekday
+        )
+
+
+def _within(window: Window, minute: int) -> bool:
+    start, end = window
+    return start <= minute < end if start < end else (minute >= start or minute < end)
+
+
+def _calendar(zone: str | None) -> tzinfo:
+    try:
+        return ZoneInfo(zone) if zone else UTC
+    except (ValueError, ZoneInfoNotFoundError):
+        return UTC
 
 
 FREE = Price(ZERO, ZERO)
@@ -240,10 +287,20 @@ class Bill:
     tier_saved: Decimal = ZERO
 
 
-def bill(usage: Usage, price: Price, tier: Tier = Tier.STANDARD, premium: Decimal = Decimal(1)) -> Bill:
-    """The call's cost at `tier` (the list price when the provider sells no such tier), times
-    `premium` (`Price.premium`: a region's or fast mode's), which is no saving either."""
+def bill(
+    usage: Usage,
+    price: Price,
+    tier: Tier = Tier.STANDARD,
+    premium: Decimal = Decimal(1),
+    when: datetime | None = None,
+) -> Bill:
+    """The call's cost at `tier` (the list price when the provider sells no such tier), at the
+    off-peak price when the provider has one and the call was billed `when` it holds (the saving
+    a provider's discount, like its tiers'), times `premium` (`Price.premium`: a region's or
+    fast mode's), which is no saving either."""
     billed = price.at(tier) or price
+    if billed is price and when is not None and price.off_peak is not None and price.off_peak.covers(when):
+        billed = price.off_peak.price  # list price's hours: not a tier's (a provider selling both has none)
     if premium != 1:
         billed = billed.scaled(premium)
     cost = cost_of(usage, billed)
@@ -320,6 +377,7 @@ def lookup(model: str) -> ModelInfo | None:
         ultrafast=_tiered(entry, "_ultrafast"),
         premiums=_premiums(entry),
     )
+    price = replace(price, off_peak=_off_peak(entry, price))
     search = entry.get("search_context_cost_per_query")
     searches = [Decimal(str(v)) for v in (search.values() if isinstance(search, dict) else [search]) if v is not None]
     uplifts = (
@@ -338,6 +396,68 @@ def lookup(model: str) -> ModelInfo | None:
         max(searches, default=None),
         tuple((region, factor) for region, factor in uplifts if factor is not None),
     )
+
+
+def _off_peak(entry: dict, price: Price) -> OffPeak | None:
+    """litellm's `off_peak_pricing`: its hours (`hours_utc` every day, `windows` by weekday), and
+    its rates; a rate it leaves out is the standard one."""
+    named = entry.get("off_peak_pricing")
+    if not isinstance(named, dict):
+        return None
+
+    def rate(name: str, standard: Decimal | None) -> Decimal | None:
+        own = _dec(named.get(name))
+        return own if own is not None else standard
+
+    cheaper = Price(
+        rate("input_cost_per_token", price.input) or ZERO,
+        rate("output_cost_per_token", price.output) or ZERO,
+        rate("cache_read_input_token_cost", price.cached_input),
+        rate("output_cost_per_reasoning_token", price.reasoning_output),
+        rate("cache_creation_input_token_cost", price.cache_write),
+        rate("cache_creation_input_token_cost", price.cache_write_1h),
+    )
+    windows = named.get("windows")
+    rules: list[object] = list(windows) if isinstance(windows, list) else []
+    by_weekday = tuple(
+        (_weekdays(rule.get("weekdays")), _windows(rule.get("hours_utc"))) for rule in rules if isinstance(rule, dict)
+    )
+    zone = named.get("weekday_timezone")
+    return OffPeak(cheaper, _windows(named.get("hours_utc")), by_weekday, zone if isinstance(zone, str) else None)
+
+
+WINDOW = re.compile(r"\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*")
+
+
+def _windows(hours: object) -> tuple[Window, ...]:
+    """`"HH:MM-HH:MM"` or a list of them, as minutes of the day; malformed ones left out."""
+    listed: list[object] = [hours] if isinstance(hours, str) else list(hours) if isinstance(hours, list) else []
+    found: list[Window] = []
+    for window in listed:
+        match = WINDOW.fullmatch(window) if isinstance(window, str) else None
+        if match is not None:
+            h1, m1, h2, m2 = map(int, match.groups())
+            if h1 < 24 and h2 < 24 and m1 < 60 and m2 < 60:
+                found.append((h1 * 60 + m1, h2 * 60 + m2))
+    return tuple(found)
+
+
+WEEKDAYS = {"mon": 1, "tue": 2, "wed": 3, "thu": 4, "fri": 5, "sat": 6, "sun": 7}
+
+
+def _weekdays(days: object) -> frozenset[int] | None:
+    """ISO weekdays (1 Monday .. 7 Sunday, or their names); None (absent): every day."""
+    if days is None:
+        return None
+    if not isinstance(days, list):
+        return frozenset()
+    found = set()
+    for day in days:
+        if isinstance(day, int) and not isinstance(day, bool) and 1 <= day <= 7:
+            found.add(day)
+        elif isinstance(day, str) and day.strip().lower()[:3] in WEEKDAYS:
+            found.add(WEEKDAYS[day.strip().lower()[:3]])
+    return frozenset(found)
 
 
 def _premiums(entry: dict) -> tuple[tuple[str, Decimal], ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -104,7 +105,7 @@ def charge(
         premium = dep.price.dearest_region() if premium is None else premium
     premium = Decimal(1) if premium is None else premium
     billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
-    billed = bill(usage, dep.price, tier, premium)
+    billed = bill(usage, dep.price, tier, premium, datetime.now(UTC))  # off-peak hours: as the call ends
     if fees:
         billed = replace(billed, cost=billed.cost + fees)
     ctx.meter.add_call(dep.name, usage, billed, ctx.lane_factor(dep.config.provider), billed_at)

@@ -86,6 +86,7 @@ def test_live_price_is_a_price_that_follows_the_meter() -> None:
     assert cost_of(Usage(1000, 100), price) == Decimal("0.001") + Decimal("0.0001")
     assert price.scaled(Decimal("0.5")).output == Decimal("0.0000005")  # batch discount works on it
     assert price.premium("us", "fast") == 1 and price.dearest_region() == 1  # no region or speed sold apart
+    assert price.off_peak is None  # nor cheaper hours
 
 
 def test_carbon_of_a_call_uses_the_measured_rates() -> None:

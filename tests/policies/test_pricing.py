@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -361,6 +362,7 @@ def litellms_cost(
     provider: str | None = None,
     service_tier: str | None = None,
     data_residency: str | None = None,
+    current_time: datetime | None = None,
     **fields: Any,
 ) -> Decimal:
     """What litellm's own cost calculator makes of `usage` on `model`, from the same bundled map,
@@ -377,6 +379,14 @@ def litellms_cost(
         prompt_tokens_details=details,
         **fields,
     )
+    if current_time is not None:  # its entry point for a moment other than now
+        from litellm.litellm_core_utils.llm_cost_calc.utils import generic_cost_per_token
+
+        assert provider is not None
+        prompt, completion = generic_cost_per_token(
+            model=model, usage=theirs, custom_llm_provider=provider, current_time=current_time
+        )
+        return in_picos(D(str(prompt)) + D(str(completion)))
     prompt, completion = cost_per_token(
         model=model,
         usage_object=theirs,
@@ -408,3 +418,31 @@ def test_openais_regional_hosts_cost_what_litellms_calculator_says(
     assert in_picos(bill(usage, found.at_host(host)).cost) == litellms_cost(
         model, usage, "openai", data_residency=residency
     )
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "2026-12-04T00:30:00+00:00",  # a Friday, in 00:00-01:00
+        "2026-12-04T01:00:00+00:00",  # the window's end: peak
+        "2026-12-04T07:00:00+00:00",  # peak
+        "2026-12-04T23:59:00+00:00",  # in 10:00-00:00
+        "2026-12-05T07:00:00+00:00",  # a Saturday: all day
+        "2026-12-04T17:00:00+00:00",  # Friday in UTC, Saturday in Shanghai (weekday_timezone)
+        "2026-12-06T17:00:00+00:00",  # Sunday in UTC, Monday in Shanghai
+    ],
+)
+@pytest.mark.parametrize(
+    "model, provider", [("deepseek/deepseek-v4-pro", "deepseek"), ("tencent/deepseek-v4.1-flash", "tencent")]
+)
+def test_off_peak_hours_cost_what_litellms_calculator_says(model: str, provider: str, when: str) -> None:
+    """DeepSeek sells its models at about half price 16 hours of a weekday and all weekend
+    (litellm's `off_peak_pricing`): a call billed then is charged the off-peak price, and what
+    that saved counts as the provider's discount."""
+    found = lookup(model)
+    assert found is not None and found.price.off_peak is not None
+    usage, moment = Usage(10_000, 500, 3000), datetime.fromisoformat(when)
+    ours = bill(usage, found.price, when=moment)
+    assert in_picos(ours.cost) == litellms_cost(model, usage, provider, current_time=moment)
+    assert (ours.tier_saved > 0) == found.price.off_peak.covers(moment)
+    assert bill(usage, found.price, Tier.BATCH, when=moment) == ours  # no batch tier: list price, its hours too
