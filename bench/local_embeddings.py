@@ -53,7 +53,7 @@ async def main() -> None:
     import os
 
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from policies.pricing import lookup
+    from policies.price_map import lookup
 
     info = lookup("text-embedding-3-small")
     if info is not None:

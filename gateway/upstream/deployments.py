@@ -18,7 +18,8 @@ from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import replica_set
 from gateway.upstream.prompt_markers import CachePlan
 from gateway.upstream.server_tools import NONE, ServerTool, resolve
-from policies.pricing import FREE, LongContext, Price, lookup
+from policies.price_map import lookup
+from policies.pricing import FREE, LongContext, Price
 
 DEFAULT_MAX_OUTPUT_TOKENS = 4096
 

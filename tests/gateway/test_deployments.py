@@ -18,7 +18,8 @@ from gateway.providers.litellm import LiteLLMProvider
 from gateway.providers.openai_compatible import OpenAIProvider
 from gateway.providers.replicas import ReplicaSet
 from gateway.upstream.deployments import DEFAULT_MAX_OUTPUT_TOKENS, build_deployments, build_provider, price_for
-from policies.pricing import FREE, Price, lookup
+from policies.price_map import lookup
+from policies.pricing import FREE, Price
 
 MILLION = Decimal(1_000_000)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import httpx
 
-from policies.pricing import Usage, bill, from_pico, lookup
+from policies.price_map import lookup
+from policies.pricing import Usage, bill, from_pico
 from tests.gateway.in_process import chat_answer, ledger_rows, new_key, openai_client, running_app, settings_for
 
 DEEPSEEK = {"name": "deepseek", "provider": "openai", "model": "deepseek-v4-pro", "api_base": "http://upstream.test/v1"}

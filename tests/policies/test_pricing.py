@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from policies.price_map import lookup
 from policies.pricing import (
     FREE,
     Bill,
@@ -16,7 +17,6 @@ from policies.pricing import (
     cost_of,
     format_usd,
     in_picos,
-    lookup,
     worst_case_cost,
 )
 
