@@ -59,6 +59,7 @@ def _dec(value: object) -> Decimal | None:
     return None if value is None else Decimal(str(value))
 
 
+@cache  # the map does not change while the process runs; a deployment asks for its model 3 times
 def lookup(model: str) -> ModelInfo | None:
     """Price and limits of `model` in litellm's map; tries the name without a provider prefix."""
     table = _price_map()
