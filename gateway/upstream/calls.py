@@ -91,19 +91,23 @@ def charge(
     tier: Tier = Tier.STANDARD,
     fees: Decimal = Decimal(0),
     premium: Decimal | None = None,
+    counted: bool = False,
 ) -> Usage:
     """Add one call's cost to the request, as its provider bills it at `tier` and `premium`
-    (`billed_premium`; None: the answer named none, list price), with `fees` (its provider-run
-    tools' uses: gateway/upstream/server_tools.py). When the upstream reported no usage, its
-    prompt at the hold's bound and all it generated are counted (a stream's pieces, joined only
-    then: `ctx.generated`), at the dearest region the model is sold in unless the answer named
-    its own: the meter errs on the closed side."""
+    (`billed_premium`; None: the answer named none), with `fees` (its provider-run tools' uses:
+    gateway/upstream/server_tools.py). When the upstream reported no usage, its prompt at the
+    hold's bound and all it generated are counted (a stream's pieces, joined only then:
+    `ctx.generated`). A call whose usage the gateway `counted` itself (that one, a stream cut at
+    its hold, an unreadable answer) is charged at the dearest region the model is sold in unless
+    its answer named one, as it is held: the meter errs on the closed side; an answer that
+    reported its usage and named none, at list price, as the provider bills it."""
     if usage is None:
         model = dep.config.upstream_model
         text = generated if isinstance(generated, str) else "".join(generated)
         usage = Usage(unreported_prompt(ctx, dep), count_text(text, model) if text else 0)
-        premium = dep.price.dearest_region() if premium is None else premium
-    premium = Decimal(1) if premium is None else premium
+        counted = True
+    if premium is None:
+        premium = dep.price.dearest_region() if counted else Decimal(1)
     billed_at = tier if dep.price.at(tier) is not None else Tier.STANDARD
     billed = bill(usage, dep.price, tier, premium, datetime.now(UTC))  # off-peak hours: as the call ends
     if fees:
@@ -129,7 +133,7 @@ def billed_if_unread(
     try:
         yield
     except UnreadableAnswer:
-        charge(ctx, dep, usage(), fees=fees, premium=dep.price.dearest_region())
+        charge(ctx, dep, usage(), fees=fees, counted=True)
         raise
 
 
@@ -244,9 +248,8 @@ async def _relay(ctx: RequestContext, dep: Deployment, stream: UpstreamStream) -
         with anyio.CancelScope(shield=True):
             await stream.aclose()
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
-                usage = meter.usage()  # at the dearest region: no usage named one
-                premium = dep.price.dearest_region()
-            final = charge(ctx, dep, usage, ctx.generated, tier, premium=premium)
+                usage = meter.usage()
+            final = charge(ctx, dep, usage, ctx.generated, tier, premium=premium, counted=cut)
     if failed:
         return
     for tail in stream_tail(last, final, format_usd(ctx.meter.cost), ctx.view.include_usage, reported_raw):
@@ -277,11 +280,11 @@ async def complete(
         completion = await tracing.complete(ctx, dep, UpstreamCall(endpoint, body, priority=ctx.decided.priority))
     ctx.meter.call_answered()
     usage = completion.usage
-    premium = billed_premium(completion.body.get("usage"), dep.price)
-    if usage is None:  # counted here: at the dearest region, unless the answer named its own
+    counted = usage is None
+    if usage is None:
         usage = Usage(prompt(), count_text(generated_text(completion.body), model))
-        premium = dep.price.dearest_region() if premium is None else premium
-    charge(ctx, dep, usage, tier=billed_tier(completion.body), premium=premium)
+    premium = billed_premium(completion.body.get("usage"), dep.price)
+    charge(ctx, dep, usage, tier=billed_tier(completion.body), premium=premium, counted=counted)
     return completion
 
 

@@ -224,11 +224,10 @@ async def _relay(ctx: RequestContext, dep: Deployment, api: NativeApi, stream: U
             final = usage.usage
             if cut and meter is not None:  # the upstream reports nothing: charge what was counted
                 final = meter.usage()
-                premium = dep.price.dearest_region() if premium is None else premium  # as message_start said
             elif final is not None and not usage.complete:  # it broke off: at least what was relayed
                 relayed = count_text("".join(ctx.generated), model)
                 final = replace(final, completion_tokens=max(final.completion_tokens, relayed))
-            charge(ctx, dep, final, ctx.generated, tier, uses.fee(dep.server_tools), premium)
+            charge(ctx, dep, final, ctx.generated, tier, uses.fee(dep.server_tools), premium, counted=cut)
     if failed:
         return
     if cut:

@@ -116,11 +116,17 @@ def held_premium(ctx: RequestContext, dep: Deployment) -> Decimal:
     price = dep.price
     if not price.premiums:
         return Decimal(1)
-    body = ctx.native.body if ctx.native is not None else ctx.body
+    body = asked_body(ctx)
     pinned = body.get("inference_geo") if "inference_geo" in dep.fields.extra else None
     region = price.premium(geo=pinned) if isinstance(pinned, str) else price.dearest_region()
     fast = "speed" in dep.fields.extra and body.get("speed") == FAST
     return region * (price.premium(speed=FAST) if fast else Decimal(1))
+
+
+def asked_body(ctx: RequestContext) -> dict[str, Any]:
+    """The body as the client sent it, in its own API (a native call's), where the fields it
+    asks for a tier, a region or a speed with are."""
+    return ctx.native.body if ctx.native is not None else ctx.body
 
 
 def asked_tier(ctx: RequestContext, dep: Deployment) -> Tier | None:
@@ -128,7 +134,7 @@ def asked_tier(ctx: RequestContext, dep: Deployment) -> Tier | None:
     (flex, cheaper, is held at list price: it may be served at list)."""
     if "service_tier" not in dep.fields.extra:
         return None
-    body = ctx.native.body if ctx.native is not None else ctx.body
+    body = asked_body(ctx)
     named = body.get("service_tier")
     asked = SERVICE_TIERS.get(named) if isinstance(named, str) else None
     return asked if asked in (Tier.PRIORITY, Tier.ULTRAFAST) else None
