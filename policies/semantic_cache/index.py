@@ -43,7 +43,7 @@ _TRAINER = ThreadPoolExecutor(1, thread_name_prefix="ivf-train")
 @functools.cache
 def _faiss() -> Any:
     """FAISS, imported when the first index is built: a gateway whose cache holds no question
-    vectors (the semantic cache off) starts without it (~0.1 s of every start). faiss-cpu's stubs
+    vectors (the semantic cache off) starts without it (bench/serve_start.py). faiss-cpu's stubs
     type its SWIG layer, not the numpy wrappers its Python layer puts over it (remove_ids,
     search, add_with_ids take arrays): read as untyped."""
     import faiss
